@@ -1,0 +1,228 @@
+"""The `twin` command: a thin layer over the library (click + rich)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import __version__, deploy
+from .describe import describe
+from .errors import TwinError
+from .frr import vtysh_argv
+from .labs import open_lab, running_lab
+from .runtime import get_runtime
+from .runtime.netns import orphan_labs
+from .state import known_labs
+from .status import as_dict, lab_status
+
+console = Console(stderr=True)
+out = Console()
+
+
+class RichProgress:
+    """Renders library progress events as a rich progress bar on stderr."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.task = None
+
+    def phase(self, name: str, total: int | None = None) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, completed=self.progress.tasks[self.task].total or 1,
+                                 total=self.progress.tasks[self.task].total or 1)
+        self.task = self.progress.add_task(name, total=total)
+
+    def advance(self, amount: int = 1) -> None:
+        if self.task is not None:
+            self.progress.advance(self.task, amount)
+
+    def note(self, message: str) -> None:
+        self.progress.console.print(f"[yellow]{message}[/]")
+
+
+def _progress_bar() -> Progress:
+    return Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=False)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.version_option(__version__, prog_name="twin")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """fabric-twin: a network digital twin of an AI-training cluster fabric."""
+    ctx.obj = {"debug": debug}
+
+
+@cli.group()
+def lab() -> None:
+    """Build, inspect and remove labs (see labs/*.yaml)."""
+
+
+@lab.command("up")
+@click.argument("lab_ref", metavar="LAB")
+@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for convergence.")
+def lab_up(lab_ref: str, timeout: float) -> None:
+    """Bring LAB (a name from labs/ or a path) up and wait until it has converged."""
+    lab_file, fabric = open_lab(lab_ref)
+    started = time.monotonic()
+    with _progress_bar() as bar:
+        state = deploy.up(lab_file, fabric, RichProgress(bar), timeout_s=timeout)
+    elapsed = time.monotonic() - started
+    pairs = len(fabric.host_nics())
+    out.print(f"[green]lab {fabric.name} is up[/] and converged in [bold]{elapsed:.1f} s[/]: "
+              f"{len(fabric.switches)} switches, {len(fabric.hosts)} hosts ({pairs} NICs), "
+              f"{len(fabric.links)} links; all ECMP next hops installed, all host NIC pairs reachable.")
+    out.print("  phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in state.timings_s.items() if k != "total"))
+    first, last = fabric.host_nics()[0], fabric.host_nics()[-1]
+    out.print(f"  next: twin lab status {fabric.name}\n"
+              f"        twin lab exec {fabric.name} {first[0]} -- ping -c 3 -I {first[1].address.ip} "
+              f"{last[1].address.ip}\n"
+              f"        twin lab down {fabric.name}")
+
+
+@lab.command("down")
+@click.argument("name", metavar="LAB")
+def lab_down(name: str) -> None:
+    """Remove LAB and everything it owns (namespaces, links, daemons, files). Idempotent."""
+    name = Path(name).stem if name.endswith((".yaml", ".yml")) else name
+    started = time.monotonic()
+    with _progress_bar() as bar:
+        report = deploy.down(name, RichProgress(bar))
+    if not report.had_state and report.nodes_removed == 0:
+        out.print(f"lab {name} is not running; nothing to remove")
+        return
+    out.print(f"lab {name} removed in {time.monotonic() - started:.1f} s: {report.nodes_removed} nodes, "
+              f"{report.daemons_stopped} daemons")
+
+
+@lab.command("list")
+def lab_list() -> None:
+    """List labs that exist on this machine."""
+    names = known_labs()
+    if not names:
+        out.print("no labs are up")
+    for name in names:
+        out.print(name)
+
+
+@lab.command("show")
+@click.argument("lab_ref", metavar="LAB")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def lab_show(lab_ref: str, as_json: bool) -> None:
+    """Print LAB's nodes, links, addresses and ASNs (no root needed, nothing is created)."""
+    _lab_file, fabric = open_lab(lab_ref)
+    if as_json:
+        out.print_json(json.dumps({
+            "name": fabric.name,
+            "nodes": [{"name": n.name, "role": n.role, "asn": n.asn,
+                       "loopback": str(n.loopback) if n.loopback else None} for n in fabric.nodes.values()],
+            "links": [{"a": {"node": l.a.node, "ifname": l.a.ifname, "address": str(l.a.address)},
+                       "b": {"node": l.b.node, "ifname": l.b.ifname, "address": str(l.b.address)},
+                       "kind": l.kind} for l in fabric.links]}))
+        return
+    click.echo(describe(fabric), nl=False)
+
+
+@lab.command("status")
+@click.argument("name", metavar="LAB")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def lab_status_cmd(name: str, as_json: bool) -> None:
+    """Per switch: BGP sessions, BFD peers, ECMP next hops, daemon health. Exit 1 if anything is unhealthy."""
+    state, fabric = running_lab(name)
+    statuses = lab_status(get_runtime(state.runtime, name), state, fabric)
+    if as_json:
+        out.print_json(json.dumps(as_dict(statuses)))
+    else:
+        table = Table(title=f"lab {name} ({state.status})")
+        for column in ("switch", "daemons", "BGP established", "BFD up", "ECMP complete", "problems"):
+            table.add_column(column)
+        for s in statuses:
+            daemons = "ok" if s.daemons and all(s.daemons.values()) else \
+                "[red]dead: " + ",".join(d for d, ok in s.daemons.items() if not ok) + "[/]"
+            bgp_up = sum(1 for v in s.bgp.values() if v == "Established")
+            bfd_up = sum(1 for v in s.bfd.values() if v == "up")
+            problems = [s.error] if s.error else []
+            problems += [f"BGP {peer} {st}" for peer, st in s.bgp.items() if st != "Established"]
+            problems += [f"BFD {peer} {st}" for peer, st in s.bfd.items() if st != "up"]
+            problems += s.ecmp_short[:3]
+            table.add_row(s.name, daemons, f"{bgp_up}/{len(s.bgp)}", f"{bfd_up}/{len(s.bfd)}",
+                          f"{s.ecmp_ok}/{s.ecmp_expected}", "[red]" + "; ".join(problems) + "[/]" if problems else "")
+        out.print(table)
+    if not all(s.healthy for s in statuses):
+        sys.exit(1)
+
+
+@lab.command("exec", context_settings={"ignore_unknown_options": True})
+@click.argument("name", metavar="LAB")
+@click.argument("node")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
+    """Run COMMAND inside NODE of LAB; its exit code is passed through.
+
+    Use `--` before the command. `vtysh` on a switch talks to that switch's FRR.
+    """
+    state, fabric = running_lab(name)
+    if node not in fabric.nodes:
+        raise TwinError(f"lab {name} has no node '{node}'", hint="see `twin lab show " + name + "`")
+    argv = list(command)
+    if argv[0] == "vtysh":
+        argv = vtysh_argv(state, node) + argv[1:]
+    result = get_runtime(state.runtime, name).exec(node, argv, timeout=None, capture=False)
+    sys.exit(result.rc)
+
+
+@lab.command("graph")
+@click.argument("lab_ref", metavar="LAB")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="PNG or SVG file (default: LAB.png).")
+def lab_graph(lab_ref: str, output: Path | None) -> None:
+    """Draw LAB's fabric by tier and rail to a PNG or SVG file."""
+    from .draw import draw
+    _lab_file, fabric = open_lab(lab_ref)
+    output = output or Path(f"{fabric.name}.png")
+    if output.suffix.lower() not in (".png", ".svg"):
+        raise TwinError(f"cannot write {output}: unknown picture format", hint="use a .png or .svg file name")
+    out.print(f"wrote {draw(fabric, output)}")
+
+
+@cli.command()
+def cleanup() -> None:
+    """Remove every lab this tool owns on this machine (and nothing else)."""
+    labs = set(known_labs())
+    labs |= orphan_labs()
+    if not labs:
+        out.print("nothing to clean up")
+    for name in sorted(labs):
+        report = deploy.down(name)
+        out.print(f"removed lab {name}: {report.nodes_removed} nodes, {report.daemons_stopped} daemons")
+
+
+def main() -> None:
+    debug = "--debug" in sys.argv
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        console.print("aborted")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except TwinError as exc:
+        if debug:
+            raise
+        console.print("[bold red]error:[/] " + escape(exc.message))
+        if exc.hint:
+            console.print("[bold]hint:[/] " + escape(exc.hint))
+        sys.exit(2)
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        sys.exit(130)

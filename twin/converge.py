@@ -1,0 +1,89 @@
+"""Convergence: every switch has the expected ECMP next hops toward every host prefix
+(FRR's FIB view over vtysh JSON), and a real packet from every host NIC reaches every other."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from ipaddress import IPv4Network
+
+from .ecmp import expected_next_hops
+from .errors import ConvergenceError, RuntimeBackendError
+from .frr import vtysh_json
+from .model import Fabric
+from .progress import Progress
+from .reach import fabric_nics, fabric_pairs, unreachable_pairs
+from .runtime import Runtime
+from .state import LabState
+
+POLL_S = 0.25
+
+
+@dataclass(frozen=True)
+class RoutingGap:
+    switch: str
+    prefix: IPv4Network
+    expected: int
+    installed: int
+
+    def __str__(self) -> str:
+        return f"{self.switch}: {self.prefix} has {self.installed} of {self.expected} ECMP next hops"
+
+
+def fib_next_hops(runtime: Runtime, state: LabState, switch: str) -> dict[IPv4Network, int]:
+    """prefix -> number of next hops FRR has installed in the kernel FIB."""
+    routes = vtysh_json(runtime, state, switch, "show ip route json")
+    installed = {}
+    for prefix, entries in routes.items():
+        for entry in entries:
+            if entry.get("selected") and entry.get("installed"):
+                installed[IPv4Network(prefix)] = sum(1 for hop in entry.get("nexthops", []) if hop.get("fib"))
+    return installed
+
+
+def routing_gaps(runtime: Runtime, state: LabState, expected: dict[str, dict[IPv4Network, int]]
+                 ) -> list[RoutingGap]:
+    def check(switch: str) -> list[RoutingGap]:
+        try:
+            have = fib_next_hops(runtime, state, switch)
+        except RuntimeBackendError:
+            have = {}  # vtysh not answering yet: every expectation is still open
+        return [RoutingGap(switch, prefix, want, have.get(prefix, 0))
+                for prefix, want in expected[switch].items() if have.get(prefix, 0) != want]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return [gap for gaps in pool.map(check, sorted(expected)) for gap in gaps]
+
+
+def wait_converged(runtime: Runtime, state: LabState, fabric: Fabric, progress: Progress,
+                   timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    expected = expected_next_hops(fabric)
+    total = sum(len(v) for v in expected.values())
+    progress.phase("BGP/ECMP convergence", total)
+    done = 0
+    while True:
+        gaps = routing_gaps(runtime, state, expected)
+        progress.advance(total - len(gaps) - done)
+        done = total - len(gaps)
+        if not gaps:
+            break
+        if time.monotonic() > deadline:
+            raise ConvergenceError(
+                f"routing did not converge within {timeout_s:.0f} s; {len(gaps)} gaps, e.g. "
+                + "; ".join(str(g) for g in gaps[:3]),
+                hint="check `twin lab status` and the switch's frr.log; raise --timeout on a slow machine")
+        time.sleep(POLL_S)
+    pairs = len(fabric_pairs(fabric_nics(fabric)))
+    progress.phase("all-pairs reachability", pairs)
+    while True:
+        failed = unreachable_pairs(runtime, fabric, timeout_s=min(2.0, max(0.5, deadline - time.monotonic())))
+        if not failed:
+            progress.advance(pairs)
+            return
+        if time.monotonic() > deadline:
+            raise ConvergenceError(
+                f"{len(failed)} of {pairs} host NIC pairs cannot reach each other, e.g. "
+                + "; ".join(f"{s} -> {d}" for s, d in failed[:3]),
+                hint="inspect with `twin lab exec LAB HOST -- ip route get ...`")

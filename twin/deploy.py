@@ -1,0 +1,173 @@
+"""Bring a lab up (ordered steps, each recorded before it acts) and tear it down.
+
+up:   namespaces -> sysctls -> links -> interfaces, routing, shaping -> FRR -> convergence
+down: daemons by recorded pid -> every node carrying this lab's prefix -> the lab directory
+A failure or Ctrl-C during `up` tears down whatever was built.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from pyroute2 import IPRoute
+
+from . import frr, netconf, preflight, shaping
+from .converge import wait_converged
+from .errors import LabStateError, RuntimeBackendError
+from .labfile import LabFile
+from .model import Fabric
+from .procs import alive, cmdline, terminate
+from .progress import NullProgress, Progress
+from .runtime import Runtime, get_runtime, names
+from .state import LabState, Resource, lab_dir, load_state
+
+
+@contextmanager
+def _timed(state: LabState, name: str) -> Iterator[None]:
+    start = time.monotonic()
+    yield
+    state.timings_s[name] = round(time.monotonic() - start, 3)
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM during deploy unwinds like Ctrl-C, so the rollback runs.
+
+    pyroute2 forks helper children that inherit this handler and are ended with
+    SIGTERM; in them the handler must simply exit, never unwind into our code.
+    """
+    owner = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != owner:
+            os._exit(128 + signum)
+        raise KeyboardInterrupt
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def up(lab: LabFile, fabric: Fabric, progress: Progress | None = None,
+       timeout_s: float = 60.0) -> LabState:
+    """Build the lab and wait until it has converged. Returns the saved state."""
+    progress = progress or NullProgress()
+    preflight.check(lab)
+    runtime = get_runtime(fabric.runtime, fabric.name)
+    if load_state(fabric.name) is not None or runtime.owned():
+        raise LabStateError(f"lab '{fabric.name}' is already up (or left over from a crash)",
+                            hint=f"twin lab down {fabric.name}")
+    state = LabState(lab=fabric.name, runtime=runtime.kind, lab_file=str(lab.path.resolve()))
+    state.save()
+    shutil.copyfile(lab.path, state.directory / "lab.yaml")  # later commands read the lab as it was built
+    started = time.monotonic()
+    owner = os.getpid()
+    with _sigterm_as_interrupt():
+        try:
+            _build(fabric, runtime, state, progress, timeout_s)
+        except BaseException:
+            if os.getpid() != owner:  # a forked helper: never tear down from it
+                os._exit(1)
+            state.status = "failed"
+            state.save()
+            progress.note("deploy failed: tearing down what was built")
+            down(fabric.name, progress)
+            raise
+    state.timings_s["total"] = round(time.monotonic() - started, 3)
+    state.status = "up"
+    state.save()
+    return state
+
+
+def _build(fabric: Fabric, runtime: Runtime, state: LabState, progress: Progress,
+           timeout_s: float) -> None:
+    nodes = list(fabric.nodes.values())
+    with _timed(state, "namespaces"):
+        progress.phase("namespaces", len(nodes))
+        for node in nodes:
+            state.resources.append(Resource(kind=runtime.kind, name=runtime.resource_name(node.name),
+                                            node=node.name))
+        state.save()  # every node recorded before the first is created
+        for node in nodes:
+            runtime.create_node(node)
+            progress.advance()
+    with _timed(state, "sysctls"):
+        progress.phase("sysctls", len(nodes))
+        for node in nodes:
+            netconf.configure_sysctls(runtime.netns_path(node.name), fabric, node)
+            progress.advance()
+    with _timed(state, "links"):
+        progress.phase("links", len(fabric.links))
+        for link in fabric.links:
+            runtime.create_link(link)
+            progress.advance()
+    with _timed(state, "addresses+shaping"):
+        progress.phase("addresses, routes, shaping", len(nodes))
+        for node in nodes:
+            with IPRoute(netns=runtime.netns_path(node.name), flags=0) as ipr:
+                indexes = netconf.configure_interfaces(ipr, fabric, node)
+                if node.role == "host":
+                    netconf.configure_host_routing(ipr, fabric, node, indexes)
+                for index in indexes.values():
+                    shaping.shape(ipr, index, fabric.rate_bps)
+            progress.advance()
+    with _timed(state, "frr-start"):
+        switches = fabric.switches
+        progress.phase("FRR daemons", len(switches) * len(frr.DAEMONS))
+        for node in switches:
+            frr.write_configs(fabric, node, state.node_dir(node.name))
+        for daemon in frr.DAEMONS:  # zebra everywhere first: the others connect to it
+            for node in switches:
+                frr.start_daemon(runtime, state, node.name, daemon)
+                progress.advance()
+    with _timed(state, "convergence"):
+        wait_converged(runtime, state, fabric, progress, timeout_s)
+
+
+@dataclass
+class TeardownReport:
+    lab: str
+    nodes_removed: int
+    daemons_stopped: int
+    had_state: bool
+
+
+def down(lab: str, progress: Progress | None = None) -> TeardownReport:
+    """Remove everything lab `lab` owns; idempotent, works from a partial or missing state."""
+    progress = progress or NullProgress()
+    state = load_state(lab)
+    if state is not None:
+        state.status = "tearing-down"
+        state.save()
+    marker = str(lab_dir(lab))
+    # Recorded daemons first, each verified to still be this lab's process (pid reuse).
+    pids = [r.pid for r in (state.daemons() if state else [])
+            if r.pid and alive(r.pid) and marker in cmdline(r.pid)]
+    progress.phase("stopping daemons", None)
+    terminate(pids)
+    removed = 0
+    for kind in names():
+        runtime = get_runtime(kind, lab)
+        owned = runtime.owned()
+        progress.phase(f"removing {kind} nodes", len(owned))
+        for node in owned:
+            try:
+                runtime.delete_node(node)
+            except RuntimeBackendError as exc:
+                progress.note(str(exc))
+            removed += 1
+            progress.advance()
+    shutil.rmtree(lab_dir(lab), ignore_errors=True)
+    return TeardownReport(lab=lab, nodes_removed=removed, daemons_stopped=len(pids),
+                          had_state=state is not None)

@@ -1,0 +1,52 @@
+"""`twin lab graph`: a picture of the fabric by tier and rail (matplotlib, PNG or SVG)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from .model import Fabric, Node  # noqa: E402
+
+TIER_Y = {"superspine": 3, "spine": 2, "leaf": 1, "host": 0}
+COLORS = {"superspine": "#6a3d9a", "spine": "#1f78b4", "leaf": "#33a02c", "host": "#ff7f00"}
+
+
+def _order_key(node: Node) -> tuple:
+    if node.role == "leaf":
+        return (node.rail or 0, node.group or 0)  # a rail's leaves side by side, under their plane
+    if node.role == "spine":
+        return (node.rail or 0, node.index)
+    return (node.group or 0, node.index)
+
+
+def positions(fabric: Fabric) -> dict[str, tuple[float, float]]:
+    pos = {}
+    for role, y in TIER_Y.items():
+        row = sorted(fabric.by_role(role), key=_order_key)
+        for i, node in enumerate(row):
+            pos[node.name] = ((i + 0.5) / max(len(row), 1), float(y))
+    return pos
+
+
+def draw(fabric: Fabric, out: Path) -> Path:
+    pos = positions(fabric)
+    width = max(8.0, len(fabric.by_role("leaf")) * 0.9)
+    fig, ax = plt.subplots(figsize=(width, 6))
+    for link in fabric.links:
+        (x1, y1), (x2, y2) = pos[link.a.node], pos[link.b.node]
+        ax.plot([x1, x2], [y1, y2], color="#999999", linewidth=0.6, zorder=1)
+    for node in fabric.nodes.values():
+        x, y = pos[node.name]
+        ax.scatter([x], [y], s=260, color=COLORS[node.role], zorder=2, edgecolors="black", linewidths=0.5)
+        ax.annotate(node.name, (x, y), textcoords="offset points", xytext=(0, -16 if y else 12),
+                    ha="center", fontsize=6, rotation=0)
+    ax.set_title(f"{fabric.name}: {fabric.tiers}-tier, {fabric.rails} rail(s), {len(fabric.links)} links")
+    ax.set_axis_off()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, bbox_inches="tight", dpi=150)
+    plt.close(fig)
+    return out

@@ -1,0 +1,91 @@
+"""FRR per switch: rendered configs and sockets in the lab's own node directory, daemons by pid.
+
+Each switch gets <run>/<lab>/nodes/<switch>/ holding <daemon>.conf, pid files, the
+zserv and vty sockets and frr.log. Daemons run in the switch's namespace as the
+`frr` user, with no TCP vty (-P 0) and no pathspace (-N would create global dirs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+from pathlib import Path
+
+from .errors import MissingDependencyError, RuntimeBackendError
+from .model import Fabric, Node
+from .procs import alive, cmdline
+from .render import DAEMONS, render_switch
+from .runtime import Runtime
+from .state import LabState, Resource
+
+FRR_DIR = Path("/usr/lib/frr")
+VTYSH = "vtysh"
+
+
+def check_installed() -> None:
+    missing = [d for d in DAEMONS if not (FRR_DIR / d).is_file()]
+    if missing or shutil.which(VTYSH) is None:
+        raise MissingDependencyError(f"FRR is not installed (missing: {', '.join(missing) or VTYSH})",
+                                     hint="run `make deps` (installs Debian's frr package)")
+    try:
+        pwd.getpwnam("frr")
+    except KeyError:
+        raise MissingDependencyError("the 'frr' user does not exist",
+                                     hint="reinstall Debian's frr package") from None
+
+
+def write_configs(fabric: Fabric, node: Node, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for daemon, text in render_switch(fabric, node).items():
+        (directory / f"{daemon}.conf").write_text(text)
+    frr = pwd.getpwnam("frr")
+    for path in (directory, *directory.iterdir()):
+        os.chown(path, frr.pw_uid, frr.pw_gid)
+
+
+def daemon_argv(daemon: str, directory: Path) -> list[str]:
+    argv = [str(FRR_DIR / daemon), "-P", "0", "-f", str(directory / f"{daemon}.conf"),
+            "-i", str(directory / f"{daemon}.pid"), "-z", str(directory / "zserv.api"),
+            "--vty_socket", str(directory), "--log", f"file:{directory / 'frr.log'}"]
+    if daemon == "bfdd":
+        argv += ["--bfdctl", str(directory / "bfdd.sock")]
+    return argv
+
+
+def start_daemon(runtime: Runtime, state: LabState, node: str, daemon: str) -> int:
+    directory = state.node_dir(node)
+    resource = state.record(Resource(kind="daemon", name=f"{node}/{daemon}", node=node))
+    resource.pid = runtime.spawn(node, daemon_argv(daemon, directory), directory / "daemons.out")
+    state.save()
+    return resource.pid
+
+
+def daemon_health(state: LabState, node: str) -> dict[str, bool]:
+    """daemon -> running, judged by the recorded pid still being that daemon of this lab."""
+    health = {}
+    marker = str(state.node_dir(node))
+    for res in state.daemons():
+        if res.node == node:
+            daemon = res.name.split("/", 1)[1]
+            health[daemon] = bool(res.pid) and alive(res.pid) and marker in cmdline(res.pid)
+    return health
+
+
+def vtysh_json(runtime: Runtime, state: LabState, node: str, command: str, timeout: float = 10):
+    """Run one `show ... json` command on a switch and return the parsed JSON."""
+    result = runtime.exec(node, vtysh_argv(state, node, command), timeout=timeout)
+    if result.rc != 0:
+        raise RuntimeBackendError(f"vtysh on {node}: {command!r} failed: {result.stderr.strip() or result.stdout.strip()}")
+    try:
+        return json.loads(result.stdout or "{}")
+    except json.JSONDecodeError as exc:
+        raise RuntimeBackendError(f"vtysh on {node}: {command!r} returned no JSON") from exc
+
+
+def vtysh_argv(state: LabState, node: str, *commands: str) -> list[str]:
+    argv = [VTYSH, "--vty_socket", str(state.node_dir(node))]
+    for command in commands:
+        argv += ["-c", command]
+    return argv

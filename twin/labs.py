@@ -1,0 +1,40 @@
+"""Finding lab files and the model of a running lab."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import runtime
+from .build import build_fabric
+from .errors import LabStateError
+from .labfile import LabFile, load_lab, resolve_lab_path
+from .model import Fabric
+from .state import LabState, load_state
+
+PACKAGE_LABS = Path(__file__).resolve().parent.parent / "labs"
+LAB_COPY = "lab.yaml"
+
+
+def search_dirs() -> list[Path]:
+    dirs = [Path.cwd() / "labs", PACKAGE_LABS]
+    extra = os.environ.get("FABRIC_TWIN_LABS")
+    return ([Path(extra)] if extra else []) + dirs
+
+
+def open_lab(name_or_path: str) -> tuple[LabFile, Fabric]:
+    lab = load_lab(resolve_lab_path(name_or_path, search_dirs()), runtime.names())
+    return lab, build_fabric(lab)
+
+
+def running_lab(name: str) -> tuple[LabState, Fabric]:
+    """The state and model of a lab that is up (model from the copy saved at `up`)."""
+    state = load_state(name)
+    if state is None:
+        raise LabStateError(f"lab '{name}' is not running", hint=f"start it with `twin lab up {name}`")
+    copy = state.directory / LAB_COPY
+    if not copy.is_file():
+        raise LabStateError(f"lab '{name}' has no saved lab file (status: {state.status})",
+                            hint=f"twin lab down {name}")
+    lab = load_lab(copy, runtime.names())
+    return state, build_fabric(lab)

@@ -1,0 +1,104 @@
+"""The typed fabric model. Pure description: no kernel handles, no pids."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from typing import Literal
+
+import networkx as nx
+
+Role = Literal["host", "leaf", "spine", "superspine"]
+SWITCH_ROLES = ("leaf", "spine", "superspine")
+IFNAMSIZ = 15  # usable characters in a Linux interface name
+
+
+@dataclass
+class Node:
+    name: str
+    role: Role
+    group: int | None = None  # hosts and leaves
+    rail: int | None = None  # leaves, and spines of a rail plane (3-tier)
+    index: int = 0  # host number in its group, spine number in its plane, superspine number
+    asn: int | None = None  # switches only
+    loopback: IPv4Address | None = None  # switches only
+
+    @property
+    def is_switch(self) -> bool:
+        return self.role in SWITCH_ROLES
+
+
+@dataclass
+class Endpoint:
+    node: str
+    ifname: str = ""
+    address: IPv4Interface | None = None
+
+
+@dataclass
+class Link:
+    a: Endpoint  # the upper tier end for fabric links, the leaf for host links
+    b: Endpoint
+    kind: Literal["host", "fabric"]
+    rail: int | None = None  # host links: the NIC's rail
+
+    @property
+    def name(self) -> str:
+        return f"{self.a.node} -- {self.b.node}"
+
+    @property
+    def network(self) -> IPv4Network:
+        assert self.a.address is not None
+        return self.a.address.network
+
+    def endpoint(self, node: str) -> Endpoint:
+        if node == self.a.node:
+            return self.a
+        if node == self.b.node:
+            return self.b
+        raise KeyError(node)
+
+    def peer(self, node: str) -> Endpoint:
+        return self.b if node == self.a.node else self.a
+
+
+@dataclass
+class Fabric:
+    name: str
+    tiers: int
+    groups: int
+    rails: int
+    rate_bps: int
+    mtu: int
+    bfd_interval_ms: int
+    bfd_multiplier: int
+    ecmp_hash: Literal["l3", "l4"]
+    runtime: str
+    delay_s: float | None = None
+    nodes: dict[str, Node] = field(default_factory=dict)
+    links: list[Link] = field(default_factory=list)
+    graph: nx.Graph = field(default_factory=nx.Graph)
+
+    def by_role(self, role: Role) -> list[Node]:
+        return [n for n in self.nodes.values() if n.role == role]
+
+    @property
+    def switches(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.is_switch]
+
+    @property
+    def hosts(self) -> list[Node]:
+        return self.by_role("host")
+
+    def links_of(self, node: str) -> list[Link]:
+        return [link for link in self.links if node in (link.a.node, link.b.node)]
+
+    def host_nics(self) -> list[tuple[str, Endpoint]]:
+        """(host name, its NIC endpoint) for every host NIC, in a stable order."""
+        return [(link.b.node, link.b) for link in self.links if link.kind == "host"]
+
+    def find_link(self, a: str, b: str) -> Link | None:
+        for link in self.links:
+            if {link.a.node, link.b.node} == {a, b}:
+                return link
+        return None

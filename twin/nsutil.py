@@ -1,0 +1,63 @@
+"""Small helpers around Linux network namespaces that pyroute2 does not offer as such."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pyroute2 import netns as pr_netns
+
+
+@contextmanager
+def in_netns(path: str) -> Iterator[None]:
+    """Run the block with the calling thread inside the namespace at `path`.
+
+    Sockets and /proc/sys/net files opened inside stay bound to that namespace
+    after the block. Opening by fd avoids pyroute2's create-if-missing default.
+    """
+    target = os.open(path, os.O_RDONLY)
+    saved = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        pr_netns.setns(target)
+        try:
+            yield
+        finally:
+            pr_netns.setns(saved)
+    finally:
+        os.close(target)
+        os.close(saved)
+
+
+def netns_inode(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def pids_in_netns(path: str) -> list[int]:
+    """Every process whose network namespace is the one at `path` (like `ip netns pids`)."""
+    wanted = netns_inode(path)
+    if wanted is None:
+        return []
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            st = os.stat(f"/proc/{entry}/ns/net")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == wanted:
+            pids.append(int(entry))
+    return pids
+
+
+def write_sysctls(path: str, settings: dict[str, str]) -> None:
+    """Write net.* sysctls inside the namespace at `path` (they are per namespace)."""
+    with in_netns(path):
+        for key, value in settings.items():
+            with open("/proc/sys/" + key.replace(".", "/"), "w") as handle:
+                handle.write(value)

@@ -1,0 +1,60 @@
+"""Ending processes the lab started, by pid, never by name."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state != "Z"
+
+
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def terminate(pids: list[int], grace_s: float = 0.5) -> None:
+    """SIGTERM, wait up to grace_s, then SIGKILL what is left; reap our own children."""
+    pids = [p for p in set(pids) if alive(p)]
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while pids and time.monotonic() < deadline:
+        _reap()
+        pids = [p for p in pids if alive(p)]
+        if pids:
+            time.sleep(0.02)
+    for pid in pids:
+        _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 2.0
+    while pids and time.monotonic() < deadline:
+        _reap()
+        pids = [p for p in pids if alive(p)]
+        if pids:
+            time.sleep(0.02)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _reap() -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
