@@ -23,8 +23,8 @@ from .runtime.netns import orphan_labs
 from .state import known_labs
 from .status import as_dict, lab_status
 
-console = Console(stderr=True)
-out = Console()
+console = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
 
 
 class RichProgress:

@@ -10,7 +10,8 @@ from ipaddress import IPv4Network
 
 from .ecmp import expected_next_hops
 from .errors import ConvergenceError, RuntimeBackendError
-from .frr import vtysh_json
+from .frr import reregister_bfd, vtysh_json
+from .render import bgp_neighbors
 from .model import Fabric
 from .progress import Progress
 from .reach import fabric_nics, fabric_pairs, unreachable_pairs
@@ -18,6 +19,7 @@ from .runtime import Runtime
 from .state import LabState
 
 POLL_S = 0.25
+BFD_REPAIR_AFTER_S = 1.0  # a lost registration never appears late; slow BFD "up" does
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,22 @@ def routing_gaps(runtime: Runtime, state: LabState, expected: dict[str, dict[IPv
         return [gap for gaps in pool.map(check, sorted(expected)) for gap in gaps]
 
 
+def bfd_gaps(runtime: Runtime, state: LabState, fabric: Fabric) -> dict[str, tuple[int, int, int]]:
+    """switch -> (BFD peers up, BFD sessions known, BGP neighbours) where not every neighbour is up."""
+    def check(switch: str):
+        want = len(bgp_neighbors(fabric, fabric.nodes[switch]))
+        try:
+            peers = vtysh_json(runtime, state, switch, "show bfd peers json") or []
+        except RuntimeBackendError:
+            peers = []
+        up = sum(1 for p in peers if p.get("status") == "up")
+        return switch, (up, len(peers), want)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return {sw: counts for sw, counts in pool.map(check, [n.name for n in fabric.switches])
+                if counts[0] < counts[2]}
+
+
 def wait_converged(runtime: Runtime, state: LabState, fabric: Fabric, progress: Progress,
                    timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
@@ -75,6 +93,7 @@ def wait_converged(runtime: Runtime, state: LabState, fabric: Fabric, progress: 
                 + "; ".join(str(g) for g in gaps[:3]),
                 hint="check `twin lab status` and the switch's frr.log; raise --timeout on a slow machine")
         time.sleep(POLL_S)
+    _wait_bfd(runtime, state, fabric, progress, deadline, timeout_s)
     pairs = len(fabric_pairs(fabric_nics(fabric)))
     progress.phase("all-pairs reachability", pairs)
     while True:
@@ -87,3 +106,31 @@ def wait_converged(runtime: Runtime, state: LabState, fabric: Fabric, progress: 
                 f"{len(failed)} of {pairs} host NIC pairs cannot reach each other, e.g. "
                 + "; ".join(f"{s} -> {d}" for s, d in failed[:3]),
                 hint="inspect with `twin lab exec LAB HOST -- ip route get ...`")
+
+
+def _wait_bfd(runtime: Runtime, state: LabState, fabric: Fabric, progress: Progress,
+              deadline: float, timeout_s: float) -> None:
+    """Every BGP session has its BFD peer up. A switch whose bfdd lacks sessions long after
+    BGP came up lost a registration at start (an FRR start race): re-register once."""
+    sessions = sum(len(bgp_neighbors(fabric, n)) for n in fabric.switches)
+    progress.phase("BFD sessions up", sessions)
+    started, repaired, done = time.monotonic(), set(), 0
+    while True:
+        gaps = bfd_gaps(runtime, state, fabric)
+        missing = sum(want - up for up, _known, want in gaps.values())
+        progress.advance(sessions - missing - done)
+        done = sessions - missing
+        if not gaps:
+            return
+        if time.monotonic() - started > BFD_REPAIR_AFTER_S:
+            for switch, (_up, known, want) in gaps.items():
+                if known < want and switch not in repaired:
+                    progress.note(f"{switch}: bfdd knows {known} of {want} sessions; re-registering BFD")
+                    reregister_bfd(runtime, state, fabric.nodes[switch])
+                    repaired.add(switch)
+        if time.monotonic() > deadline:
+            raise ConvergenceError(
+                f"BFD did not come up within {timeout_s:.0f} s: "
+                + "; ".join(f"{sw} {up}/{want} up" for sw, (up, _k, want) in list(gaps.items())[:3]),
+                hint="check `twin lab status` and the switch's frr.log")
+        time.sleep(POLL_S)

@@ -127,10 +127,14 @@ def _build(fabric: Fabric, runtime: Runtime, state: LabState, progress: Progress
         progress.phase("FRR daemons", len(switches) * len(frr.DAEMONS))
         for node in switches:
             frr.write_configs(fabric, node, state.node_dir(node.name))
-        for daemon in frr.DAEMONS:  # zebra everywhere first: the others connect to it
-            for node in switches:
-                frr.start_daemon(runtime, state, node.name, daemon)
-                progress.advance()
+        # zebra and bfdd first and ready (sockets exist) before bgpd registers its BFD
+        # sessions through zebra: otherwise FRR 8.4 can lose a registration.
+        for group in (("zebra", "bfdd"), ("bgpd", "staticd")):
+            for daemon in group:
+                for node in switches:
+                    frr.start_daemon(runtime, state, node.name, daemon)
+                    progress.advance()
+            frr.wait_sockets(state, [n.name for n in switches], group)
     with _timed(state, "convergence"):
         wait_converged(runtime, state, fabric, progress, timeout_s)
 

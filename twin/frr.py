@@ -11,12 +11,13 @@ import json
 import os
 import pwd
 import shutil
+import time
 from pathlib import Path
 
 from .errors import MissingDependencyError, RuntimeBackendError
 from .model import Fabric, Node
 from .procs import alive, cmdline
-from .render import DAEMONS, render_switch
+from .render import DAEMONS, SOCKET_OF, render_switch
 from .runtime import Runtime
 from .state import LabState, Resource
 
@@ -89,3 +90,25 @@ def vtysh_argv(state: LabState, node: str, *commands: str) -> list[str]:
     for command in commands:
         argv += ["-c", command]
     return argv
+
+
+def wait_sockets(state: LabState, nodes: list[str], daemons: tuple[str, ...], timeout_s: float = 10) -> None:
+    """Wait until each daemon has created its socket (it is listening), or fail naming it."""
+    deadline = time.monotonic() + timeout_s
+    missing = [(n, d) for n in nodes for d in daemons]
+    while missing:
+        missing = [(n, d) for n, d in missing if not (state.node_dir(n) / SOCKET_OF[d]).exists()]
+        if missing and time.monotonic() > deadline:
+            node, daemon = missing[0]
+            raise RuntimeBackendError(f"{daemon} on {node} did not start within {timeout_s:.0f} s",
+                                      hint=f"see {state.node_dir(node) / 'frr.log'}")
+        time.sleep(0.02)
+
+
+def reregister_bfd(runtime: Runtime, state: LabState, node: Node) -> None:
+    """Re-apply BFD on the fabric peer group: bgpd registers every session with bfdd again."""
+    argv = vtysh_argv(state, node.name, "configure terminal", f"router bgp {node.asn}",
+                      "no neighbor FABRIC bfd", "neighbor FABRIC bfd", "neighbor FABRIC bfd profile fabric")
+    result = runtime.exec(node.name, argv)
+    if result.rc != 0:
+        raise RuntimeBackendError(f"cannot re-register BFD on {node.name}: {result.stderr.strip()}")

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from .errors import LabFileError, Problem
+from .errors import LabFileError, Problem, TwinError
 from .units import parse_rate_bps, parse_time_s
 from .yamlsrc import SourceMap, read_yaml, validate
 
@@ -125,8 +125,8 @@ def resolve_lab_path(name_or_path: str, search_dirs: list[Path]) -> Path:
             if path.is_file():
                 return path
     known = sorted({p.stem for d in search_dirs if d.is_dir() for p in d.glob("*.y*ml")})
-    raise LabFileError([Problem(name_or_path, None, "", "no such lab file",
-                                f"known labs: {', '.join(known) or 'none'}; or give a path")])
+    raise TwinError(f"no lab file named '{name_or_path}'",
+                    hint=f"known labs: {', '.join(known) or 'none'}; or give a path to a .yaml file")
 
 
 def load_lab(path: Path, runtimes: list[str]) -> LabFile:

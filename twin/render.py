@@ -9,6 +9,7 @@ import jinja2
 from .model import Fabric, Node
 
 DAEMONS = ("zebra", "bfdd", "bgpd", "staticd")
+SOCKET_OF = {"zebra": "zserv.api", "bfdd": "bfdd.sock", "bgpd": "bgpd.vty", "staticd": "staticd.vty"}
 
 
 @lru_cache(maxsize=1)

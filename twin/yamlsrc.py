@@ -119,7 +119,7 @@ def problems_from_validation(exc: pydantic.ValidationError, model: type[pydantic
         if kind == "missing":
             message = "required key is missing"
         else:
-            message = err["msg"]
+            message = err["msg"].removeprefix("Value error, ")
             if "input" in err and not isinstance(err["input"], (dict, list)):
                 message += f" (got {err['input']!r})"
         problems.append(Problem(path, source.line(loc), dotted(loc), message, hint))

@@ -1,0 +1,65 @@
+# fabric-twin. On a fresh Debian machine, as root, every target installs what it needs.
+SHELL := /bin/bash
+VENV ?= .venv
+PYTHON ?= python3
+TWIN := $(VENV)/bin/twin
+PYTEST := $(VENV)/bin/pytest
+LAB ?= rail4
+# Debian packages the twin runs on (FRR for routing, iproute2/nftables/ethtool for the data
+# plane and faults, iperf3 for rate checks, util-linux for unshare, python3-venv for the venv).
+SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util-linux python3-venv
+
+.PHONY: help deps venv lab down status test unit integration bench golden clean
+
+help:
+	@echo "make lab LAB=rail4        bring a lab up and leave it running (see labs/)"
+	@echo "make down LAB=rail4       remove it, and everything it owns"
+	@echo "make test                 unit + integration tests (integration needs root)"
+	@echo "make bench                lab up/down benchmarks -> docs/benchmarks.md"
+	@echo "make golden               rewrite golden files after an intended model change"
+
+deps:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+lab: deps venv
+ifdef SCENARIO
+	@echo "error: the scenario runner (make lab SCENARIO=...) is not built yet; use LAB=..." >&2; exit 2
+else
+	$(TWIN) lab up $(LAB)
+endif
+
+down: venv
+	$(TWIN) lab down $(LAB)
+
+status: venv
+	$(TWIN) lab status $(LAB)
+
+unit: venv
+	$(PYTEST) -q -m "not integration" tests
+
+integration: deps venv
+	$(PYTEST) -q -m integration tests
+
+test: deps venv
+	$(PYTEST) -q tests
+
+golden: venv
+	UPDATE_GOLDEN=1 $(PYTEST) -q tests/unit/test_golden.py
+
+bench: deps venv
+	$(VENV)/bin/python bench/lab_lifecycle.py --labs mini rail4 rail8 --runs 3 --out docs/benchmarks.md
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -1,0 +1,61 @@
+"""Helpers for tests that build real labs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from twin import deploy
+from twin.labs import open_lab
+from twin.runtime.netns import NETNS_DIR, namespace_prefix
+from twin.state import lab_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def leftovers(lab: str) -> list[str]:
+    """Everything of `lab` still on the machine: namespaces, processes, files."""
+    found = []
+    prefix = namespace_prefix(lab)
+    if os.path.isdir(NETNS_DIR):
+        found += [f"netns {n}" for n in os.listdir(NETNS_DIR) if n.startswith(prefix)]
+    marker = f"{lab_dir(lab)}/".encode()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker in cmd:
+                found.append(f"process {entry} {cmd[:80]!r}")
+    if lab_dir(lab).exists():
+        found.append(f"directory {lab_dir(lab)}")
+    return found
+
+
+@contextmanager
+def lab_running(ref: str):
+    """Bring a lab up; tear it down afterwards whatever happens, and check nothing is left."""
+    lab, fabric = open_lab(ref)
+    try:
+        state = deploy.up(lab, fabric, timeout_s=90)
+        yield state, fabric
+    finally:
+        deploy.down(fabric.name)
+        assert leftovers(fabric.name) == [], f"teardown left: {leftovers(fabric.name)}"
+
+
+def twin_cli(*args, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from twin.cli import main; main()", *args],
+                          capture_output=True, text=True, cwd=ROOT, **kwargs)
+
+
+def lab_copy(tmp_path: Path, source: str, name: str) -> Path:
+    """A copy of a shipped lab under another name (labs with different names run side by side)."""
+    text = (ROOT / "labs" / f"{source}.yaml").read_text().replace(f"name: {source}", f"name: {name}")
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path

@@ -1,0 +1,107 @@
+"""Ownership and cleanup: kill -9 then down, Ctrl-C and failed deploys roll back, labs side by side,
+and cleanup never touches what the tool does not own."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from pyroute2 import netns
+
+from twin.reach import unreachable_pairs
+from twin.runtime import get_runtime
+from twin.state import lab_dir
+
+from .helpers import ROOT, lab_copy, lab_running, leftovers, twin_cli
+
+pytestmark = pytest.mark.integration
+
+
+def _start_up(ref: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "lab", "up", ref],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _wait_for_daemons(lab: str, count: int, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = json.loads((lab_dir(lab) / "state.json").read_text())
+            if sum(1 for r in state["resources"] if r["kind"] == "daemon" and r["pid"]) >= count:
+                return
+        except (FileNotFoundError, json.JSONDecodeError):
+            pass
+        time.sleep(0.02)
+    pytest.fail(f"lab {lab} never started {count} daemons")
+
+
+def test_kill_9_during_up_then_down_leaves_nothing(tmp_path):
+    path = lab_copy(tmp_path, "mini", "crash")
+    proc = _start_up(str(path))
+    try:
+        _wait_for_daemons("crash", 6)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert leftovers("crash"), "the crash should have left the half-built lab behind"
+        result = twin_cli("lab", "down", "crash")
+        assert result.returncode == 0, result.stderr
+    finally:
+        proc.kill()
+        twin_cli("lab", "down", "crash")
+    assert leftovers("crash") == []
+
+
+def test_ctrl_c_during_up_rolls_back(tmp_path):
+    path = lab_copy(tmp_path, "mini", "intr")
+    proc = _start_up(str(path))
+    try:
+        _wait_for_daemons("intr", 4)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) != 0
+        assert leftovers("intr") == []
+    finally:
+        proc.kill()
+        twin_cli("lab", "down", "intr")
+
+
+def test_failed_up_rolls_back(tmp_path):
+    path = lab_copy(tmp_path, "mini", "fail")
+    result = twin_cli("lab", "up", str(path), "--timeout", "0")
+    assert result.returncode == 2
+    assert "error: routing did not converge" in result.stderr
+    assert leftovers("fail") == []
+
+
+def test_two_labs_side_by_side(tmp_path):
+    with lab_running(str(lab_copy(tmp_path, "mini", "side-a"))) as (_sa, fabric_a):
+        with lab_running(str(lab_copy(tmp_path, "mini", "side-b"))) as (_sb, fabric_b):
+            assert unreachable_pairs(get_runtime("netns", "side-a"), fabric_a) == []
+            assert unreachable_pairs(get_runtime("netns", "side-b"), fabric_b) == []
+        # side-b is gone; side-a is untouched and still forwards
+        assert unreachable_pairs(get_runtime("netns", "side-a"), fabric_a) == []
+        assert twin_cli("lab", "status", "side-a").returncode == 0
+
+
+def test_cleanup_touches_only_what_it_owns(tmp_path):
+    foreign = f"not-ours-{os.getpid()}"
+    netns.create(foreign)
+    try:
+        lab = lab_copy(tmp_path, "mini", "clean")
+        assert twin_cli("lab", "up", str(lab)).returncode == 0
+        result = twin_cli("cleanup")
+        assert result.returncode == 0 and "removed lab clean" in result.stdout
+        assert leftovers("clean") == []
+        assert foreign in netns.listnetns()
+    finally:
+        twin_cli("lab", "down", "clean")
+        netns.remove(foreign)
+
+
+def test_up_twice_is_refused(tmp_path):
+    path = lab_copy(tmp_path, "mini", "twice")
+    with lab_running(str(path)):
+        result = twin_cli("lab", "up", str(path))
+        assert result.returncode == 2 and "is already up" in result.stderr

@@ -1,0 +1,60 @@
+"""mini (2-tier) on the real kernel: converged, reachable, status, exec, daemon death reported."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from twin.reach import unreachable_pairs
+from twin.runtime import get_runtime
+from twin.status import lab_status
+
+from .helpers import lab_running, twin_cli
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def mini():
+    with lab_running("mini") as running:
+        yield running
+
+
+def test_converged_and_healthy(mini):
+    state, fabric = mini
+    statuses = {s.name: s for s in lab_status(get_runtime("netns", "mini"), state, fabric)}
+    assert all(s.healthy for s in statuses.values()), [s for s in statuses.values() if not s.healthy]
+    assert statuses["leaf-g1-r1"].bgp == {"spine-1": "Established", "spine-2": "Established"}
+    assert len(statuses["spine-1"].bfd) == 2
+    assert statuses["leaf-g1-r1"].ecmp_ok == statuses["leaf-g1-r1"].ecmp_expected == 2
+
+
+def test_all_pairs_reachable_with_real_packets(mini):
+    _state, fabric = mini
+    assert unreachable_pairs(get_runtime("netns", "mini"), fabric) == []
+
+
+def test_exec_passes_exit_code_through(mini):
+    assert twin_cli("lab", "exec", "mini", "host-g1-h1", "--", "sh", "-c", "exit 7").returncode == 7
+    ping = twin_cli("lab", "exec", "mini", "host-g1-h1", "--", "ping", "-c", "1", "-W", "2", "10.1.0.7")
+    assert ping.returncode == 0, ping.stdout + ping.stderr
+
+
+def test_status_cli_healthy(mini):
+    result = twin_cli("lab", "status", "mini")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "leaf-g1-r1" in result.stdout
+
+
+def test_dead_daemon_is_reported(mini):
+    """Runs last in this module: it kills spine-1's bgpd."""
+    state, fabric = mini
+    bgpd = next(r for r in state.daemons() if r.name == "spine-1/bgpd")
+    os.kill(bgpd.pid, signal.SIGKILL)
+    time.sleep(0.2)
+    statuses = {s.name: s for s in lab_status(get_runtime("netns", "mini"), state, fabric)}
+    assert statuses["spine-1"].daemons["bgpd"] is False
+    assert not statuses["spine-1"].healthy
+    result = twin_cli("lab", "status", "mini")
+    assert result.returncode == 1 and "dead: bgpd" in result.stdout

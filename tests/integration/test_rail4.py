@@ -1,0 +1,76 @@
+"""rail4 (3-tier, 4 rails) on the real kernel: ECMP, BGP, BFD, per-NIC routing, shaping within 5%."""
+
+import json
+import subprocess
+import time
+
+import pytest
+from pyroute2 import IPRoute
+
+from twin.reach import unreachable_pairs
+from twin.runtime import get_runtime
+from twin.shaping import shaped_rate_bps
+from twin.status import lab_status
+
+from .helpers import lab_running
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def rail4():
+    with lab_running("rail4") as running:
+        yield running
+
+
+def test_bgp_bfd_ecmp_everywhere(rail4):
+    state, fabric = rail4
+    statuses = {s.name: s for s in lab_status(get_runtime("netns", "rail4"), state, fabric)}
+    for status in statuses.values():
+        assert set(status.bgp.values()) == {"Established"}, status
+        assert set(status.bfd.values()) == {"up"}, status
+        assert status.ecmp_ok == status.ecmp_expected, status.ecmp_short
+    assert len(statuses["spine-r2-s1"].bgp) == 4  # 2 leaves of plane 2 + 2 superspines
+    assert statuses["superspine-1"].ecmp_expected == 16
+
+
+def test_all_pairs_reachable(rail4):
+    _state, fabric = rail4
+    assert unreachable_pairs(get_runtime("netns", "rail4"), fabric) == []
+
+
+def test_traffic_from_nic_r_leaves_through_nic_r(rail4):
+    runtime = get_runtime("netns", "rail4")
+    for rail in (1, 3):
+        source = f"10.{rail}.0.1"  # host-g1-h1 nic<rail>
+        got = runtime.exec("host-g1-h1", ["ip", "-j", "route", "get", "10.2.0.7", "from", source])
+        assert json.loads(got.stdout)[0]["dev"] == f"nic{rail}"
+
+
+def test_every_link_direction_is_shaped(rail4):
+    _state, fabric = rail4
+    runtime = get_runtime("netns", "rail4")
+    for node in fabric.nodes:
+        with IPRoute(netns=runtime.netns_path(node), flags=0) as ipr:
+            for link in fabric.links_of(node):
+                index = ipr.link_lookup(ifname=link.endpoint(node).ifname)[0]
+                assert shaped_rate_bps(ipr, index) == fabric.rate_bps, (node, link.name)
+
+
+def test_achieved_rate_within_5_percent(rail4):
+    """A real TCP flow across leaf -> spine -> superspine -> spine -> leaf."""
+    _state, fabric = rail4
+    runtime = get_runtime("netns", "rail4")
+    server_ns = runtime.resource_name("host-g2-h2")
+    server = subprocess.Popen(["ip", "netns", "exec", server_ns, "iperf3", "-s", "-1", "-B", "10.2.0.7"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        result = runtime.exec("host-g1-h1", ["iperf3", "-c", "10.2.0.7", "-B", "10.1.0.1", "-t", "4",
+                                             "-O", "1", "-J"], timeout=30)
+        assert result.rc == 0, result.stderr
+        received = json.loads(result.stdout)["end"]["sum_received"]["bits_per_second"]
+    finally:
+        server.kill()
+        server.wait()
+    assert abs(received - fabric.rate_bps) / fabric.rate_bps <= 0.05, f"{received / 1e6:.1f} Mbit/s"

@@ -1,0 +1,64 @@
+"""The CLI's offline commands: show, graph, errors with hints (no root needed)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def twin(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-c", "from twin.cli import main; main()", *args],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+def test_show_prints_nodes_links_addresses_asns():
+    result = twin("lab", "show", "rail4")
+    assert result.returncode == 0, result.stderr
+    assert "superspine-1" in result.stdout and "AS 65000" in result.stdout
+    assert "leaf-g1-r1:hs-g1h1 10.1.0.0/31  --  host-g1-h1:nic1 10.1.0.1/31" in result.stdout
+
+
+def test_show_json():
+    import json
+    result = twin("lab", "show", "mini", "--json")
+    data = json.loads(result.stdout)
+    assert len(data["nodes"]) == 8 and len(data["links"]) == 8
+
+
+def test_unknown_lab_lists_known_ones():
+    result = twin("lab", "show", "nosuch")
+    assert result.returncode == 2
+    assert "error: no lab file named 'nosuch'" in result.stderr
+    assert "hint: known labs: mini, rail4, rail8;" in result.stderr
+
+
+def test_bad_lab_file_reports_line_and_hint(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nfabric:\n  tiers: 2\n  hosts_per_group: 2\n  spines_per_plan: 2\n")
+    result = twin("lab", "show", str(bad))
+    assert result.returncode == 2
+    assert f"{bad}:5: fabric.spines_per_plan: unknown key" in result.stderr
+    assert "did you mean 'spines_per_plane'?" in result.stderr
+
+
+def test_graph_writes_png_and_svg(tmp_path):
+    for name in ("fabric.png", "fabric.svg"):
+        result = twin("lab", "graph", "rail4", "-o", str(tmp_path / name))
+        assert result.returncode == 0, result.stderr
+        assert (tmp_path / name).stat().st_size > 1000
+    assert (tmp_path / "fabric.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_graph_rejects_unknown_format(tmp_path):
+    result = twin("lab", "graph", "mini", "-o", str(tmp_path / "x.gif"))
+    assert result.returncode == 2 and "use a .png or .svg" in result.stderr
+
+
+def test_status_of_a_lab_that_is_not_up(tmp_path):
+    import os
+    env_run = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-c", "from twin.cli import main; main()", "lab", "status", "ghost"],
+                            capture_output=True, text=True, cwd=ROOT,
+                            env={**os.environ, "FABRIC_TWIN_RUN_DIR": str(env_run)})
+    assert result.returncode == 2 and "lab 'ghost' is not running" in result.stderr

@@ -1,0 +1,38 @@
+"""Golden files: the generated topology and every rendered FRR config of each shipped lab.
+
+After an intended change, rewrite them with `make golden` and review the diff.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from twin import runtime
+from twin.build import build_fabric
+from twin.describe import describe
+from twin.labfile import load_lab
+from twin.render import render_switch
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden"
+LAB_FILES = sorted((ROOT / "labs").glob("*.yaml"))
+
+
+def rendered(lab_path: Path) -> str:
+    fabric = build_fabric(load_lab(lab_path, runtime.names()))
+    parts = [describe(fabric)]
+    for node in sorted(fabric.switches, key=lambda n: n.name):
+        for daemon, text in render_switch(fabric, node).items():
+            parts.append(f"===== {node.name}/{daemon}.conf\n{text}")
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("lab_path", LAB_FILES, ids=[p.stem for p in LAB_FILES])
+def test_golden(lab_path):
+    golden = GOLDEN / f"{lab_path.stem}.txt"
+    text = rendered(lab_path)
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert golden.is_file(), f"no golden file for {lab_path.name}: run `make golden`"
+    assert text == golden.read_text(), f"{lab_path.name} differs from {golden}: review, then `make golden`"

@@ -1,0 +1,100 @@
+"""The model built from each shipped lab: wiring, addressing, ASNs, interface names, ECMP plan."""
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from twin import runtime
+from twin.build import build_fabric, rail_network
+from twin.ecmp import expected_next_hops
+from twin.labfile import load_lab
+from twin.model import IFNAMSIZ
+
+LABS = Path(__file__).resolve().parents[2] / "labs"
+
+
+def fabric_of(name):
+    return build_fabric(load_lab(LABS / f"{name}.yaml", runtime.names()))
+
+
+@pytest.mark.parametrize("name, switches, hosts, links", [
+    ("mini", 4, 4, 8),      # 2 spines + 2 leaves, 4 single-NIC hosts
+    ("rail4", 18, 4, 48),   # 8 leaves, 8 spines, 2 superspines; 16 host NICs
+    ("rail8", 36, 4, 128),  # 16 leaves, 16 spines, 4 superspines; 32 host NICs
+])
+def test_counts(name, switches, hosts, links):
+    fabric = fabric_of(name)
+    assert (len(fabric.switches), len(fabric.hosts), len(fabric.links)) == (switches, hosts, links)
+
+
+def test_rail_wiring_3_tier():
+    fabric = fabric_of("rail4")
+    for link in fabric.links:
+        a, b = fabric.nodes[link.a.node], fabric.nodes[link.b.node]
+        if link.kind == "host":  # NIC r of a host in group g -> leaf (g, r)
+            assert (a.role, b.role) == ("leaf", "host")
+            assert a.group == b.group and a.rail == link.rail and link.b.ifname == f"nic{a.rail}"
+        elif b.role == "leaf":  # leaves only reach the spines of their own rail plane
+            assert a.role == "spine" and a.rail == b.rail
+        else:
+            assert (a.role, b.role) == ("superspine", "spine")
+    spines_per_superspine = Counter(l.a.node for l in fabric.links if l.a.node.startswith("superspine"))
+    assert set(spines_per_superspine.values()) == {8}
+
+
+def test_2_tier_full_mesh():
+    fabric = fabric_of("mini")
+    pairs = {(l.a.node, l.b.node) for l in fabric.links if l.kind == "fabric"}
+    assert pairs == {(s, leaf) for s in ("spine-1", "spine-2") for leaf in ("leaf-g1-r1", "leaf-g2-r1")}
+
+
+@pytest.mark.parametrize("name", ["mini", "rail4", "rail8"])
+def test_addressing(name):
+    fabric = fabric_of(name)
+    addresses = [end.address for link in fabric.links for end in (link.a, link.b)]
+    assert len({a.ip for a in addresses}) == len(addresses), "an address is used twice"
+    for link in fabric.links:
+        assert link.a.address.network == link.b.address.network
+        assert link.a.address.network.prefixlen == 31
+        if link.kind == "host":
+            assert link.b.address.ip in rail_network(link.rail)
+    loopbacks = [n.loopback for n in fabric.switches]
+    assert len(set(loopbacks)) == len(loopbacks) and None not in loopbacks
+
+
+@pytest.mark.parametrize("name", ["mini", "rail4", "rail8"])
+def test_asn_plan(name):
+    fabric = fabric_of(name)
+    leaf_asns = [n.asn for n in fabric.by_role("leaf")]
+    assert len(set(leaf_asns)) == len(leaf_asns), "every leaf has its own ASN"
+    for spine in fabric.by_role("spine"):  # one ASN per spine plane
+        same_plane = {s.asn for s in fabric.by_role("spine") if s.rail == spine.rail}
+        assert same_plane == {spine.asn}
+    assert len({s.asn for s in fabric.by_role("superspine")}) <= 1
+    assert all(64512 <= n.asn <= 65534 for n in fabric.switches)
+
+
+@pytest.mark.parametrize("name", ["mini", "rail4", "rail8"])
+def test_interface_names(name):
+    fabric = fabric_of(name)
+    for node in fabric.nodes:
+        names = [link.endpoint(node).ifname for link in fabric.links_of(node)]
+        assert len(names) == len(set(names))
+        assert all(0 < len(n) <= IFNAMSIZ for n in names)
+
+
+def test_expected_ecmp_rail4():
+    """Hand-computed: a leaf reaches the 14 remote NIC prefixes over its 2 plane spines;
+    a spine reaches its own plane's 4 prefixes directly and the other 12 over 2 superspines;
+    a superspine reaches every prefix over the 2 spines of that rail plane."""
+    expected = expected_next_hops(fabric_of("rail4"))
+    assert Counter(expected["leaf-g1-r1"].values()) == {2: 14}
+    assert Counter(expected["spine-r1-s1"].values()) == {1: 4, 2: 12}
+    assert Counter(expected["superspine-2"].values()) == {2: 16}
+
+
+def test_expected_ecmp_mini():
+    expected = expected_next_hops(fabric_of("mini"))
+    assert Counter(expected["leaf-g1-r1"].values()) == {2: 2}
+    assert Counter(expected["spine-2"].values()) == {1: 4}

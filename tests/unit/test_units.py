@@ -1,0 +1,27 @@
+import pytest
+
+from twin.reach import _checksum, _echo
+from twin.units import format_rate, parse_rate_bps, parse_size_bytes, parse_time_s
+
+
+@pytest.mark.parametrize("text, bps", [("200mbit", 200_000_000), ("1gbit", 10**9), ("1.5Mbit", 1_500_000),
+                                       ("500kbit", 500_000)])
+def test_rate(text, bps):
+    assert parse_rate_bps(text) == bps
+
+
+@pytest.mark.parametrize("text", ["200", "200mbps", "fast", "-1mbit"])
+def test_rate_rejects(text):
+    with pytest.raises(ValueError, match="kbit, mbit or gbit"):
+        parse_rate_bps(text)
+
+
+def test_size_and_time():
+    assert parse_size_bytes("8MiB") == 8 * 1024 * 1024
+    assert parse_time_s("20us") == pytest.approx(2e-5)
+    assert format_rate(200e6) == "200 Mbit/s"
+
+
+def test_icmp_echo_checksum_verifies():
+    packet = _echo(0x1234, 7)
+    assert _checksum(packet) == 0  # a valid ICMP checksum sums to zero
