@@ -10,7 +10,7 @@ from ipaddress import IPv4Network
 
 from .ecmp import expected_next_hops
 from .errors import ConvergenceError, RuntimeBackendError
-from .frr import reregister_bfd, vtysh_json
+from .frr import vtysh_json
 from .render import bgp_neighbors
 from .model import Fabric
 from .progress import Progress
@@ -19,7 +19,6 @@ from .runtime import Runtime
 from .state import LabState
 
 POLL_S = 0.25
-BFD_REPAIR_AFTER_S = 1.0  # a lost registration never appears late; slow BFD "up" does
 
 
 @dataclass(frozen=True)
@@ -74,9 +73,9 @@ def bfd_gaps(runtime: Runtime, state: LabState, fabric: Fabric) -> dict[str, tup
                 if counts[0] < counts[2]}
 
 
-def wait_converged(runtime: Runtime, state: LabState, fabric: Fabric, progress: Progress,
-                   timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
+def wait_routing(runtime: Runtime, state: LabState, fabric: Fabric, progress: Progress,
+                 deadline: float) -> None:
+    """Every switch has the expected ECMP next hops toward every host prefix."""
     expected = expected_next_hops(fabric)
     total = sum(len(v) for v in expected.values())
     progress.phase("BGP/ECMP convergence", total)
@@ -86,14 +85,39 @@ def wait_converged(runtime: Runtime, state: LabState, fabric: Fabric, progress: 
         progress.advance(total - len(gaps) - done)
         done = total - len(gaps)
         if not gaps:
-            break
+            return
         if time.monotonic() > deadline:
             raise ConvergenceError(
-                f"routing did not converge within {timeout_s:.0f} s; {len(gaps)} gaps, e.g. "
+                f"routing did not converge in time; {len(gaps)} gaps, e.g. "
                 + "; ".join(str(g) for g in gaps[:3]),
                 hint="check `twin lab status` and the switch's frr.log; raise --timeout on a slow machine")
         time.sleep(POLL_S)
-    _wait_bfd(runtime, state, fabric, progress, deadline, timeout_s)
+
+
+def wait_bfd(runtime: Runtime, state: LabState, fabric: Fabric, progress: Progress,
+             deadline: float) -> None:
+    """Every BGP session has its BFD peer up (BGP can be Established while BFD is not)."""
+    sessions = sum(len(bgp_neighbors(fabric, n)) for n in fabric.switches)
+    progress.phase("BFD sessions up", sessions)
+    done = 0
+    while True:
+        gaps = bfd_gaps(runtime, state, fabric)
+        missing = sum(want - up for up, _known, want in gaps.values())
+        progress.advance(sessions - missing - done)
+        done = sessions - missing
+        if not gaps:
+            return
+        if time.monotonic() > deadline:
+            raise ConvergenceError(
+                "BFD did not come up in time: "
+                + "; ".join(f"{sw} {up}/{want} up ({known} sessions known)"
+                            for sw, (up, known, want) in list(gaps.items())[:3]),
+                hint="check `twin lab status` and the switch's frr.log")
+        time.sleep(POLL_S)
+
+
+def wait_reachable(runtime: Runtime, fabric: Fabric, progress: Progress, deadline: float) -> None:
+    """A real packet from every host NIC reaches every NIC of every other host."""
     pairs = len(fabric_pairs(fabric_nics(fabric)))
     progress.phase("all-pairs reachability", pairs)
     while True:
@@ -106,31 +130,3 @@ def wait_converged(runtime: Runtime, state: LabState, fabric: Fabric, progress: 
                 f"{len(failed)} of {pairs} host NIC pairs cannot reach each other, e.g. "
                 + "; ".join(f"{s} -> {d}" for s, d in failed[:3]),
                 hint="inspect with `twin lab exec LAB HOST -- ip route get ...`")
-
-
-def _wait_bfd(runtime: Runtime, state: LabState, fabric: Fabric, progress: Progress,
-              deadline: float, timeout_s: float) -> None:
-    """Every BGP session has its BFD peer up. A switch whose bfdd lacks sessions long after
-    BGP came up lost a registration at start (an FRR start race): re-register once."""
-    sessions = sum(len(bgp_neighbors(fabric, n)) for n in fabric.switches)
-    progress.phase("BFD sessions up", sessions)
-    started, repaired, done = time.monotonic(), set(), 0
-    while True:
-        gaps = bfd_gaps(runtime, state, fabric)
-        missing = sum(want - up for up, _known, want in gaps.values())
-        progress.advance(sessions - missing - done)
-        done = sessions - missing
-        if not gaps:
-            return
-        if time.monotonic() - started > BFD_REPAIR_AFTER_S:
-            for switch, (_up, known, want) in gaps.items():
-                if known < want and switch not in repaired:
-                    progress.note(f"{switch}: bfdd knows {known} of {want} sessions; re-registering BFD")
-                    reregister_bfd(runtime, state, fabric.nodes[switch])
-                    repaired.add(switch)
-        if time.monotonic() > deadline:
-            raise ConvergenceError(
-                f"BFD did not come up within {timeout_s:.0f} s: "
-                + "; ".join(f"{sw} {up}/{want} up" for sw, (up, _k, want) in list(gaps.items())[:3]),
-                hint="check `twin lab status` and the switch's frr.log")
-        time.sleep(POLL_S)

@@ -11,14 +11,14 @@ import os
 import shutil
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyroute2 import IPRoute
 
-from . import frr, netconf, preflight, shaping
-from .converge import wait_converged
+from . import converge, frr, netconf, preflight, shaping
 from .errors import LabStateError, RuntimeBackendError
 from .labfile import LabFile
 from .model import Fabric
@@ -122,21 +122,28 @@ def _build(fabric: Fabric, runtime: Runtime, state: LabState, progress: Progress
                 for index in indexes.values():
                     shaping.shape(ipr, index, fabric.rate_bps)
             progress.advance()
+    switches = fabric.switches
     with _timed(state, "frr-start"):
-        switches = fabric.switches
         progress.phase("FRR daemons", len(switches) * len(frr.DAEMONS))
         for node in switches:
             frr.write_configs(fabric, node, state.node_dir(node.name))
-        # zebra and bfdd first and ready (sockets exist) before bgpd registers its BFD
-        # sessions through zebra: otherwise FRR 8.4 can lose a registration.
-        for group in (("zebra", "bfdd"), ("bgpd", "staticd")):
+        # zebra first, and listening, before the daemons that connect to it: a daemon whose
+        # first connect fails retries only after 10 s (FRR's zclient), delaying BFD and BGP.
+        for group in (("zebra",), ("bfdd", "bgpd", "staticd")):
             for daemon in group:
-                for node in switches:
-                    frr.start_daemon(runtime, state, node.name, daemon)
-                    progress.advance()
+                frr.start_daemons(runtime, state, [n.name for n in switches], daemon, progress.advance)
             frr.wait_sockets(state, [n.name for n in switches], group)
-    with _timed(state, "convergence"):
-        wait_converged(runtime, state, fabric, progress, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    with _timed(state, "bgp-ecmp"):
+        converge.wait_routing(runtime, state, fabric, progress, deadline)
+    with _timed(state, "bfd"):
+        progress.phase("binding BFD to BGP sessions", len(switches))
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for _ in pool.map(lambda node: frr.bind_bfd(runtime, state, node), switches):
+                progress.advance()
+        converge.wait_bfd(runtime, state, fabric, progress, deadline)
+    with _timed(state, "reachability"):
+        converge.wait_reachable(runtime, fabric, progress, deadline)
 
 
 @dataclass

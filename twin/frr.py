@@ -11,18 +11,23 @@ import json
 import os
 import pwd
 import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 import time
 from pathlib import Path
 
 from .errors import MissingDependencyError, RuntimeBackendError
 from .model import Fabric, Node
 from .procs import alive, cmdline
-from .render import DAEMONS, SOCKET_OF, render_switch
+from .render import DAEMONS, SOCKET_OF, render_bfd_binding, render_switch
 from .runtime import Runtime
 from .state import LabState, Resource
 
 FRR_DIR = Path("/usr/lib/frr")
 VTYSH = "vtysh"
+# FRR sizes its per-fd tables from the fd limit; a switch needs a few dozen sockets.
+FD_LIMIT = 1024
+SPAWN_WORKERS = 8
 
 
 def check_installed() -> None:
@@ -47,7 +52,7 @@ def write_configs(fabric: Fabric, node: Node, directory: Path) -> None:
 
 
 def daemon_argv(daemon: str, directory: Path) -> list[str]:
-    argv = [str(FRR_DIR / daemon), "-P", "0", "-f", str(directory / f"{daemon}.conf"),
+    argv = [str(FRR_DIR / daemon), "-P", "0", "--limit-fds", str(FD_LIMIT), "-f", str(directory / f"{daemon}.conf"),
             "-i", str(directory / f"{daemon}.pid"), "-z", str(directory / "zserv.api"),
             "--vty_socket", str(directory), "--log", f"file:{directory / 'frr.log'}"]
     if daemon == "bfdd":
@@ -55,12 +60,23 @@ def daemon_argv(daemon: str, directory: Path) -> list[str]:
     return argv
 
 
-def start_daemon(runtime: Runtime, state: LabState, node: str, daemon: str) -> int:
-    directory = state.node_dir(node)
-    resource = state.record(Resource(kind="daemon", name=f"{node}/{daemon}", node=node))
-    resource.pid = runtime.spawn(node, daemon_argv(daemon, directory), directory / "daemons.out")
+def start_daemons(runtime: Runtime, state: LabState, nodes: list[str], daemon: str,
+                  on_started: Callable[[], None] = lambda: None) -> None:
+    """Start `daemon` on every node in parallel; all are recorded in the state file first."""
+    resources = [Resource(kind="daemon", name=f"{node}/{daemon}", node=node) for node in nodes]
+    state.resources.extend(resources)
     state.save()
-    return resource.pid
+
+    def spawn(resource: Resource) -> None:
+        directory = state.node_dir(resource.node)
+        resource.pid = runtime.spawn(resource.node, daemon_argv(daemon, directory), directory / "daemons.out")
+        on_started()
+
+    try:
+        with ThreadPoolExecutor(max_workers=SPAWN_WORKERS) as pool:
+            list(pool.map(spawn, resources))
+    finally:
+        state.save()  # the pids of whatever did start, also when one spawn failed
 
 
 def daemon_health(state: LabState, node: str) -> dict[str, bool]:
@@ -105,10 +121,9 @@ def wait_sockets(state: LabState, nodes: list[str], daemons: tuple[str, ...], ti
         time.sleep(0.02)
 
 
-def reregister_bfd(runtime: Runtime, state: LabState, node: Node) -> None:
-    """Re-apply BFD on the fabric peer group: bgpd registers every session with bfdd again."""
-    argv = vtysh_argv(state, node.name, "configure terminal", f"router bgp {node.asn}",
-                      "no neighbor FABRIC bfd", "neighbor FABRIC bfd", "neighbor FABRIC bfd profile fabric")
-    result = runtime.exec(node.name, argv)
+
+def bind_bfd(runtime: Runtime, state: LabState, node: Node) -> None:
+    """Bind BFD to the switch's BGP sessions (after they are up; see templates/frr/bgpd.conf.j2)."""
+    result = runtime.exec(node.name, vtysh_argv(state, node.name, *render_bfd_binding(node)))
     if result.rc != 0:
-        raise RuntimeBackendError(f"cannot re-register BFD on {node.name}: {result.stderr.strip()}")
+        raise RuntimeBackendError(f"cannot bind BFD on {node.name}: {result.stderr.strip() or result.stdout.strip()}")

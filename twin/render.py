@@ -36,3 +36,9 @@ def render_switch(fabric: Fabric, node: Node) -> dict[str, str]:
     context = {"fabric": fabric, "node": node, "neighbors": neighbors,
                "maximum_paths": max(len(neighbors), 2)}
     return {daemon: _env().get_template(f"{daemon}.conf.j2").render(**context) for daemon in DAEMONS}
+
+
+def render_bfd_binding(node: Node) -> list[str]:
+    """vtysh commands that bind BFD (the lab's profile) to every fabric BGP session."""
+    text = _env().get_template("bgpd-bfd.vtysh.j2").render(node=node)
+    return [line for line in text.splitlines() if line.strip()]

@@ -74,3 +74,17 @@ def test_achieved_rate_within_5_percent(rail4):
         server.kill()
         server.wait()
     assert abs(received - fabric.rate_bps) / fabric.rate_bps <= 0.05, f"{received / 1e6:.1f} Mbit/s"
+
+
+def test_bfd_runs_with_the_lab_timers_and_guards_bgp(rail4):
+    state, fabric = rail4
+    runtime = get_runtime("netns", "rail4")
+    from twin.frr import vtysh_json
+    peers = vtysh_json(runtime, state, "spine-r1-s1", "show bfd peers json")
+    assert len(peers) == 4
+    for peer in peers:
+        assert (peer["status"], peer["transmit-interval"], peer["detect-multiplier"]) == \
+            ("up", fabric.bfd_interval_ms, fabric.bfd_multiplier)
+    neighbor = vtysh_json(runtime, state, "leaf-g1-r1", "show bgp neighbors 10.0.0.0 json")["10.0.0.0"]
+    assert neighbor["peerBfdInfo"]["status"] == "Up"
+    assert neighbor["connectionsDropped"] == 0  # no BFD-induced reset at bring-up

@@ -12,7 +12,7 @@ from twin import runtime
 from twin.build import build_fabric
 from twin.describe import describe
 from twin.labfile import load_lab
-from twin.render import render_switch
+from twin.render import render_bfd_binding, render_switch
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
@@ -25,6 +25,8 @@ def rendered(lab_path: Path) -> str:
     for node in sorted(fabric.switches, key=lambda n: n.name):
         for daemon, text in render_switch(fabric, node).items():
             parts.append(f"===== {node.name}/{daemon}.conf\n{text}")
+        parts.append(f"===== {node.name}/bgpd-bfd.vtysh (applied once BGP is up)\n"
+                     + "\n".join(render_bfd_binding(node)) + "\n")
     return "\n".join(parts)
 
 
