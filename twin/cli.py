@@ -194,6 +194,88 @@ def lab_graph(lab_ref: str, output: Path | None) -> None:
     out.print(f"wrote {draw(fabric, output)}")
 
 
+@cli.group()
+def fault() -> None:
+    """Inject, list and clear faults on a running lab."""
+
+
+def _fault_context(name: str):
+    from .faults.base import FaultContext
+    state, fabric = running_lab(name)
+    return FaultContext(get_runtime(state.runtime, name), state, fabric)
+
+
+def _yaml_value(text: str):
+    from ruamel.yaml import YAML
+    return YAML(typ="safe").load(text)
+
+
+@fault.command("inject")
+@click.argument("name", metavar="LAB")
+@click.argument("kind")
+@click.option("--id", "fault_id", help="Name of the fault (default: the kind).")
+@click.option("--link", help='The link, "node-a -- node-b".')
+@click.option("--node", help="The node (switch or host) for node faults.")
+@click.option("--direction", type=click.Choice(["a_to_b", "b_to_a", "both"]), help="Link faults: which way.")
+@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="A kind-specific key, e.g. -p loss_pct=2 (repeatable).")
+def fault_inject(name, kind, fault_id, link, node, direction, params) -> None:
+    """Inject a fault of KIND into LAB now; it stays until `twin fault clear`.
+
+    Kinds: bgp_down, blackhole, flap, link_down, pfc_pause, silent_drop, slow_node, switch_down.
+    """
+    from .faults import engine
+    entry = {"id": fault_id or kind.replace("_", "-"), "kind": kind}
+    for key, value in (("link", link), ("node", node), ("direction", direction)):
+        if value is not None:
+            entry[key] = value
+    for item in params:
+        if "=" not in item:
+            raise TwinError(f"-p {item}: expected KEY=VALUE", hint="e.g. -p loss_pct=2")
+        key, value = item.split("=", 1)
+        entry[key] = _yaml_value(value)
+    timing, fault_params = engine.parse(entry)
+    ctx = _fault_context(name)
+    engine.inject(ctx, timing, fault_params)
+    out.print(f"fault {timing.id} ({timing.kind}) applied to lab {name}; clear with "
+              f"`twin fault clear {name} {timing.id}`")
+
+
+@fault.command("list")
+@click.argument("name", metavar="LAB")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def fault_list(name: str, as_json: bool) -> None:
+    """List the faults active on LAB."""
+    from .faults import engine
+    state, _fabric = running_lab(name)
+    faults = engine.active(state)
+    if as_json:
+        out.print_json(json.dumps(faults))
+        return
+    if not faults:
+        out.print(f"no faults active on lab {name}")
+    for f in faults:
+        detail = ", ".join(f"{k}={v}" for k, v in f["params"].items() if v is not None)
+        since = time.time() - f["applied_at"]
+        out.print(f"{f['id']:<16} {f['kind']:<12} {detail}  (active {since:.0f} s)")
+
+
+@fault.command("clear")
+@click.argument("name", metavar="LAB")
+@click.argument("fault_id", required=False, metavar="[ID]")
+@click.option("--all", "clear_all", is_flag=True, help="Clear every active fault.")
+def fault_clear(name: str, fault_id: str | None, clear_all: bool) -> None:
+    """Clear fault ID (or --all) on LAB, restoring exactly what it changed."""
+    from .faults import engine
+    if bool(fault_id) == clear_all:
+        raise TwinError("give a fault ID or --all", hint=f"see `twin fault list {name}`")
+    ctx = _fault_context(name)
+    cleared = engine.clear_all(ctx) if clear_all else [engine.clear(ctx, fault_id)]
+    for entry in cleared:
+        report = entry["record"].get("report")
+        out.print(f"cleared {entry['id']} ({entry['kind']})" + (f": {report}" if report else ""))
+
+
 @cli.command()
 def cleanup() -> None:
     """Remove every lab this tool owns on this machine (and nothing else)."""

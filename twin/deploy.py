@@ -162,8 +162,8 @@ def down(lab: str, progress: Progress | None = None) -> TeardownReport:
         state.status = "tearing-down"
         state.save()
     marker = str(lab_dir(lab))
-    # Recorded daemons first, each verified to still be this lab's process (pid reuse).
-    pids = [r.pid for r in (state.daemons() if state else [])
+    # Recorded daemons and fault agents first, each verified to still be this lab's process.
+    pids = [r.pid for r in (state.resources if state else [])
             if r.pid and alive(r.pid) and marker in cmdline(r.pid)]
     progress.phase("stopping daemons", None)
     terminate(pids)

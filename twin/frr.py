@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .errors import MissingDependencyError, RuntimeBackendError
 from .model import Fabric, Node
-from .procs import alive, cmdline
+from .procs import alive, cmdline, terminate
 from .render import DAEMONS, SOCKET_OF, render_bfd_binding, render_switch
 from .runtime import Runtime
 from .state import LabState, Resource
@@ -127,3 +127,39 @@ def bind_bfd(runtime: Runtime, state: LabState, node: Node) -> None:
     result = runtime.exec(node.name, vtysh_argv(state, node.name, *render_bfd_binding(node)))
     if result.rc != 0:
         raise RuntimeBackendError(f"cannot bind BFD on {node.name}: {result.stderr.strip() or result.stdout.strip()}")
+
+
+def node_pids(state: LabState, node: str) -> list[int]:
+    marker = str(state.node_dir(node))
+    return [r.pid for r in state.daemons() if r.node == node and r.pid and alive(r.pid)
+            and marker in cmdline(r.pid)]
+
+
+def stop_node(state: LabState, node: str) -> None:
+    """Stop every FRR daemon of a switch (by recorded pid) and remove its stale sockets."""
+    terminate(node_pids(state, node))
+    for socket_name in SOCKET_OF.values():
+        (state.node_dir(node) / socket_name).unlink(missing_ok=True)
+
+
+def restart_node(runtime: Runtime, state: LabState, node: Node, timeout_s: float = 30) -> None:
+    """Start a stopped switch's daemons from its configs, wait for BGP, then bind BFD."""
+    directory = state.node_dir(node.name)
+    for group in (("zebra",), ("bfdd", "bgpd", "staticd")):
+        for daemon in group:
+            resource = next(r for r in state.daemons() if r.name == f"{node.name}/{daemon}")
+            resource.pid = runtime.spawn(node.name, daemon_argv(daemon, directory), directory / "daemons.out")
+            state.save()
+        wait_sockets(state, [node.name], group)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            peers = vtysh_json(runtime, state, node.name, "show bgp summary json")["ipv4Unicast"]["peers"]
+            if peers and all(p.get("state") == "Established" for p in peers.values()):
+                break
+        except (RuntimeBackendError, KeyError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeBackendError(f"BGP on {node.name} did not come back within {timeout_s:.0f} s")
+        time.sleep(0.2)
+    bind_bfd(runtime, state, node)

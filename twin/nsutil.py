@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -61,3 +62,9 @@ def write_sysctls(path: str, settings: dict[str, str]) -> None:
         for key, value in settings.items():
             with open("/proc/sys/" + key.replace(".", "/"), "w") as handle:
                 handle.write(value)
+
+
+def socket_in(path: str, kind: int, proto: int = 0) -> socket.socket:
+    """An AF_INET socket that lives in the namespace at `path` (whatever thread uses it later)."""
+    with in_netns(path):
+        return socket.socket(socket.AF_INET, kind, proto)

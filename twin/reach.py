@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 
 from .model import Fabric
-from .nsutil import in_netns
+from .nsutil import socket_in
 from .runtime import Runtime
 
 SO_BINDTODEVICE = 25
@@ -57,8 +57,7 @@ def _echo(ident: int, seq: int) -> bytes:
 
 
 def _open_socket(runtime: Runtime, nic: Nic) -> socket.socket:
-    with in_netns(runtime.netns_path(nic.host)):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    sock = socket_in(runtime.netns_path(nic.host), socket.SOCK_RAW, socket.IPPROTO_ICMP)
     sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic.ifname.encode())
     sock.bind((nic.address, 0))
     sock.setblocking(False)

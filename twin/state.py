@@ -37,6 +37,7 @@ class LabState:
     created: float = field(default_factory=time.time)
     resources: list[Resource] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
+    faults: list[dict] = field(default_factory=list)  # active faults: spec + what undoes them
 
     @property
     def directory(self) -> Path:

@@ -49,7 +49,7 @@ class FakeRuntime:
     def netns_path(self, node):
         return "/nonexistent"
 
-    def exec(self, node, argv, timeout=30, capture=True):
+    def exec(self, node, argv, timeout=30, capture=True, input=None):
         raise NotImplementedError
 
     def spawn(self, node, argv, log):

@@ -67,12 +67,12 @@ class NetnsRuntime:
             raise RuntimeBackendError(f"cannot create veth for {link.name}: {exc}") from exc
 
     def exec(self, node: str, argv: list[str], timeout: float | None = 30,
-             capture: bool = True) -> ExecResult:
+             capture: bool = True, input: str | None = None) -> ExecResult:
         if not os.path.exists(self.netns_path(node)):
             raise RuntimeBackendError(f"node {node} of lab {self.lab} is not running")
         command = ["ip", "netns", "exec", self.resource_name(node), *argv]
         try:
-            done = subprocess.run(command, capture_output=capture, text=True, timeout=timeout)
+            done = subprocess.run(command, capture_output=capture, text=True, timeout=timeout, input=input)
         except subprocess.TimeoutExpired as exc:
             raise RuntimeBackendError(f"{' '.join(argv)} on {node} timed out after {timeout} s") from exc
         except FileNotFoundError as exc:

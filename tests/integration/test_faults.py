@@ -1,0 +1,165 @@
+"""Every fault kind on a real lab: its effect is measured with real traffic, and clearing it
+restores the exact prior state (nft, qdiscs, links, routes, FRR config and FIB)."""
+
+import json
+import time
+
+import pytest
+from pyroute2 import IPRoute
+
+from twin import converge, nft, snapshot
+from twin.converge import fib_next_hops
+from twin.faults import engine
+from twin.faults.base import FaultContext
+from twin.labs import running_lab
+from twin.progress import NullProgress
+from twin.reach import fabric_nics, unreachable_pairs
+from twin.runtime import get_runtime
+from twin.shaping import shaped_rate_bps
+from twin.status import lab_status
+from twin.traffic import udp_burst
+
+from .helpers import lab_running
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with lab_running("mini"):
+        state, fabric = running_lab("mini")
+        yield FaultContext(get_runtime("netns", "mini"), state, fabric, seed=7)
+
+
+def nic(ctx, label):
+    return next(n for n in fabric_nics(ctx.fabric) if n.label == label)
+
+
+def converged(ctx):
+    deadline = time.monotonic() + 60
+    converge.wait_routing(ctx.runtime, ctx.state, ctx.fabric, NullProgress(), deadline)
+    converge.wait_bfd(ctx.runtime, ctx.state, ctx.fabric, NullProgress(), deadline)
+    converge.wait_reachable(ctx.runtime, ctx.fabric, NullProgress(), deadline)
+
+
+def wait_for(predicate, timeout_s=15.0, what="condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+class Applied:
+    """Snapshot, inject, yield, clear, re-converge, compare with the snapshot."""
+
+    def __init__(self, ctx, **entry):
+        self.ctx, self.entry = ctx, entry
+
+    def __enter__(self):
+        self.before = snapshot.take(self.ctx.runtime, self.ctx.state, self.ctx.fabric)
+        timing, params = engine.parse(self.entry)
+        return engine.inject(self.ctx, timing, params)
+
+    def __exit__(self, *exc):
+        self.cleared = engine.clear(self.ctx, self.entry["id"])
+        converged(self.ctx)
+        after = snapshot.take(self.ctx.runtime, self.ctx.state, self.ctx.fabric)
+        assert snapshot.differences(self.before, after) == []
+        assert self.ctx.state.faults == []
+
+
+def test_silent_drop_loses_the_stated_share_and_bfd_stays_up(lab):
+    with Applied(lab, id="lossy", kind="silent_drop", link="leaf-g1-r1 -- host-g1-h1",
+                 direction="a_to_b", loss_pct=5):
+        burst = udp_burst(lab.runtime, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 20000)
+        dropped = sum(c["packets"] for c in nft.counters(lab.runtime, "host-g1-h1", "netdev", "ftw_lossy"))
+        assert 3.5 <= burst.loss_pct <= 6.5, burst
+        assert abs(dropped - (burst.sent - burst.received)) <= 5, (dropped, burst)
+        statuses = lab_status(lab.runtime, lab.state, lab.fabric)
+        assert all(set(s.bfd.values()) == {"up"} for s in statuses)
+
+
+def test_silent_drop_flows_pct_hits_a_fixed_subset_of_flows(lab):
+    with Applied(lab, id="flows", kind="silent_drop", link="leaf-g1-r1 -- host-g1-h1",
+                 direction="a_to_b", loss_pct=100, flows_pct=50):
+        bursts = [udp_burst(lab.runtime, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 2000,
+                            source_ports=1, settle_s=0.3) for _ in range(12)]
+        # each burst is one flow (one source port): it is either wholly lost or untouched
+        assert {round(b.loss_pct) for b in bursts} <= {0, 100}
+        assert any(b.loss_pct == 100 for b in bursts) and any(b.loss_pct == 0 for b in bursts)
+
+
+def test_blackhole_loses_exactly_the_targeted_traffic(lab):
+    with Applied(lab, id="hole", kind="blackhole", node="leaf-g2-r1", host="host-g2-h1"):
+        to_target = udp_burst(lab.runtime, nic(lab, "host-g1-h1:nic1"), nic(lab, "host-g2-h1:nic1"), 2000)
+        to_neighbour = udp_burst(lab.runtime, nic(lab, "host-g1-h1:nic1"), nic(lab, "host-g2-h2:nic1"), 2000)
+        assert (to_target.received, to_neighbour.loss_pct) == (0, 0.0)
+        failed = unreachable_pairs(lab.runtime, lab.fabric)
+        assert failed and all("host-g2-h1:nic1" in pair for pair in failed)
+        # still advertised: the spines keep their route toward the black-holed host
+        assert fib_next_hops(lab.runtime, lab.state, "spine-1")[lab.fabric.links_of("host-g2-h1")[0].network] == 1
+
+
+def test_link_down_withdraws_ecmp_members_and_reachability_survives(lab):
+    with Applied(lab, id="cut", kind="link_down", link="leaf-g1-r1 -- spine-1"):
+        remote = [link.network for link in lab.fabric.links if link.kind == "host" and link.a.node == "leaf-g2-r1"]
+        wait_for(lambda: all(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").get(p) == 1 for p in remote),
+                 what="leaf-g1-r1 to drop the spine-1 next hop")
+        assert unreachable_pairs(lab.runtime, lab.fabric) == []
+
+
+def test_bgp_down_shuts_one_session_and_links_stay_up(lab):
+    with Applied(lab, id="misconf", kind="bgp_down", link="leaf-g1-r1 -- spine-1") as entry:
+        wait_for(lambda: {s.name: s for s in lab_status(lab.runtime, lab.state, lab.fabric)}["leaf-g1-r1"]
+                 .bgp["spine-1"] != "Established", what="the session to go down")
+        with IPRoute(netns=lab.runtime.netns_path("leaf-g1-r1"), flags=0) as ipr:
+            assert ipr.get_links(ifname="sp-1")[0]["flags"] & 1  # IFF_UP: the link itself is fine
+        assert entry["record"]["peer"] == "10.0.0.0"
+        assert unreachable_pairs(lab.runtime, lab.fabric) == []
+
+
+def test_slow_node_runs_the_nic_at_the_stated_share(lab):
+    with Applied(lab, id="slow", kind="slow_node", node="host-g1-h1", rate_pct=25):
+        for node, ifname in (("host-g1-h1", "nic1"), ("leaf-g1-r1", "hs-g1h1")):
+            with IPRoute(netns=lab.runtime.netns_path(node), flags=0) as ipr:
+                assert shaped_rate_bps(ipr, ipr.link_lookup(ifname=ifname)[0]) == lab.fabric.rate_bps // 4
+
+
+def test_switch_down_and_back(lab):
+    with Applied(lab, id="dead", kind="switch_down", node="spine-1"):
+        status = {s.name: s for s in lab_status(lab.runtime, lab.state, lab.fabric)}
+        assert not any(status["spine-1"].daemons.values())
+        wait_for(lambda: unreachable_pairs(lab.runtime, lab.fabric, timeout_s=1) == [],
+                 what="traffic to move to spine-2")
+
+
+def test_pfc_pause_holds_traffic_without_a_drop(lab):
+    with Applied(lab, id="pause", kind="pfc_pause", link="leaf-g1-r1 -- host-g1-h1",
+                 direction="a_to_b", pause_ms=1500) as entry:
+        wait_for(lambda: "agent" in entry["record"], what="the pause agent")
+        time.sleep(0.5)  # the agent process has started and paused the direction
+        burst = udp_burst(lab.runtime, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"),
+                          1000, pps=2000, settle_s=3.0)
+        assert burst.received == burst.sent, burst  # held, not dropped
+        assert burst.max_delay_s >= 0.5, burst  # ... and held for a while
+        time.sleep(0.2)
+    assert entry["record"]["report"]["pauses"] == 1
+
+
+def test_flap_cycles_then_leaves_the_link_up(lab):
+    with Applied(lab, id="flappy", kind="flap", link="leaf-g1-r1 -- spine-1", period_s=1, count=2):
+        report = lab.state.directory / "faults" / "flappy.json"
+        wait_for(lambda: report.is_file() and json.loads(report.read_text())["cycles"] == 2,
+                 what="two flap cycles")
+
+
+def test_overlapping_faults_are_refused_and_nothing_changes(lab):
+    before = snapshot.take(lab.runtime, lab.state, lab.fabric)
+    with Applied(lab, id="first", kind="link_down", link="leaf-g2-r1 -- spine-2"):
+        timing, params = engine.parse({"id": "second", "kind": "silent_drop", "link": "spine-2 -- leaf-g2-r1",
+                                       "loss_pct": 1})
+        with pytest.raises(Exception, match="overlaps active fault 'first'"):
+            engine.inject(lab, timing, params)
+    assert snapshot.differences(before, snapshot.take(lab.runtime, lab.state, lab.fabric)) == []

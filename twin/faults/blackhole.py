@@ -1,0 +1,63 @@
+"""blackhole: a switch silently discards forwarded traffic toward a prefix or a host,
+while BGP still advertises it (an nftables forward-hook drop; routing is untouched)."""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Network
+
+from pydantic import Field, model_validator
+
+from .. import nft
+from . import register
+from .base import FaultContext, Params, TargetError, resolve_node
+
+
+class BlackholeParams(Params):
+    node: str = Field(description="the switch that discards the traffic")
+    prefix: str | None = Field(None, description="destination prefix, e.g. 10.2.0.6/31")
+    host: str | None = Field(None, description="a host: every NIC prefix of it")
+
+    @model_validator(mode="after")
+    def _one_target(self):
+        if (self.prefix is None) == (self.host is None):
+            raise ValueError("give exactly one of prefix or host")
+        return self
+
+
+def prefixes(fabric, params) -> list[str]:
+    if params.host:
+        host = resolve_node(fabric, params.host, roles=("host",))
+        return [str(link.network) for link in fabric.links_of(host)]
+    try:
+        return [str(IPv4Network(params.prefix, strict=False))]
+    except ValueError as exc:
+        raise TargetError(f"'{params.prefix}' is not an IPv4 prefix", hint="e.g. 10.2.0.6/31") from exc
+
+
+class Blackhole:
+    name = "blackhole"
+    params = BlackholeParams
+
+    def targets(self, fabric, params):
+        return [resolve_node(fabric, params.node, roles=("leaf", "spine", "superspine"))]
+
+    def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
+        node = resolve_node(ctx.fabric, params.node, roles=("leaf", "spine", "superspine"))
+        table = record["table"] = nft.table_name(fault_id)
+        record["node"] = node
+        commands = [{"add": {"table": {"family": "ip", "name": table}}},
+                    {"add": {"chain": {"family": "ip", "table": table, "name": "forward", "type": "filter",
+                                       "hook": "forward", "prio": -300, "policy": "accept"}}}]
+        for prefix in prefixes(ctx.fabric, params):
+            net = IPv4Network(prefix)
+            commands.append({"add": {"rule": {"family": "ip", "table": table, "chain": "forward", "expr": [
+                {"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "daddr"}},
+                           "right": {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}}}},
+                {"counter": None}, {"drop": None}]}}})
+        nft.apply(ctx.runtime, node, commands)
+
+    def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
+        nft.delete_table(ctx.runtime, record["node"], "ip", record["table"])
+
+
+register(Blackhole())

@@ -1,0 +1,106 @@
+"""Inject, list and clear faults on a running lab. Every fault is recorded in the lab state
+before it touches the machine, with what undoes it; clearing replays that record."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pydantic
+
+from ..errors import LabStateError, TwinError
+from ..state import LabState
+from ..yamlsrc import closest
+from . import get_kind, kinds
+from .base import COMMON_KEYS, FaultContext, Timing
+
+
+class FaultSpecError(TwinError):
+    pass
+
+
+def parse(entry: dict[str, Any]) -> tuple[Timing, Any]:
+    """A fault entry (scenario file or CLI) -> (timing, kind params); errors name the key."""
+    common = {k: v for k, v in entry.items() if k in COMMON_KEYS}
+    try:
+        timing = Timing.model_validate(common)
+    except pydantic.ValidationError as exc:
+        raise _error(exc, Timing, entry) from None
+    kind = get_kind(timing.kind)
+    rest = {k: v for k, v in entry.items() if k not in COMMON_KEYS}
+    try:
+        return timing, kind.params.model_validate(rest)
+    except pydantic.ValidationError as exc:
+        raise _error(exc, kind.params, entry) from None
+
+
+def _error(exc: pydantic.ValidationError, model, entry: dict) -> FaultSpecError:
+    """Every problem of the entry in one error; unknown keys first (a typo explains a 'missing')."""
+    kind = entry.get("kind", "fault")
+    valid = sorted(set(model.model_fields) | set(COMMON_KEYS))
+    messages, hints = [], []
+    for err in sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden"):
+        key = ".".join(str(p) for p in err["loc"]) or kind
+        if err["type"] == "extra_forbidden":
+            guess = closest(key, valid)
+            messages.append(f"unknown key '{key}'")
+            hints.append((f"did you mean '{guess}'? " if guess else "") + f"valid keys: {', '.join(valid)}")
+            continue
+        field = model.model_fields.get(key)
+        text = "required key is missing" if err["type"] == "missing" else err["msg"].removeprefix("Value error, ")
+        messages.append(f"{key}: {text}")
+        if field is not None and field.description:
+            hints.append(f"{key}: {field.description}")
+    return FaultSpecError(f"{kind}: " + "; ".join(messages), hint="; ".join(dict.fromkeys(hints)) or None)
+
+
+def active(state: LabState) -> list[dict]:
+    return list(state.faults)
+
+
+def inject(ctx: FaultContext, timing: Timing, params: Any) -> dict:
+    kind = get_kind(timing.kind)
+    targets = kind.targets(ctx.fabric, params)  # resolves names: errors before anything changes
+    for other in ctx.state.faults:
+        if other["id"] == timing.id:
+            raise LabStateError(f"a fault with id '{timing.id}' is already active",
+                                hint=f"twin fault clear {ctx.state.lab} {timing.id}")
+        if set(other["targets"]) & set(targets):
+            raise LabStateError(f"fault '{timing.id}' overlaps active fault '{other['id']}' on "
+                                f"{', '.join(sorted(set(other['targets']) & set(targets)))}",
+                                hint="clear that fault first, or target something else")
+    entry = {"id": timing.id, "kind": timing.kind, "params": params.model_dump(), "targets": targets,
+             "seed": ctx.seed, "record": {}, "applied_at": time.time()}
+    ctx.state.faults.append(entry)
+    ctx.state.save()  # recorded before it acts, so teardown knows about it after a crash
+    try:
+        kind.apply(ctx, timing.id, params, entry["record"])
+    except BaseException:
+        try:
+            kind.clear(ctx, timing.id, params, entry["record"])
+        finally:
+            ctx.state.faults.remove(entry)
+            ctx.state.save()
+        raise
+    ctx.state.save()
+    return entry
+
+
+def clear(ctx: FaultContext, fault_id: str) -> dict:
+    entry = next((f for f in ctx.state.faults if f["id"] == fault_id), None)
+    if entry is None:
+        raise LabStateError(f"no active fault '{fault_id}' on lab {ctx.state.lab}",
+                            hint="active: " + (", ".join(f["id"] for f in ctx.state.faults) or "none"))
+    kind = get_kind(entry["kind"])
+    kind.clear(ctx, fault_id, kind.params(**entry["params"]), entry["record"])
+    entry["cleared_at"] = time.time()
+    ctx.state.faults.remove(entry)
+    ctx.state.save()
+    return entry
+
+
+def clear_all(ctx: FaultContext) -> list[dict]:
+    return [clear(ctx, f["id"]) for f in list(reversed(ctx.state.faults))]
+
+
+__all__ = ["FaultSpecError", "active", "clear", "clear_all", "inject", "kinds", "parse"]

@@ -1,0 +1,58 @@
+"""flap: the link goes down and up, period_s per cycle (down for the first half), count times
+or until the fault ends. Runs as a fault agent; ending it leaves the link up."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import Field
+
+from . import agent, register
+from .base import FaultContext, Params, link_key, resolve_link
+from .netlink import restore_routes, set_link_state, static_routes
+
+
+class FlapParams(Params):
+    link: str = Field(description='the link between two nodes, e.g. "leaf-g1-r1 -- spine-r1-s1"')
+    period_s: float = Field(gt=0.1, le=3600, description="seconds per down/up cycle (down for half)")
+    count: int | None = Field(None, ge=1, description="cycles; omitted = until the fault ends")
+
+
+class Flap:
+    name = "flap"
+    params = FlapParams
+
+    def targets(self, fabric, params):
+        return [link_key(resolve_link(fabric, params.link)[0])]
+
+    def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
+        record["agent"] = agent.start(ctx, fault_id)
+
+    def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
+        record["report"] = agent.stop(ctx, fault_id)
+
+    def run(self, ctx: FaultContext, fault_id: str, params, stopping) -> None:
+        link, _a, _b = resolve_link(ctx.fabric, params.link)
+        ends = [link.a, link.b]
+        routes = {end.node: static_routes(ctx, end.node, end.ifname) for end in ends}
+        cycles, half = 0, params.period_s / 2
+        try:
+            while not stopping.is_set() and (params.count is None or cycles < params.count):
+                for end in ends:
+                    set_link_state(ctx, end.node, end.ifname, up=False)
+                stopping.wait(half)
+                for end in ends:
+                    set_link_state(ctx, end.node, end.ifname, up=True)
+                for node, node_routes in routes.items():
+                    restore_routes(ctx, node, node_routes)
+                cycles += 1
+                agent.write_report(ctx.state, fault_id, {"cycles": cycles, "at": time.time()})
+                stopping.wait(half)
+        finally:
+            for end in ends:
+                set_link_state(ctx, end.node, end.ifname, up=True)
+            for node, node_routes in routes.items():
+                restore_routes(ctx, node, node_routes)
+
+
+register(Flap())

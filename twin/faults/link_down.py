@@ -1,0 +1,33 @@
+"""link_down: both ends of a link go down; routing reacts through link-down events."""
+
+from __future__ import annotations
+
+from . import register
+from .base import FaultContext, LinkParams, link_key, resolve_link
+from .netlink import restore_routes, set_link_state, static_routes
+
+
+class LinkDown:
+    name = "link_down"
+    params = LinkParams
+
+    def targets(self, fabric, params):
+        return [link_key(resolve_link(fabric, params.link)[0])]
+
+    def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
+        link, _a, _b = resolve_link(ctx.fabric, params.link)
+        ends = [link.a, link.b]
+        # Admin-down flushes routes through the device; host per-NIC routes must come back on clear.
+        record["routes"] = {end.node: static_routes(ctx, end.node, end.ifname) for end in ends}
+        for end in ends:
+            set_link_state(ctx, end.node, end.ifname, up=False)
+
+    def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
+        link, _a, _b = resolve_link(ctx.fabric, params.link)
+        for end in (link.a, link.b):
+            set_link_state(ctx, end.node, end.ifname, up=True)
+        for node, routes in record.get("routes", {}).items():
+            restore_routes(ctx, node, routes)
+
+
+register(LinkDown())

@@ -1,0 +1,50 @@
+"""slow_node: a host NIC (or every NIC of a host) runs at rate_pct of line rate, both directions."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pyroute2 import IPRoute
+
+from .. import shaping
+from . import register
+from .base import FaultContext, Params, TargetError, resolve_node
+
+
+class SlowNodeParams(Params):
+    node: str = Field(description="the host")
+    nic: str | None = Field(None, description="one NIC (e.g. nic2); omitted = every NIC of the host")
+    rate_pct: float = Field(gt=0, lt=100, description="share of line rate the NIC still runs at")
+
+
+def _ends(fabric, params):
+    host = resolve_node(fabric, params.node, roles=("host",))
+    links = [l for l in fabric.links_of(host) if params.nic in (None, l.endpoint(host).ifname)]
+    if not links:
+        raise TargetError(f"{host} has no NIC '{params.nic}'",
+                          hint="NICs: " + ", ".join(l.endpoint(host).ifname for l in fabric.links_of(host)))
+    return [end for link in links for end in (link.a, link.b)]
+
+
+class SlowNode:
+    name = "slow_node"
+    params = SlowNodeParams
+
+    def targets(self, fabric, params):
+        return [resolve_node(fabric, params.node, roles=("host",))]
+
+    def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
+        prior = record["prior"] = []
+        for end in _ends(ctx.fabric, params):
+            with IPRoute(netns=ctx.runtime.netns_path(end.node), flags=0) as ipr:
+                index = ipr.link_lookup(ifname=end.ifname)[0]
+                rate = shaping.shaped_rate_bps(ipr, index)
+                prior.append({"node": end.node, "ifname": end.ifname, "rate_bps": rate})
+                shaping.set_class_rate(ipr, index, int(rate * params.rate_pct / 100))
+
+    def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
+        for item in record["prior"]:
+            with IPRoute(netns=ctx.runtime.netns_path(item["node"]), flags=0) as ipr:
+                shaping.set_class_rate(ipr, ipr.link_lookup(ifname=item["ifname"])[0], item["rate_bps"])
+
+
+register(SlowNode())
