@@ -12,6 +12,7 @@ SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util
 .PHONY: help deps venv lab down status test unit integration bench golden clean
 
 help:
+	@echo "make lab SCENARIO=silent-drop   run a fault drill (see scenarios/), results in results/"
 	@echo "make lab LAB=rail4        bring a lab up and leave it running (see labs/)"
 	@echo "make down LAB=rail4       remove it, and everything it owns"
 	@echo "make test                 unit + integration tests (integration needs root)"
@@ -35,7 +36,7 @@ venv: $(VENV)/.installed
 
 lab: deps venv
 ifdef SCENARIO
-	@echo "error: the scenario runner (make lab SCENARIO=...) is not built yet; use LAB=..." >&2; exit 2
+	$(TWIN) run scenarios/$(SCENARIO).yaml
 else
 	$(TWIN) lab up $(LAB)
 endif

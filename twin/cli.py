@@ -24,7 +24,7 @@ from .state import known_labs
 from .status import as_dict, lab_status
 
 console = Console(stderr=True, soft_wrap=True)
-out = Console(soft_wrap=True)
+out = Console(soft_wrap=True, width=160)
 
 
 class RichProgress:
@@ -192,6 +192,52 @@ def lab_graph(lab_ref: str, output: Path | None) -> None:
     if output.suffix.lower() not in (".png", ".svg"):
         raise TwinError(f"cannot write {output}: unknown picture format", hint="use a .png or .svg file name")
     out.print(f"wrote {draw(fabric, output)}")
+
+
+@cli.command("run")
+@click.argument("scenario_ref", metavar="SCENARIO")
+@click.option("--keep", is_flag=True, help="Run on the lab if it is already up, and leave it up afterwards.")
+@click.option("--results", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+              help="Folder for the results (one sub-folder per run).")
+@click.option("--timeout", default=90.0, show_default=True, help="Seconds to wait for the lab to converge.")
+def run_cmd(scenario_ref: str, keep: bool, results: Path, timeout: float) -> None:
+    """Run a scenario: lab up, traffic, faults on schedule, results; always cleaned up after.
+
+    SCENARIO is a file or a name from scenarios/. Exit 1 if a fault could not be applied on
+    schedule, 130 if interrupted.
+    """
+    from . import report as reporting
+    from . import runner
+    from .scenario import load_scenario
+    path = Path(scenario_ref)
+    if not path.is_file() and Path("scenarios", f"{scenario_ref}.yaml").is_file():
+        path = Path("scenarios", f"{scenario_ref}.yaml")
+    scenario = load_scenario(path)
+    with _progress_bar() as bar:
+        result = runner.run(scenario, results, keep=keep, progress=RichProgress(bar), timeout_s=timeout)
+    summary = reporting.write_all(result)
+    table = Table(title=f"{summary['scenario']} on {summary['lab']}  ({result.directory})")
+    for column in ("fault", "kind", "at (sched/actual)", "flow loss", "max delay", "route changes",
+                   "first/last change", "BGP/BFD downs", "traffic back after"):
+        table.add_column(column)
+    for f in summary["faults"]:
+        loss = f["flows"]["loss_pct"]
+        table.add_row(f["id"], f["kind"], f"{f['scheduled_s']:.2f} / {f['applied_s'] or 0:.3f} s",
+                      "-" if loss is None else f"{loss:.2f} %",
+                      "-" if f["flows"]["max_delay_ms"] is None else f"{f['flows']['max_delay_ms']:.0f} ms",
+                      str(f["route_changes"]),
+                      "-" if f["first_route_change_s"] is None else
+                      f"{f['first_route_change_s']:.2f} / {f['last_route_change_s']:.2f} s",
+                      f"{f['bgp_downs']} / {f['bfd_downs']}",
+                      "-" if f["flows_recovered_after_s"] is None else f"{f['flows_recovered_after_s']:.1f} s")
+    out.print(table)
+    base = summary["baseline_flows"]
+    out.print(f"baseline (no fault active): flow loss {base['loss_pct']} %, max delay {base['max_delay_ms']} ms")
+    if summary["expectations"]:
+        out.print(f"{len(summary['expectations'])} expectation(s) not graded: grading is not built yet")
+    out.print(f"results: {result.directory} (report.json, junit.xml, events.jsonl, timeline.png, topology.png)")
+    if not all(f["on_schedule"] for f in summary["faults"]):
+        sys.exit(1)
 
 
 @cli.group()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from .model import Fabric
 from .procs import alive, cmdline, terminate
 from .progress import NullProgress, Progress
 from .runtime import Runtime, get_runtime, names
+from .signals import sigterm_as_interrupt
 from .state import LabState, Resource, lab_dir, load_state
 
 
@@ -33,30 +33,6 @@ def _timed(state: LabState, name: str) -> Iterator[None]:
     start = time.monotonic()
     yield
     state.timings_s[name] = round(time.monotonic() - start, 3)
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM during deploy unwinds like Ctrl-C, so the rollback runs.
-
-    pyroute2 forks helper children that inherit this handler and are ended with
-    SIGTERM; in them the handler must simply exit, never unwind into our code.
-    """
-    owner = os.getpid()
-
-    def handler(signum, frame):
-        if os.getpid() != owner:
-            os._exit(128 + signum)
-        raise KeyboardInterrupt
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def up(lab: LabFile, fabric: Fabric, progress: Progress | None = None,
@@ -73,7 +49,7 @@ def up(lab: LabFile, fabric: Fabric, progress: Progress | None = None,
     shutil.copyfile(lab.path, state.directory / "lab.yaml")  # later commands read the lab as it was built
     started = time.monotonic()
     owner = os.getpid()
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         try:
             _build(fabric, runtime, state, progress, timeout_s)
         except BaseException:

@@ -32,16 +32,22 @@ def positions(fabric: Fabric) -> dict[str, tuple[float, float]]:
     return pos
 
 
-def draw(fabric: Fabric, out: Path) -> Path:
+def draw(fabric: Fabric, out: Path, marked: set[str] | None = None) -> Path:
+    """`marked`: link names ('a -- b', sorted) and node names drawn in the fault colour."""
+    marked = marked or set()
     pos = positions(fabric)
     width = max(8.0, len(fabric.by_role("leaf")) * 0.9)
     fig, ax = plt.subplots(figsize=(width, 6))
     for link in fabric.links:
         (x1, y1), (x2, y2) = pos[link.a.node], pos[link.b.node]
-        ax.plot([x1, x2], [y1, y2], color="#999999", linewidth=0.6, zorder=1)
+        hit = " -- ".join(sorted((link.a.node, link.b.node))) in marked
+        ax.plot([x1, x2], [y1, y2], color="#d62728" if hit else "#999999", linewidth=2.5 if hit else 0.6,
+                zorder=1)
     for node in fabric.nodes.values():
         x, y = pos[node.name]
-        ax.scatter([x], [y], s=260, color=COLORS[node.role], zorder=2, edgecolors="black", linewidths=0.5)
+        hit = node.name in marked
+        ax.scatter([x], [y], s=260, color=COLORS[node.role], zorder=2, edgecolors="#d62728" if hit else "black",
+                   linewidths=3 if hit else 0.5)
         ax.annotate(node.name, (x, y), textcoords="offset points", xytext=(0, -16 if y else 12),
                     ha="center", fontsize=6, rotation=0)
     ax.set_title(f"{fabric.name}: {fabric.tiers}-tier, {fabric.rails} rail(s), {len(fabric.links)} links")

@@ -94,3 +94,10 @@ class FaultKind(Protocol):
 
 def link_key(link: Link) -> str:
     return " -- ".join(sorted((link.a.node, link.b.node)))
+
+
+class OnLink:
+    """For kinds whose params name a `link`: the fault touches that link."""
+
+    def targets(self, fabric: Fabric, params: Any) -> list[str]:
+        return [link_key(resolve_link(fabric, params.link)[0])]

@@ -7,7 +7,7 @@ from pydantic import Field
 from ..errors import RuntimeBackendError
 from ..frr import vtysh_argv
 from . import register
-from .base import FaultContext, Params, TargetError, link_key, resolve_link
+from .base import FaultContext, OnLink, Params, TargetError, resolve_link
 
 
 class BgpDownParams(Params):
@@ -28,12 +28,9 @@ def _configure(ctx: FaultContext, node, *commands: str) -> None:
         raise RuntimeBackendError(f"vtysh on {node.name} failed: {result.stderr.strip() or result.stdout.strip()}")
 
 
-class BgpDown:
+class BgpDown(OnLink):
     name = "bgp_down"
     params = BgpDownParams
-
-    def targets(self, fabric, params):
-        return [link_key(resolve_link(fabric, params.link)[0])]
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node, peer = _session(ctx, params)

@@ -54,6 +54,11 @@ def _error(exc: pydantic.ValidationError, model, entry: dict) -> FaultSpecError:
     return FaultSpecError(f"{kind}: " + "; ".join(messages), hint="; ".join(dict.fromkeys(hints)) or None)
 
 
+def targets(timing: Timing, params: Any, fabric) -> list[str]:
+    """What the fault touches; resolving the names raises a TargetError for unknown ones."""
+    return get_kind(timing.kind).targets(fabric, params)
+
+
 def active(state: LabState) -> list[dict]:
     return list(state.faults)
 
@@ -103,4 +108,4 @@ def clear_all(ctx: FaultContext) -> list[dict]:
     return [clear(ctx, f["id"]) for f in list(reversed(ctx.state.faults))]
 
 
-__all__ = ["FaultSpecError", "active", "clear", "clear_all", "inject", "kinds", "parse"]
+__all__ = ["FaultSpecError", "active", "clear", "clear_all", "inject", "kinds", "parse", "targets"]

@@ -8,7 +8,7 @@ import time
 from pydantic import Field
 
 from . import agent, register
-from .base import FaultContext, Params, link_key, resolve_link
+from .base import FaultContext, OnLink, Params, resolve_link
 from .netlink import restore_routes, set_link_state, static_routes
 
 
@@ -18,12 +18,9 @@ class FlapParams(Params):
     count: int | None = Field(None, ge=1, description="cycles; omitted = until the fault ends")
 
 
-class Flap:
+class Flap(OnLink):
     name = "flap"
     params = FlapParams
-
-    def targets(self, fabric, params):
-        return [link_key(resolve_link(fabric, params.link)[0])]
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         record["agent"] = agent.start(ctx, fault_id)

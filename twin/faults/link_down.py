@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from . import register
-from .base import FaultContext, LinkParams, link_key, resolve_link
+from .base import FaultContext, LinkParams, OnLink, resolve_link
 from .netlink import restore_routes, set_link_state, static_routes
 
 
-class LinkDown:
+class LinkDown(OnLink):
     name = "link_down"
     params = LinkParams
-
-    def targets(self, fabric, params):
-        return [link_key(resolve_link(fabric, params.link)[0])]
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         link, _a, _b = resolve_link(ctx.fabric, params.link)

@@ -12,7 +12,7 @@ from pyroute2 import IPRoute
 
 from .. import shaping
 from . import agent, register
-from .base import FaultContext, LinkParams, link_key, resolve_link
+from .base import FaultContext, LinkParams, OnLink, resolve_link
 
 PAUSE_RATE_BPS = 8_000  # HTB needs a positive rate; 1 kB/s holds a 200 Mbit/s link to nothing
 HOLD_QUEUE = 0x200000  # 20: the deep FIFO under class 1:10 while the fault is active
@@ -37,12 +37,9 @@ def sending_ends(link, a, b, direction):
     return [link.endpoint(node) for node in nodes]
 
 
-class PfcPause:
+class PfcPause(OnLink):
     name = "pfc_pause"
     params = PfcPauseParams
-
-    def targets(self, fabric, params):
-        return [link_key(resolve_link(fabric, params.link)[0])]
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         link, a, b = resolve_link(ctx.fabric, params.link)

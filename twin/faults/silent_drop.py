@@ -12,7 +12,7 @@ from pydantic import Field
 
 from .. import nft
 from . import register
-from .base import FaultContext, LinkParams, link_key, receiving_ends, resolve_link
+from .base import FaultContext, LinkParams, OnLink, receiving_ends, resolve_link
 
 PRIORITY = -300  # before anything else on the device
 
@@ -36,12 +36,9 @@ def drop_rule_exprs(params, seed: int) -> list[dict]:
     return exprs + [{"counter": None}, {"drop": None}]
 
 
-class SilentDrop:
+class SilentDrop(OnLink):
     name = "silent_drop"
     params = SilentDropParams
-
-    def targets(self, fabric, params):
-        return [link_key(resolve_link(fabric, params.link)[0])]
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         link, a, b = resolve_link(ctx.fabric, params.link)

@@ -1,0 +1,100 @@
+"""`twin run` end to end: results folder with measured figures, and nothing left behind after
+Ctrl-C or kill -9 in the middle of a scenario."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from twin.state import lab_dir
+
+from .helpers import ROOT, lab_copy, leftovers, twin_cli
+
+pytestmark = pytest.mark.integration
+
+
+def test_smoke_scenario_writes_results(tmp_path):
+    result = twin_cli("run", "scenarios/smoke.yaml", "--results", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert leftovers("mini") == []
+    (run_dir,) = tmp_path.iterdir()
+    assert {p.name for p in run_dir.iterdir()} == {"events.jsonl", "report.json", "junit.xml",
+                                                   "timeline.png", "topology.png"}
+    report = json.loads((run_dir / "report.json").read_text())
+    fault = report["faults"][0]
+    assert fault["on_schedule"] and abs(fault["schedule_error_s"]) <= 0.05
+    assert fault["bfd_downs"] >= 1 and fault["route_changes"] >= 1  # 100% loss: BFD sees it
+    assert fault["flows"]["loss_pct"] > 0 and fault["flows_recovered_after_s"] <= 3
+    assert report["baseline_flows"]["loss_pct"] < 1
+    suite = ET.parse(run_dir / "junit.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("1", "0")
+    kinds = [json.loads(line)["kind"] for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert {"fault", "flow", "route", "bgp", "bfd", "scenario"} <= set(kinds)
+
+
+def _scenario(tmp_path, lab_name):
+    lab = lab_copy(tmp_path, "mini", lab_name)
+    path = tmp_path / f"{lab_name}-scenario.yaml"
+    path.write_text(f"""name: {lab_name}
+lab: {lab}
+duration_s: 60
+workloads:
+  - kind: flows
+faults:
+  - id: held
+    kind: pfc_pause
+    link: leaf-g1-r1 -- host-g1-h1
+    pause_ms: 200
+    period_ms: 500
+    at_s: 1
+""")
+    return path
+
+
+def _start_run(path, tmp_path):
+    return subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "run", str(path),
+                             "--results", str(tmp_path / "results")],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "run.err", "w"))
+
+
+def _wait_fault_active(lab, err_path, timeout_s=60):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = json.loads((lab_dir(lab) / "state.json").read_text())
+            if state["faults"] and any(r["kind"] == "agent" and r["pid"] for r in state["resources"]):
+                return
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            pass
+        time.sleep(0.1)
+    pytest.fail("the fault never became active: " + err_path.read_text()[-2000:])
+
+
+def test_ctrl_c_mid_scenario_clears_faults_and_tears_down(tmp_path):
+    proc = _start_run(_scenario(tmp_path, "runint"), tmp_path)
+    try:
+        _wait_fault_active("runint", tmp_path / "run.err")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+        assert leftovers("runint") == []
+    finally:
+        proc.kill()
+        twin_cli("lab", "down", "runint")
+
+
+def test_kill_9_mid_scenario_then_down_leaves_nothing(tmp_path):
+    proc = _start_run(_scenario(tmp_path, "runkill"), tmp_path)
+    try:
+        _wait_fault_active("runkill", tmp_path / "run.err")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert any("process" in item for item in leftovers("runkill"))  # the agent outlived the runner
+        assert twin_cli("lab", "down", "runkill").returncode == 0
+        assert leftovers("runkill") == []
+    finally:
+        proc.kill()
+        twin_cli("lab", "down", "runkill")

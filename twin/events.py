@@ -1,0 +1,35 @@
+"""events.jsonl: one JSON object per line, `t` in seconds since the scenario started."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+
+class EventLog:
+    def __init__(self, path: Path, t0: float | None = None):
+        self.path = path
+        self.t0 = t0 if t0 is not None else time.monotonic()
+        self._lock = threading.Lock()
+        self._file = open(path, "a", buffering=1)
+        self.records: list[dict] = []
+
+    def now(self) -> float:
+        return round(time.monotonic() - self.t0, 4)
+
+    def emit(self, kind: str, t: float | None = None, **fields) -> dict:
+        record = {"t": self.now() if t is None else round(t, 4), "kind": kind, **fields}
+        with self._lock:
+            self._file.write(json.dumps(record, default=str) + "\n")
+            self.records.append(record)
+        return record
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def read_events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

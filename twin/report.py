@@ -1,0 +1,151 @@
+"""Results folder of a run: report.json, junit.xml, timeline.png, topology.png. Reads only the
+event records; every figure it states is measured from them."""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import asdict
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+from .runner import SCHEDULE_TOLERANCE_S, RunResult
+
+WARMUP_S = 2.0  # flows' first intervals include ARP and socket set-up
+
+
+def _window(timing, duration_s):
+    start = timing.applied_s if timing.applied_s is not None else timing.scheduled_s
+    end = timing.cleared_s if timing.cleared_s is not None else duration_s
+    return start, end
+
+
+def _flow_stats(records, start, end):
+    inside = [r for r in records if start <= r["t"] < end]
+    sent = sum(r["sent"] for r in inside)
+    received = sum(r["received"] for r in inside)
+    return {"intervals": len(inside), "sent": sent, "received": received,
+            "loss_pct": round(100.0 * (sent - received) / sent, 3) if sent else None,
+            "max_delay_ms": max((r["max_delay_ms"] for r in inside), default=None)}
+
+
+def _recovered_after(records, start, end):
+    """Seconds from onset to the start of the last loss-free stretch inside the window."""
+    by_t = {}
+    for r in records:
+        if start <= r["t"] < end:
+            by_t.setdefault(r["t"], []).append(r)
+    lossy = [t for t, rows in by_t.items() if any(r["loss_pct"] > 0 for r in rows)]
+    if not lossy:
+        return 0.0
+    later = [t for t in sorted(by_t) if t > max(lossy)]
+    return round(later[0] - start, 3) if later else None
+
+
+def analyse(result: RunResult) -> dict:
+    records = result.events.records
+    duration = result.scenario.spec.duration_s
+    flows = [r for r in records if r["kind"] == "flow"]
+    windows = [_window(t, duration) for t in result.faults]
+    baseline = [r for r in flows if r["t"] >= WARMUP_S and not any(s <= r["t"] < e + 2 for s, e in windows)]
+    faults = []
+    for timing, (start, end) in zip(result.faults, windows):
+        routing = [r for r in records if r["kind"] in ("route", "bgp", "bfd") and start <= r["t"] <= end + 5]
+        routes = [r for r in routing if r["kind"] == "route"]
+        error_s = None if timing.applied_s is None else round(timing.applied_s - timing.scheduled_s, 4)
+        faults.append(asdict(timing) | {
+            "schedule_error_s": error_s,
+            "on_schedule": error_s is not None and abs(error_s) <= SCHEDULE_TOLERANCE_S and timing.error is None,
+            "flows": _flow_stats(flows, start, end),
+            "flows_recovered_after_s": _recovered_after(flows, start, end) if flows else None,
+            "route_changes": len(routes),
+            "first_route_change_s": round(routes[0]["t"] - start, 3) if routes else None,
+            "last_route_change_s": round(routes[-1]["t"] - start, 3) if routes else None,
+            "bgp_downs": sum(1 for r in routing if r["kind"] == "bgp" and r["state"] == "down"),
+            "bfd_downs": sum(1 for r in routing if r["kind"] == "bfd" and r["state"] == "down"),
+        })
+    return {
+        "scenario": result.scenario.spec.name, "scenario_file": str(result.scenario.path),
+        "lab": result.scenario.fabric.name, "seed": result.scenario.spec.seed,
+        "started_utc": result.started_utc, "duration_s": duration, "interrupted": result.interrupted,
+        "machine": f"{platform.node()} {platform.release()}",
+        "baseline_flows": _flow_stats(baseline, 0, float("inf")),
+        "faults": faults,
+        "expectations": [{"expect": e, "status": "not graded",
+                          "why": "grading of expectations and detectors is not built yet"}
+                         for e in result.scenario.spec.expect],
+        "transport_note": "flows are UDP; the fabric's transport in this twin is the kernel's, not RoCE: "
+                          "loss costs far less than on a go-back-N RDMA NIC",
+    }
+
+
+def write_junit(report: dict, path: Path) -> None:
+    suite = ET.Element("testsuite", name=f"fabric-twin.{report['scenario']}")
+    cases = 0
+    failures = 0
+    for fault in report["faults"]:
+        case = ET.SubElement(suite, "testcase", classname=report["scenario"],
+                             name=f"fault {fault['id']} ({fault['kind']}) applied on schedule")
+        cases += 1
+        if not fault["on_schedule"]:
+            failures += 1
+            ET.SubElement(case, "failure", message=(
+                fault["error"] or f"applied {fault['schedule_error_s']} s off schedule "
+                f"(tolerance {SCHEDULE_TOLERANCE_S} s)"))
+    for expectation in report["expectations"]:
+        case = ET.SubElement(suite, "testcase", classname=report["scenario"],
+                             name=f"expect {json.dumps(expectation['expect'])}")
+        ET.SubElement(case, "skipped", message=expectation["why"])
+        cases += 1
+    suite.set("tests", str(cases))
+    suite.set("failures", str(failures))
+    suite.set("skipped", str(len(report["expectations"])))
+    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def write_timeline(result: RunResult, report: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = result.events.records
+    flows = [r for r in records if r["kind"] == "flow"]
+    times = sorted({r["t"] for r in flows})
+    loss = [sum(r["sent"] - r["received"] for r in flows if r["t"] == t)
+            / max(1, sum(r["sent"] for r in flows if r["t"] == t)) * 100 for t in times]
+    delay = [max(r["max_delay_ms"] for r in flows if r["t"] == t) for t in times]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
+    top.plot(times, loss, color="#d62728", drawstyle="steps-post")
+    top.set_ylabel("flow loss %")
+    bottom.plot(times, delay, color="#1f77b4", drawstyle="steps-post")
+    bottom.set_ylabel("max delay ms")
+    bottom.set_xlabel("seconds since scenario start")
+    for fault in report["faults"]:
+        start = fault["applied_s"] if fault["applied_s"] is not None else fault["scheduled_s"]
+        end = fault["cleared_s"] if fault["cleared_s"] is not None else report["duration_s"]
+        for ax in (top, bottom):
+            ax.axvspan(start, end, color="#ffbb78", alpha=0.35)
+        top.annotate(f"{fault['id']} ({fault['kind']})", (start, 1.02), xycoords=("data", "axes fraction"),
+                     fontsize=8)
+    for r in records:
+        if r["kind"] == "route":
+            top.axvline(r["t"], color="#7f7f7f", linewidth=0.4, alpha=0.5)
+        elif r["kind"] in ("bgp", "bfd") and r["state"] == "down":
+            top.axvline(r["t"], color="#9467bd", linewidth=0.8, linestyle="--")
+    top.set_title(f"{report['scenario']} on {report['lab']}: grey = kernel route changes, "
+                  "dashed = BGP/BFD down, shaded = fault", fontsize=9, pad=16)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_all(result: RunResult) -> dict:
+    from .draw import draw
+
+    report = analyse(result)
+    (result.directory / "report.json").write_text(json.dumps(report, indent=1))
+    write_junit(report, result.directory / "junit.xml")
+    write_timeline(result, report, result.directory / "timeline.png")
+    marked = {t for f in result.scenario.faults for t in f.targets}
+    draw(result.scenario.fabric, result.directory / "topology.png", marked=marked)
+    return report

@@ -1,0 +1,128 @@
+"""The scenario file contract (../shared/formats.md): schema, loading, checks against the lab.
+
+Loading touches nothing on the machine. Every problem is collected with file, line and hint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import runtime
+from .build import build_fabric
+from .errors import LabFileError, Problem, TwinError
+from .faults import engine
+from .faults.base import TargetError, Timing
+from .labfile import LAB_NAME_PATTERN, load_lab, resolve_lab_path
+from .labs import search_dirs
+from .model import Fabric
+from .workloads import WORKLOAD_KINDS
+from .yamlsrc import dotted, read_yaml, validate
+
+
+class ScenarioSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    name: str = Field(pattern=LAB_NAME_PATTERN.replace("{0,11}", "{0,39}"),
+                      description="lowercase letters, digits and -, e.g. silent-drop")
+    lab: str = Field(description="a lab name from labs/, or a path to a lab file")
+    duration_s: float = Field(gt=0, le=3600, description="seconds the scenario runs")
+    seed: int = Field(1, ge=0, description="every random choice derives from it")
+    workloads: list[dict[str, Any]] = Field(default_factory=list, description="traffic to run, e.g. kind: flows")
+    faults: list[dict[str, Any]] = Field(default_factory=list, description="faults on the timeline")
+    detectors: list[dict[str, Any]] = Field(default_factory=list, description="detection tools to grade")
+    expect: list[dict[str, Any]] = Field(default_factory=list, description="expectations to grade")
+
+
+@dataclass(frozen=True)
+class ScheduledFault:
+    timing: Timing
+    params: Any
+    targets: list[str]
+
+    def end_s(self, duration_s: float) -> float:
+        return self.timing.at_s + self.timing.duration_s if self.timing.duration_s else duration_s
+
+
+@dataclass(frozen=True)
+class Scenario:
+    path: Path
+    spec: ScenarioSpec
+    lab_path: Path
+    fabric: Fabric
+    faults: list[ScheduledFault]
+    workloads: list[dict[str, Any]]
+
+
+def load_scenario(path: Path) -> Scenario:
+    data, source = read_yaml(path)
+    spec = validate(ScenarioSpec, data, str(path), source)
+    problems: list[Problem] = []
+
+    def problem(loc: tuple, message: str, hint: str | None = None) -> None:
+        problems.append(Problem(str(path), source.line(loc), dotted(loc), message, hint))
+
+    lab_ref = spec.lab if Path(spec.lab).is_absolute() or "/" not in spec.lab else str(path.parent / spec.lab)
+    try:
+        lab_path = resolve_lab_path(lab_ref, search_dirs())
+        fabric = build_fabric(load_lab(lab_path, runtime.names()))
+    except LabFileError as exc:
+        raise LabFileError([Problem(str(path), source.line(("lab",)), "lab",
+                                    f"the lab file does not validate ({len(exc.problems)} problems)",
+                                    "fix the lab file first")] + exc.problems) from None
+    except TwinError as exc:
+        raise LabFileError([Problem(str(path), source.line(("lab",)), "lab", exc.message, exc.hint)]) from None
+
+    faults = _check_faults(spec, fabric, problem)
+    for number, workload in enumerate(spec.workloads):
+        kind = workload.get("kind")
+        if kind not in WORKLOAD_KINDS:
+            problem(("workloads", number, "kind"), f"unknown workload kind {kind!r}",
+                    f"valid kinds here: {', '.join(sorted(WORKLOAD_KINDS))}")
+        else:
+            try:
+                WORKLOAD_KINDS[kind].params.model_validate({k: v for k, v in workload.items() if k != "kind"})
+            except Exception as exc:  # pydantic.ValidationError: first message is enough here
+                problem(("workloads", number), str(exc).splitlines()[0], "see README, scenario files")
+    if problems:
+        raise LabFileError(problems)
+    return Scenario(path=path, spec=spec, lab_path=lab_path, fabric=fabric, faults=faults,
+                    workloads=list(spec.workloads))
+
+
+def _check_faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]:
+    faults: list[ScheduledFault] = []
+    for number, entry in enumerate(spec.faults):
+        loc = ("faults", number)
+        try:
+            timing, params = engine.parse(entry)
+        except TwinError as exc:
+            key = next((k for k in entry if f"'{k}'" in exc.message or f" {k}:" in exc.message), "kind")
+            problem(loc + (key,), exc.message, exc.hint)
+            continue
+        try:
+            targets = engine.targets(timing, params, fabric)
+        except TargetError as exc:
+            key = next((k for k in ("link", "node", "host") if k in entry and str(entry[k]) in exc.message), None)
+            problem(loc + ((key,) if key else ("link" if "link" in entry else "node",)), exc.message, exc.hint)
+            continue
+        if timing.at_s >= spec.duration_s:
+            problem(loc + ("at_s",), f"starts at {timing.at_s} s, after the scenario ends ({spec.duration_s} s)",
+                    "lower at_s or raise duration_s")
+            continue
+        if timing.duration_s and timing.at_s + timing.duration_s > spec.duration_s:
+            problem(loc + ("duration_s",), f"ends at {timing.at_s + timing.duration_s} s, after the scenario "
+                    f"ends ({spec.duration_s} s)", "shorten it, or omit duration_s to last until the end")
+            continue
+        fault = ScheduledFault(timing, params, targets)
+        for other in faults:
+            if other.timing.id == timing.id:
+                problem(loc + ("id",), f"fault id '{timing.id}' is used twice", "give each fault its own id")
+            shared = set(other.targets) & set(targets)
+            if shared and timing.at_s < other.end_s(spec.duration_s) and other.timing.at_s < fault.end_s(spec.duration_s):
+                problem(loc + ("at_s",), f"overlaps fault '{other.timing.id}' on {', '.join(sorted(shared))} "
+                        "while both are active", "two faults on one target cannot both apply: move one in time")
+        faults.append(fault)
+    return sorted(faults, key=lambda f: f.timing.at_s)

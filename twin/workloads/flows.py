@@ -1,0 +1,134 @@
+"""kind: flows — steady UDP flows between host NICs, the runner's built-in traffic.
+
+Every flow sends `pps` small datagrams per second from one NIC to another (bound to the NIC,
+so it leaves through its rail). Each interval the workload emits, per flow, how many packets
+sent in that interval arrived and the longest delay among them, once they had time to arrive:
+a drop shows as loss, a pause as delay.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import struct
+import threading
+import time
+from collections import defaultdict
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..events import EventLog
+from ..model import Fabric
+from ..nsutil import socket_in
+from ..reach import Nic, fabric_nics, fabric_pairs
+from ..runtime import Runtime
+
+SO_BINDTODEVICE = 25
+PORT = 47001
+GRACE_S = 2.0  # a packet later than this after its interval ends counts as lost
+
+
+class FlowsParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    pairs: Literal["all", "ring"] = Field("all", description="all NIC pairs across hosts, or a ring")
+    pps: int = Field(20, ge=1, le=2000, description="packets per second per flow")
+    interval_ms: int = Field(500, ge=100, le=10000, description="reporting interval")
+
+
+def choose_pairs(nics: list[Nic], mode: str) -> list[tuple[Nic, Nic]]:
+    if mode == "all":
+        return [(nics[s], nics[d]) for s, d in fabric_pairs(nics)]
+    ordered = sorted(nics, key=lambda n: (n.ifname, n.host))
+    ring = [(a, b) for a, b in zip(ordered, ordered[1:] + ordered[:1]) if a.host != b.host]
+    return ring
+
+
+class Flows:
+    def __init__(self, runtime: Runtime, fabric: Fabric, params: FlowsParams, events: EventLog, name: str):
+        self.runtime, self.params, self.events, self.name = runtime, params, events, name
+        self.pairs = choose_pairs(fabric_nics(fabric), params.pairs)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"flows-{name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=GRACE_S + 5)
+
+    def _socket(self, nic: Nic, port: int) -> socket.socket:
+        sock = socket_in(self.runtime.netns_path(nic.host), socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic.ifname.encode())
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        sock.bind((nic.address, port))
+        sock.setblocking(False)
+        return sock
+
+    def _run(self) -> None:
+        interval = self.params.interval_ms / 1000
+        receivers = {nic.label: self._socket(nic, PORT) for nic in {d for _s, d in self.pairs}}
+        senders = [self._socket(src, 0) for src, _d in self.pairs]
+        sent = defaultdict(int)  # (flow, interval) -> packets sent
+        got = defaultdict(int)  # (flow, interval) -> packets received
+        delay = defaultdict(float)  # (flow, interval) -> longest delay
+        start = time.monotonic()
+        done_sending = [0] * len(self.pairs)
+        reported, stopped_at = 0, None
+        try:
+            while True:
+                now = time.monotonic()
+                if not self._stop.is_set():
+                    self._send_due(now - start, interval, senders, done_sending, sent)
+                elif stopped_at is None:
+                    stopped_at = now
+                self._receive(receivers, got, delay)
+                # an interval is reported once its packets had GRACE_S to arrive
+                ripe = int((now - start - GRACE_S) / interval)
+                if stopped_at is not None:
+                    last = int((stopped_at - start) / interval) + 1
+                    ripe = last if now - stopped_at > GRACE_S else min(ripe, last)
+                while reported < ripe:
+                    self._report(reported, interval, start, sent, got, delay)
+                    reported += 1
+                if stopped_at is not None and now - stopped_at > GRACE_S:
+                    return
+        finally:
+            for sock in (*receivers.values(), *senders):
+                sock.close()
+
+    def _send_due(self, elapsed, interval, senders, done_sending, sent) -> None:
+        due, bucket = int(elapsed * self.params.pps), int(elapsed / interval)
+        for flow, (_src, dst) in enumerate(self.pairs):
+            while done_sending[flow] < due:
+                payload = struct.pack("!HId", flow, bucket, time.monotonic()).ljust(48, b"\0")
+                try:
+                    senders[flow].sendto(payload, (dst.address, PORT))
+                except OSError:
+                    pass  # no route right now: counted as sent, and so as lost
+                sent[(flow, bucket)] += 1
+                done_sending[flow] += 1
+
+    @staticmethod
+    def _receive(receivers, got, delay) -> None:
+        ready, _, _ = select.select(list(receivers.values()), [], [], 0.005)
+        for sock in ready:
+            while True:
+                try:
+                    data = sock.recv(256)
+                except BlockingIOError:
+                    break
+                flow, bucket, sent_at = struct.unpack("!HId", data[:14])
+                got[(flow, bucket)] += 1
+                delay[(flow, bucket)] = max(delay[(flow, bucket)], time.monotonic() - sent_at)
+
+    def _report(self, bucket, interval, start, sent, got, delay) -> None:
+        t = start - self.events.t0 + bucket * interval
+        for flow, (src, dst) in enumerate(self.pairs):
+            n = sent.pop((flow, bucket), 0)
+            if n:
+                m = got.pop((flow, bucket), 0)
+                self.events.emit("flow", t=t, workload=self.name, flow=f"{src.label} -> {dst.label}",
+                                 sent=n, received=m, loss_pct=round(100.0 * (n - m) / n, 2),
+                                 max_delay_ms=round(delay.pop((flow, bucket), 0.0) * 1000, 2))
