@@ -61,6 +61,7 @@ golden: venv
 
 bench: deps venv
 	$(VENV)/bin/python bench/lab_lifecycle.py --labs mini rail4 rail8 --runs 3 --out docs/benchmarks.md
+	$(VENV)/bin/python bench/fault_convergence.py --runs 3 --out docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

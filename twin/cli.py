@@ -268,7 +268,8 @@ def _yaml_value(text: str):
 def fault_inject(name, kind, fault_id, link, node, direction, params) -> None:
     """Inject a fault of KIND into LAB now; it stays until `twin fault clear`.
 
-    Kinds: bgp_down, blackhole, flap, link_down, pfc_pause, silent_drop, slow_node, switch_down.
+    Kinds: bgp_down, bitflip, blackhole, flap, link_down, pfc_pause, pfc_storm, silent_drop, slow_node,
+    switch_down.
     """
     from .faults import engine
     entry = {"id": fault_id or kind.replace("_", "-"), "kind": kind}

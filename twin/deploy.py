@@ -24,7 +24,7 @@ from .model import Fabric
 from .procs import alive, cmdline, terminate
 from .progress import NullProgress, Progress
 from .runtime import Runtime, get_runtime, names
-from .signals import sigterm_as_interrupt
+from .signals import deferred_interrupts, sigterm_as_interrupt
 from .state import LabState, Resource, lab_dir, load_state
 
 
@@ -131,8 +131,13 @@ class TeardownReport:
 
 
 def down(lab: str, progress: Progress | None = None) -> TeardownReport:
-    """Remove everything lab `lab` owns; idempotent, works from a partial or missing state."""
-    progress = progress or NullProgress()
+    """Remove everything lab `lab` owns; idempotent, works from a partial or missing state.
+    Ctrl-C and SIGTERM wait until it is done."""
+    with deferred_interrupts():
+        return _down(lab, progress or NullProgress())
+
+
+def _down(lab: str, progress: Progress) -> TeardownReport:
     state = load_state(lab)
     if state is not None:
         state.status = "tearing-down"

@@ -43,3 +43,18 @@ def counters(runtime: Runtime, node: str, family: str, table: str) -> list[dict]
 
 def table_name(fault_id: str) -> str:
     return "ftw_" + fault_id.replace("-", "_")
+
+
+def device_chain(table: str, ifname: str, hook: str) -> tuple[str, list[dict]]:
+    """Commands creating table `table` (netdev family) with a chain on `ifname`'s ingress or
+    egress hook, ahead of anything else on the device; returns (chain name, commands)."""
+    chain = f"{'in' if hook == 'ingress' else 'out'}_{ifname}".replace("-", "_")
+    return chain, [
+        {"add": {"table": {"family": "netdev", "name": table}}},
+        {"add": {"chain": {"family": "netdev", "table": table, "name": chain, "type": "filter",
+                           "hook": hook, "dev": ifname, "prio": -300, "policy": "accept"}}},
+    ]
+
+
+def rule(table: str, chain: str, exprs: list[dict]) -> dict:
+    return {"add": {"rule": {"family": "netdev", "table": table, "chain": chain, "expr": exprs}}}

@@ -12,6 +12,7 @@ from xml.etree import ElementTree as ET
 from .runner import SCHEDULE_TOLERANCE_S, RunResult
 
 WARMUP_S = 2.0  # flows' first intervals include ARP and socket set-up
+RESTORE_WINDOW_S = 10.0  # route changes this long after a clear count as its restoration
 
 
 def _window(timing, duration_s):
@@ -50,8 +51,9 @@ def analyse(result: RunResult) -> dict:
     baseline = [r for r in flows if r["t"] >= WARMUP_S and not any(s <= r["t"] < e + 2 for s, e in windows)]
     faults = []
     for timing, (start, end) in zip(result.faults, windows):
-        routing = [r for r in records if r["kind"] in ("route", "bgp", "bfd") and start <= r["t"] <= end + 5]
+        routing = [r for r in records if r["kind"] in ("route", "bgp", "bfd") and start <= r["t"] < end]
         routes = [r for r in routing if r["kind"] == "route"]
+        restores = [r for r in records if r["kind"] == "route" and end <= r["t"] <= end + RESTORE_WINDOW_S]
         error_s = None if timing.applied_s is None else round(timing.applied_s - timing.scheduled_s, 4)
         faults.append(asdict(timing) | {
             "schedule_error_s": error_s,
@@ -61,6 +63,8 @@ def analyse(result: RunResult) -> dict:
             "route_changes": len(routes),
             "first_route_change_s": round(routes[0]["t"] - start, 3) if routes else None,
             "last_route_change_s": round(routes[-1]["t"] - start, 3) if routes else None,
+            "restore_route_changes": len(restores),
+            "restored_after_s": round(restores[-1]["t"] - end, 3) if restores else None,
             "bgp_downs": sum(1 for r in routing if r["kind"] == "bgp" and r["state"] == "down"),
             "bfd_downs": sum(1 for r in routing if r["kind"] == "bfd" and r["state"] == "down"),
         })

@@ -18,7 +18,7 @@ from .monitor import RoutingMonitor
 from .progress import NullProgress, Progress
 from .runtime import get_runtime, names
 from .scenario import Scenario
-from .signals import sigterm_as_interrupt
+from .signals import deferred_interrupts, sigterm_as_interrupt
 from .state import load_state
 from .workloads import WORKLOAD_KINDS
 
@@ -90,15 +90,16 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
             events.emit("scenario", op="interrupted")
             raise
         finally:
-            for workload in workloads:
-                workload.stop()
-            _clear_remaining(ctx, events, result)
-            monitor.stop()
-            events.emit("scenario", op="end")
-            events.close()
-            if built_here and not keep:
-                progress.phase("tearing down", None)
-                deploy.down(fabric.name, progress)
+            with deferred_interrupts():  # a second Ctrl-C must not cut the clean-up short
+                for workload in workloads:
+                    workload.stop()
+                _clear_remaining(ctx, events, result)
+                monitor.stop()
+                events.emit("scenario", op="end")
+                events.close()
+                if built_here and not keep:
+                    progress.phase("tearing down", None)
+                    deploy.down(fabric.name, progress)
     return result
 
 

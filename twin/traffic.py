@@ -23,6 +23,7 @@ class BurstResult:
     sent: int
     received: int
     max_delay_s: float  # longest one-way wait seen by a packet (send to receive, same clock)
+    damaged: int = 0  # datagrams that reached the application with a payload not as sent
 
     @property
     def loss_pct(self) -> float:
@@ -44,7 +45,7 @@ def udp_burst(runtime: Runtime, src: Nic, dst: Nic, packets: int, source_ports: 
     receiver = _bound(runtime, dst, DST_PORT)
     senders = [_bound(runtime, src, 0) for _ in range(source_ports)]
     receiver.setblocking(False)
-    seen, delays = set(), []
+    seen, delays, damaged = set(), [], [0]
     start = time.monotonic()
 
     def drain() -> None:
@@ -54,6 +55,9 @@ def udp_burst(runtime: Runtime, src: Nic, dst: Nic, packets: int, source_ports: 
             except BlockingIOError:
                 return
             seq, sent_at = struct.unpack("!Id", data[:12])
+            if seq >= packets or len(data) != PAYLOAD or any(data[12:]):
+                damaged[0] += 1
+                continue
             seen.add(seq)
             delays.append(time.monotonic() - sent_at)
 
@@ -69,7 +73,7 @@ def udp_burst(runtime: Runtime, src: Nic, dst: Nic, packets: int, source_ports: 
         while time.monotonic() < deadline:
             select.select([receiver], [], [], 0.05)
             drain()
-        return BurstResult(packets, len(seen), max(delays, default=0.0))
+        return BurstResult(packets, len(seen), max(delays, default=0.0), damaged[0])
     finally:
         receiver.close()
         for sock in senders:

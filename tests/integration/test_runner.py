@@ -98,3 +98,17 @@ def test_kill_9_mid_scenario_then_down_leaves_nothing(tmp_path):
     finally:
         proc.kill()
         twin_cli("lab", "down", "runkill")
+
+
+def test_second_signal_during_cleanup_does_not_cut_it_short(tmp_path):
+    proc = _start_run(_scenario(tmp_path, "runtwice"), tmp_path)
+    try:
+        _wait_fault_active("runtwice", tmp_path / "run.err")
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)  # the run is now clearing faults and tearing down
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) != 0
+        assert leftovers("runtwice") == []
+    finally:
+        proc.kill()
+        twin_cli("lab", "down", "runtwice")

@@ -29,4 +29,6 @@ def get_kind(name: str) -> FaultKind:
 
 def _load() -> None:
     # Importing the modules registers them; done lazily so base modules import cleanly.
-    from . import bgp_down, blackhole, flap, link_down, pfc_pause, silent_drop, slow_node, switch_down  # noqa: F401
+    from . import (  # noqa: F401
+        bgp_down, bitflip, blackhole, flap, link_down, pfc_pause, pfc_storm, silent_drop, slow_node,
+        switch_down)

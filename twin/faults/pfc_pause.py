@@ -8,16 +8,10 @@ from __future__ import annotations
 import time
 
 from pydantic import Field, model_validator
-from pyroute2 import IPRoute
 
-from .. import shaping
 from . import agent, register
 from .base import FaultContext, LinkParams, OnLink, resolve_link
-
-PAUSE_RATE_BPS = 8_000  # HTB needs a positive rate; 1 kB/s holds a 200 Mbit/s link to nothing
-HOLD_QUEUE = 0x200000  # 20: the deep FIFO under class 1:10 while the fault is active
-HOLD_PACKETS = 100_000
-DRAIN_TIMEOUT_S = 10.0
+from .pause import PAUSE_RATE_BPS, Ports
 
 
 class PfcPauseParams(LinkParams):
@@ -43,33 +37,38 @@ class PfcPause(OnLink):
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         link, a, b = resolve_link(ctx.fabric, params.link)
-        prior = record["prior"] = []
-        for end in sending_ends(link, a, b, params.direction):
-            with IPRoute(netns=ctx.runtime.netns_path(end.node), flags=0) as ipr:
-                index = ipr.link_lookup(ifname=end.ifname)[0]
-                prior.append({"node": end.node, "ifname": end.ifname,
-                              "rate_bps": shaping.shaped_rate_bps(ipr, index)})
-                ipr.tc("add", "pfifo", index, handle=HOLD_QUEUE, parent=shaping.CLASS_HANDLE, limit=HOLD_PACKETS)
+        ports = Ports(ctx)
+        try:
+            record["prior"] = [{"node": e.node, "ifname": e.ifname, "rate_bps": ports.rate(e.node, e.ifname)}
+                               for e in sending_ends(link, a, b, params.direction)]
+            for item in record["prior"]:
+                ports.add_hold_queue(item["node"], item["ifname"])
+        finally:
+            ports.close()
         record["agent"] = agent.start(ctx, fault_id)  # saves the state, prior rates included
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         record["report"] = agent.stop(ctx, fault_id)
-        for item in record["prior"]:
-            with IPRoute(netns=ctx.runtime.netns_path(item["node"]), flags=0) as ipr:
-                index = ipr.link_lookup(ifname=item["ifname"])[0]
-                shaping.set_class_rate(ipr, index, item["rate_bps"])
-                _drain(ipr, index)
-                ipr.tc("del", "pfifo", index, handle=HOLD_QUEUE, parent=shaping.CLASS_HANDLE)
+        ports = Ports(ctx)
+        try:
+            for item in record.get("prior", []):
+                ports.set_rate(item["node"], item["ifname"], item["rate_bps"])
+                ports.remove_hold_queue(item["node"], item["ifname"])
+        finally:
+            ports.close()
 
     def run(self, ctx: FaultContext, fault_id: str, params, stopping) -> None:
-        record = next(f for f in ctx.state.faults if f["id"] == fault_id)["record"]
+        prior = next(f for f in ctx.state.faults if f["id"] == fault_id)["record"]["prior"]
+        ports = Ports(ctx)
         pauses, paused_s = 0, 0.0
         try:
             while not stopping.is_set():
                 started = time.monotonic()
-                _set_rates(ctx, record["prior"], PAUSE_RATE_BPS)
+                for item in prior:
+                    ports.set_rate(item["node"], item["ifname"], PAUSE_RATE_BPS)
                 stopping.wait(params.pause_ms / 1000)
-                _set_rates(ctx, record["prior"], None)
+                for item in prior:
+                    ports.set_rate(item["node"], item["ifname"], item["rate_bps"])
                 pauses += 1
                 paused_s += time.monotonic() - started
                 agent.write_report(ctx.state, fault_id, {"pauses": pauses, "paused_s": round(paused_s, 3)})
@@ -78,25 +77,9 @@ class PfcPause(OnLink):
                     break
                 stopping.wait(max(0.0, params.period_ms / 1000 - (time.monotonic() - started)))
         finally:
-            _set_rates(ctx, record["prior"], None)
-
-
-def _set_rates(ctx, prior, rate_bps):
-    for item in prior:
-        with IPRoute(netns=ctx.runtime.netns_path(item["node"]), flags=0) as ipr:
-            index = ipr.link_lookup(ifname=item["ifname"])[0]
-            shaping.set_class_rate(ipr, index, rate_bps or item["rate_bps"])
-
-
-def _drain(ipr, index) -> None:
-    """Wait for the held packets to leave before the deep FIFO is removed (removing drops them)."""
-    deadline = time.monotonic() + DRAIN_TIMEOUT_S
-    while time.monotonic() < deadline:
-        backlog = sum(q.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")["qlen"]
-                      for q in ipr.get_qdiscs(index=index) if q["handle"] == HOLD_QUEUE)
-        if backlog == 0:
-            return
-        time.sleep(0.01)
+            for item in prior:
+                ports.set_rate(item["node"], item["ifname"], item["rate_bps"])
+            ports.close()
 
 
 register(PfcPause())

@@ -14,8 +14,6 @@ from .. import nft
 from . import register
 from .base import FaultContext, LinkParams, OnLink, receiving_ends, resolve_link
 
-PRIORITY = -300  # before anything else on the device
-
 
 class SilentDropParams(LinkParams):
     loss_pct: float = Field(gt=0, le=100, description="share of packets dropped, 0 < loss_pct <= 100")
@@ -45,15 +43,10 @@ class SilentDrop(OnLink):
         table = record["table"] = nft.table_name(fault_id)
         nodes = record["nodes"] = []
         for end in receiving_ends(link, a, b, params.direction):
-            chain = f"in_{end.ifname}".replace("-", "_")
-            nft.apply(ctx.runtime, end.node, [
-                {"add": {"table": {"family": "netdev", "name": table}}},
-                {"add": {"chain": {"family": "netdev", "table": table, "name": chain, "type": "filter",
-                                   "hook": "ingress", "dev": end.ifname, "prio": PRIORITY, "policy": "accept"}}},
-                {"add": {"rule": {"family": "netdev", "table": table, "chain": chain,
-                                  "expr": drop_rule_exprs(params, ctx.seed)}}},
-            ])
             nodes.append(end.node)
+            ctx.state.save()
+            chain, commands = nft.device_chain(table, end.ifname, "ingress")
+            nft.apply(ctx.runtime, end.node, commands + [nft.rule(table, chain, drop_rule_exprs(params, ctx.seed))])
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         for node in record["nodes"]:

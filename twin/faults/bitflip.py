@@ -1,0 +1,75 @@
+"""bitflip: a link corrupts rate_pct of the TCP/UDP packets it carries (an nftables payload
+edit), optionally only packets of at least min_size bytes.
+
+The damaged bits are those of the transport checksum field: nftables keeps the TCP/UDP
+checksum consistent when it rewrites any other bytes (csum_flags L4), which would hand
+corrupted data to the application with a valid checksum. Rewriting the checksum field
+itself leaves it wrong, as a flipped bit anywhere in the segment would. Like a switch discarding a frame on a CRC error, the receiving host's stack
+discards the damaged packet and counts it (Udp/Tcp InCsumErrors in /proc/net/snmp).
+
+For that to hold, checksum offload is switched off on every interface of the lab while the
+fault is active: a veth marks received packets as checksum-verified when rx checksumming is
+on, and with tx offload the checksum would be computed after the damage. Either way corrupted
+data would reach the application unnoticed. Clearing restores every interface's setting.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .. import nft, offload
+from . import register
+from .base import FaultContext, LinkParams, OnLink, receiving_ends, resolve_link
+
+DAMAGE = 0xDEAD  # written over the checksum (non-zero: a zero UDP checksum means "none")
+CHECKSUM_BIT_OFFSET = {"udp": 48, "tcp": 128}  # bit offset of the checksum in each header
+
+
+class BitflipParams(LinkParams):
+    rate_pct: float = Field(gt=0, le=100, description="share of packets damaged, 0 < rate_pct <= 100")
+    min_size: int | None = Field(None, ge=0, le=65535, description="only packets of at least this many bytes")
+
+
+def damage_rule(params, proto: str) -> list[dict]:
+    exprs = [{"match": {"op": "==", "left": {"meta": {"key": "protocol"}}, "right": "ip"}},
+             {"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "protocol"}},
+                        "right": proto}}]
+    if params.min_size is not None:
+        exprs.append({"match": {"op": ">=", "left": {"meta": {"key": "length"}}, "right": params.min_size}})
+    if params.rate_pct < 100:
+        exprs.append({"match": {"op": "<", "left": {"numgen": {"mode": "random", "mod": 10000}},
+                                "right": int(params.rate_pct * 100)}})
+    field = {"payload": {"base": "th", "offset": CHECKSUM_BIT_OFFSET[proto], "len": 16}}
+    return exprs + [{"counter": None}, {"mangle": {"key": field, "value": DAMAGE}}]
+
+
+class Bitflip(OnLink):
+    name = "bitflip"
+    params = BitflipParams
+
+    def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
+        link, a, b = resolve_link(ctx.fabric, params.link)
+        record["offload"] = {}
+        for node in ctx.fabric.nodes:
+            ifnames = [l.endpoint(node).ifname for l in ctx.fabric.links_of(node)]
+            path = ctx.runtime.netns_path(node)
+            record["offload"][node] = offload.get_checksum_offload(path, ifnames)
+            ctx.state.save()
+            offload.set_checksum_offload(path, {i: {f: False for f in offload.CHECKSUM_FEATURES} for i in ifnames})
+        table = record["table"] = nft.table_name(fault_id)
+        record["nodes"] = []
+        for end in receiving_ends(link, a, b, params.direction):
+            record["nodes"].append(end.node)
+            ctx.state.save()
+            chain, commands = nft.device_chain(table, end.ifname, "ingress")
+            nft.apply(ctx.runtime, end.node, commands + [nft.rule(table, chain, damage_rule(params, proto))
+                                                         for proto in CHECKSUM_BIT_OFFSET])
+
+    def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
+        for node in record.get("nodes", []):
+            nft.delete_table(ctx.runtime, node, "netdev", record["table"])
+        for node, settings in record.get("offload", {}).items():
+            offload.set_checksum_offload(ctx.runtime.netns_path(node), settings)
+
+
+register(Bitflip())
