@@ -47,10 +47,26 @@ def storm_port(fabric, params) -> tuple[str, str]:
                       hint="NICs: " + ", ".join(l.endpoint(host).ifname for l in fabric.links_of(host)))
 
 
+TIER = {"host": 0, "leaf": 1, "spine": 2, "superspine": 3}
+
+
 def feeders(fabric, node: str, ifname: str) -> list[tuple[str, str]]:
-    """Egress ports of the neighbours that send into `node` (all but the paused port's peer)."""
-    return [(link.peer(node).node, link.peer(node).ifname) for link in fabric.links_of(node)
-            if link.endpoint(node).ifname != ifname]
+    """Egress ports of the neighbours whose traffic can leave `node` through `ifname`.
+
+    Routing in the Clos is valley-free: a packet that came down into a switch never goes up
+    again. So a port going up is fed only from below, a port going down from every other
+    neighbour. (Pausing every ingress instead builds cyclic pause dependencies, a PFC
+    deadlock that outlives the storm.)"""
+    out = next(l for l in fabric.links_of(node) if l.endpoint(node).ifname == ifname).peer(node).node
+    level = TIER[fabric.nodes[node].role]
+    going_up = TIER[fabric.nodes[out].role] > level
+    result = []
+    for link in fabric.links_of(node):
+        peer = link.peer(node)
+        if peer.node == out or (going_up and TIER[fabric.nodes[peer.node].role] > level):
+            continue
+        result.append((peer.node, peer.ifname))
+    return result
 
 
 class PfcStorm:
