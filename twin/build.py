@@ -12,7 +12,7 @@ ASN plan (RFC 7938, private 2-byte ASNs):
 from __future__ import annotations
 
 from collections.abc import Callable
-from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from ipaddress import IPv4Interface, IPv4Network
 
 from .errors import LabFileError, Problem
 from .labfile import LabFile

@@ -30,7 +30,8 @@ class BurstResult:
         return 100.0 * (self.sent - self.received) / self.sent if self.sent else 0.0
 
 
-def _bound(runtime: Runtime, nic: Nic, port: int) -> socket.socket:
+def bound_udp_socket(runtime: Runtime, nic: Nic, port: int) -> socket.socket:
+    """A UDP socket in the NIC's host namespace, bound to the NIC (address and device)."""
     sock = socket_in(runtime.netns_path(nic.host), socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic.ifname.encode())
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
@@ -42,8 +43,8 @@ def udp_burst(runtime: Runtime, src: Nic, dst: Nic, packets: int, source_ports: 
               pps: float = 20000, settle_s: float = 1.0) -> BurstResult:
     """Send `packets` datagrams from src to dst over `source_ports` flows at about `pps`;
     count what arrives (waiting `settle_s` after the last send)."""
-    receiver = _bound(runtime, dst, DST_PORT)
-    senders = [_bound(runtime, src, 0) for _ in range(source_ports)]
+    receiver = bound_udp_socket(runtime, dst, DST_PORT)
+    senders = [bound_udp_socket(runtime, src, 0) for _ in range(source_ports)]
     receiver.setblocking(False)
     seen, delays, damaged = set(), [], [0]
     start = time.monotonic()

@@ -9,7 +9,6 @@ a drop shows as loss, a pause as delay.
 from __future__ import annotations
 
 import select
-import socket
 import struct
 import threading
 import time
@@ -20,11 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..events import EventLog
 from ..model import Fabric
-from ..nsutil import socket_in
 from ..reach import Nic, fabric_nics, fabric_pairs
 from ..runtime import Runtime
+from ..traffic import bound_udp_socket
 
-SO_BINDTODEVICE = 25
 PORT = 47001
 GRACE_S = 2.0  # a packet later than this after its interval ends counts as lost
 
@@ -58,18 +56,12 @@ class Flows:
         self._stop.set()
         self._thread.join(timeout=GRACE_S + 5)
 
-    def _socket(self, nic: Nic, port: int) -> socket.socket:
-        sock = socket_in(self.runtime.netns_path(nic.host), socket.SOCK_DGRAM)
-        sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic.ifname.encode())
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        sock.bind((nic.address, port))
-        sock.setblocking(False)
-        return sock
-
     def _run(self) -> None:
         interval = self.params.interval_ms / 1000
-        receivers = {nic.label: self._socket(nic, PORT) for nic in {d for _s, d in self.pairs}}
-        senders = [self._socket(src, 0) for src, _d in self.pairs]
+        receivers = {nic.label: bound_udp_socket(self.runtime, nic, PORT) for nic in {d for _s, d in self.pairs}}
+        senders = [bound_udp_socket(self.runtime, src, 0) for src, _d in self.pairs]
+        for sock in (*receivers.values(), *senders):
+            sock.setblocking(False)
         sent = defaultdict(int)  # (flow, interval) -> packets sent
         got = defaultdict(int)  # (flow, interval) -> packets received
         delay = defaultdict(float)  # (flow, interval) -> longest delay
