@@ -32,6 +32,8 @@ class FlowsParams(BaseModel):
     pairs: Literal["all", "ring"] = Field("all", description="all NIC pairs across hosts, or a ring")
     pps: int = Field(20, ge=1, le=2000, description="packets per second per flow")
     interval_ms: int = Field(500, ge=100, le=10000, description="reporting interval")
+    flows_per_pair: int = Field(1, ge=1, le=16,
+                                description="flows (source ports) per NIC pair; more spread over ECMP paths")
 
 
 def choose_pairs(nics: list[Nic], mode: str) -> list[tuple[Nic, Nic]]:
@@ -45,7 +47,7 @@ def choose_pairs(nics: list[Nic], mode: str) -> list[tuple[Nic, Nic]]:
 class Flows:
     def __init__(self, runtime: Runtime, fabric: Fabric, params: FlowsParams, events: EventLog, name: str):
         self.runtime, self.params, self.events, self.name = runtime, params, events, name
-        self.pairs = choose_pairs(fabric_nics(fabric), params.pairs)
+        self.pairs = choose_pairs(fabric_nics(fabric), params.pairs) * params.flows_per_pair
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"flows-{name}", daemon=True)
 
@@ -121,6 +123,7 @@ class Flows:
             n = sent.pop((flow, bucket), 0)
             if n:
                 m = got.pop((flow, bucket), 0)
-                self.events.emit("flow", t=t, workload=self.name, flow=f"{src.label} -> {dst.label}",
+                copy = flow // (len(self.pairs) // self.params.flows_per_pair)
+                self.events.emit("flow", t=t, workload=self.name, flow=f"{src.label} -> {dst.label} #{copy}",
                                  sent=n, received=m, loss_pct=round(100.0 * (n - m) / n, 2),
                                  max_delay_ms=round(delay.pop((flow, bucket), 0.0) * 1000, 2))
