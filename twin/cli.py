@@ -8,9 +8,7 @@ import time
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__, deploy
@@ -22,36 +20,8 @@ from .runtime import get_runtime
 from .runtime.netns import orphan_labs
 from .state import known_labs
 from .status import as_dict, lab_status
-
-console = Console(stderr=True, soft_wrap=True)
-out = Console(soft_wrap=True, width=160)
-
-
-class RichProgress:
-    """Renders library progress events as a rich progress bar on stderr."""
-
-    def __init__(self, progress: Progress):
-        self.progress = progress
-        self.task = None
-
-    def phase(self, name: str, total: int | None = None) -> None:
-        if self.task is not None:
-            self.progress.update(self.task, completed=self.progress.tasks[self.task].total or 1,
-                                 total=self.progress.tasks[self.task].total or 1)
-        self.task = self.progress.add_task(name, total=total)
-
-    def advance(self, amount: int = 1) -> None:
-        if self.task is not None:
-            self.progress.advance(self.task, amount)
-
-    def note(self, message: str) -> None:
-        self.progress.console.print(f"[yellow]{message}[/]")
-
-
-def _progress_bar() -> Progress:
-    return Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=False)
-
+from .cli_workloads import bench, probe, telemetry
+from .cli_tools import RichProgress, console, out, progress_bar as _progress_bar
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
@@ -232,12 +202,35 @@ def run_cmd(scenario_ref: str, keep: bool, results: Path, timeout: float) -> Non
                       "-" if f["flows_recovered_after_s"] is None else f"{f['flows_recovered_after_s']:.1f} s")
     out.print(table)
     base = summary["baseline_flows"]
-    out.print(f"baseline (no fault active): flow loss {base['loss_pct']} %, max delay {base['max_delay_ms']} ms")
+    if base["sent"]:
+        out.print(f"baseline (no fault active): flow loss {base['loss_pct']} %, max delay {base['max_delay_ms']} ms")
+    for line in workload_lines(summary):
+        out.print(line)
     if summary["expectations"]:
         out.print(f"{len(summary['expectations'])} expectation(s) not graded: grading is not built yet")
     out.print(f"results: {result.directory} (report.json, junit.xml, events.jsonl, timeline.png, topology.png)")
     if not all(f["on_schedule"] for f in summary["faults"]):
         sys.exit(1)
+
+
+def workload_lines(summary: dict) -> list[str]:
+    """One line per collective workload and one for the probe mesh, for people."""
+    lines = []
+    for name, c in summary.get("collectives", {}).items():
+        base = c["baseline"]
+        windows = ", ".join(f"{f['id']}: x{w['slowdown']}" if w.get("slowdown") else f"{f['id']}: no iteration"
+                            for f, w in zip(summary["faults"], c["fault_windows"]))
+        stall = (f"; hung at {c['first_hang_s']:.1f} s, back at {c['recovered_s']:.1f} s"
+                 if c["first_hang_s"] is not None and c["recovered_s"] is not None else
+                 f"; hung at {c['first_hang_s']:.1f} s, never recovered" if c["first_hang_s"] is not None else "")
+        lines.append(f"{name}: {base['iterations']} healthy steps, median {base.get('median_step_s')} s, "
+                     f"busbw {base.get('median_busbw_Bps', 0) / 1e6:.1f} MB/s; step time during faults "
+                     f"({windows or 'none'}){stall}; wrong elements {c['wrong']}")
+    probes = summary.get("probes")
+    if probes:
+        during = ", ".join(f"{f['id']}: {w['loss_pct']} %" for f, w in zip(summary["faults"], probes["fault_windows"]))
+        lines.append(f"probes: loss {probes['baseline']['loss_pct']} % healthy, during faults {during or '-'}")
+    return lines
 
 
 @cli.group()
@@ -333,6 +326,10 @@ def cleanup() -> None:
     for name in sorted(labs):
         report = deploy.down(name)
         out.print(f"removed lab {name}: {report.nodes_removed} nodes, {report.daemons_stopped} daemons")
+
+
+for command in (bench, probe, telemetry):
+    cli.add_command(command)
 
 
 def main() -> None:

@@ -15,6 +15,11 @@ class EventLog:
         self._lock = threading.Lock()
         self._file = open(path, "a", buffering=1)
         self.records: list[dict] = []
+        self._subscribers: list[tuple[str, object]] = []
+
+    def subscribe(self, kind: str, callback) -> None:
+        """Call `callback(record)` for every later record of `kind` (from the emitting thread)."""
+        self._subscribers.append((kind, callback))
 
     def now(self) -> float:
         return round(time.monotonic() - self.t0, 4)
@@ -24,7 +29,22 @@ class EventLog:
         with self._lock:
             self._file.write(json.dumps(record, default=str) + "\n")
             self.records.append(record)
+        for wanted, callback in self._subscribers:
+            if wanted == kind:
+                callback(record)
         return record
+
+    def restart_clock(self) -> None:
+        """Make now t=0 (the scenario starts once its workloads are ready): earlier records get
+        negative times, and the file is rewritten with them."""
+        with self._lock:
+            delta = time.monotonic() - self.t0
+            self.t0 += delta
+            for record in self.records:
+                record["t"] = round(record["t"] - delta, 4)
+            self._file.close()
+            self.path.write_text("".join(json.dumps(r, default=str) + "\n" for r in self.records))
+            self._file = open(self.path, "a", buffering=1)
 
     def close(self) -> None:
         with self._lock:

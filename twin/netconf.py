@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 
+import zlib
+
 from pyroute2 import IPRoute
 
 from .build import rail_network
+from .collectives.identity import rank_uid
 from .model import Fabric, Node
 from .nsutil import write_sysctls
 
@@ -27,9 +30,16 @@ def node_sysctls(fabric: Fabric, node: Node) -> dict[str, str]:
         "net.ipv6.conf.default.disable_ipv6": "1",
     }
     if node.is_switch:
-        # Probes rely on every switch answering TTL-exceeded, so no ICMP rate limit.
+        # Path discovery relies on every switch answering TTL-exceeded (no rate limit), from
+        # the address of the interface the probe came in on, which names the link it crossed.
         return common | {"net.ipv4.ip_forward": "1", "net.ipv4.icmp_ratelimit": "0",
-                         "net.ipv4.fib_multipath_use_neigh": "1"}
+                         "net.ipv4.icmp_msgs_per_sec": "100000", "net.ipv4.icmp_msgs_burst": "10000",
+                         "net.ipv4.icmp_errors_use_inbound_ifaddr": "1",
+                         "net.ipv4.fib_multipath_use_neigh": "1",
+                         # Its own ECMP hash seed per switch, as production switches have: with one
+                         # seed everywhere, every tier picks the same next-hop index for a flow and a
+                         # 3-tier fabric uses 2 of its 8 paths (hash polarization).
+                         "net.ipv4.fib_multipath_hash_seed": str(zlib.crc32(node.name.encode()) or 1)}
     # Multi-NIC host: answer ARP only on the NIC that owns the address.
     return common | {"net.ipv4.ip_forward": "0", "net.ipv4.conf.all.arp_ignore": "1",
                      "net.ipv4.conf.all.arp_announce": "2"}
@@ -59,6 +69,7 @@ def configure_host_routing(ipr: IPRoute, fabric: Fabric, node: Node, indexes: di
     """Traffic sourced from NIC r leaves through NIC r, as on a real multi-rail server.
 
     - rule `from <NIC r address> lookup 100+r`, table 100+r: default via leaf (g, r)
+    - rule `uidrange RANK_UID_BASE+r lookup 100+r`: collective ranks of rail r use their NIC
     - main table: the rail-r block via NIC r (unbound traffic stays rail-aligned), default via NIC 1
     """
     nics = sorted((link.rail, link.endpoint(node.name), link.peer(node.name))
@@ -68,6 +79,8 @@ def configure_host_routing(ipr: IPRoute, fabric: Fabric, node: Node, indexes: di
         gateway = str(leaf_end.address.ip)
         ipr.route("add", dst="0.0.0.0/0", gateway=gateway, oif=indexes[nic.ifname], table=table)
         ipr.rule("add", src=str(nic.address.ip), src_len=32, table=table, priority=1000 + rail)
+        uid = rank_uid(rail)  # collective ranks of this rail: see collectives/identity.py
+        ipr.rule("add", uid_range=f"{uid}:{uid}", table=table, priority=900 + rail)
         block = rail_network(rail)
         ipr.route("add", dst=str(block), gateway=gateway, oif=indexes[nic.ifname])
     first_rail, first_nic, first_leaf = nics[0]

@@ -26,6 +26,8 @@ class Nic:
     host: str
     ifname: str
     address: str
+    rail: int = 1
+    leaf: str = ""
 
     @property
     def label(self) -> str:
@@ -33,7 +35,8 @@ class Nic:
 
 
 def fabric_nics(fabric: Fabric) -> list[Nic]:
-    return [Nic(host, end.ifname, str(end.address.ip)) for host, end in fabric.host_nics()]
+    return [Nic(link.b.node, link.b.ifname, str(link.b.address.ip), link.rail or 1, link.a.node)
+            for link in fabric.links if link.kind == "host"]
 
 
 def fabric_pairs(nics: list[Nic]) -> list[tuple[int, int]]:

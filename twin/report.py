@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from . import workload_report
 from .runner import SCHEDULE_TOLERANCE_S, RunResult
 
 WARMUP_S = 2.0  # flows' first intervals include ARP and socket set-up
@@ -75,11 +76,14 @@ def analyse(result: RunResult) -> dict:
         "machine": f"{platform.node()} {platform.release()}",
         "baseline_flows": _flow_stats(baseline, 0, float("inf")),
         "faults": faults,
+        "collectives": workload_report.collectives(records, windows),
+        "probes": workload_report.probes(records, windows),
+        "telemetry": next((r["stats"] for r in records if r["kind"] == "telemetry"), None),
         "expectations": [{"expect": e, "status": "not graded",
                           "why": "grading of expectations and detectors is not built yet"}
                          for e in result.scenario.spec.expect],
-        "transport_note": "flows are UDP; the fabric's transport in this twin is the kernel's, not RoCE: "
-                          "loss costs far less than on a go-back-N RDMA NIC",
+        "transport_note": "flows and probes are UDP and collectives are gloo over TCP, not RoCE: TCP "
+                          "retransmits selectively, so loss costs far less here than on a go-back-N RDMA NIC",
     }
 
 
@@ -118,16 +122,39 @@ def write_timeline(result: RunResult, report: dict, path: Path) -> None:
     loss = [sum(r["sent"] - r["received"] for r in flows if r["t"] == t)
             / max(1, sum(r["sent"] for r in flows if r["t"] == t)) * 100 for t in times]
     delay = [max(r["max_delay_ms"] for r in flows if r["t"] == t) for t in times]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
-    top.plot(times, loss, color="#d62728", drawstyle="steps-post")
-    top.set_ylabel("flow loss %")
-    bottom.plot(times, delay, color="#1f77b4", drawstyle="steps-post")
-    bottom.set_ylabel("max delay ms")
+    probe_rows = [r for r in records if r["kind"] == "probe"]
+    steps = workload_report.step_series(records)
+    panels = 2 * bool(flows) + bool(probe_rows) + bool(steps) or 1
+    fig, axes = plt.subplots(panels, 1, figsize=(11, 2.75 * panels + 0.5), sharex=True, squeeze=False)
+    axes = list(axes[:, 0])
+    top, bottom = axes[0], axes[-1]
+    free = iter(axes)
+    if flows:
+        ax = next(free)
+        ax.plot(times, loss, color="#d62728", drawstyle="steps-post")
+        ax.set_ylabel("flow loss %")
+        ax = next(free)
+        ax.plot(times, delay, color="#1f77b4", drawstyle="steps-post")
+        ax.set_ylabel("flow max delay ms")
+    if probe_rows:
+        ax = next(free)
+        ax.plot([r["t"] for r in probe_rows], [r["loss_pct"] or 0 for r in probe_rows], color="#ff7f0e",
+                drawstyle="steps-post")
+        ax.set_ylabel("probe loss %")
+    if steps:
+        ax = next(free)
+        for workload, (ts, ys) in steps.items():
+            ax.plot(ts, ys, marker=".", linestyle="none", label=workload)
+        for workload, c in report.get("collectives", {}).items():
+            if c["first_hang_s"] is not None:
+                ax.axvspan(c["first_hang_s"], c["recovered_s"] or report["duration_s"], color="#d62728", alpha=0.15)
+        ax.set_ylabel("step s (slowest rank)")
+        ax.legend(fontsize=7, loc="upper left", title="red: hung until recovered", title_fontsize=7)
     bottom.set_xlabel("seconds since scenario start")
     for fault in report["faults"]:
         start = fault["applied_s"] if fault["applied_s"] is not None else fault["scheduled_s"]
         end = fault["cleared_s"] if fault["cleared_s"] is not None else report["duration_s"]
-        for ax in (top, bottom):
+        for ax in axes:
             ax.axvspan(start, end, color="#ffbb78", alpha=0.35)
         top.annotate(f"{fault['id']} ({fault['kind']})", (start, 1.02), xycoords=("data", "axes fraction"),
                      fontsize=8)

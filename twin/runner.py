@@ -20,7 +20,8 @@ from .runtime import get_runtime, names
 from .scenario import Scenario
 from .signals import deferred_interrupts, sigterm_as_interrupt
 from .state import load_state
-from .workloads import WORKLOAD_KINDS
+from .telemetry.sampler import Sampler
+from .workloads import WORKLOAD_KINDS, WorkloadContext
 
 SCHEDULE_TOLERANCE_S = 0.05
 
@@ -74,15 +75,22 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
         events = EventLog(directory / "events.jsonl")
         result = RunResult(scenario, directory, events, [], started_utc)
         monitor = RoutingMonitor(runtime, state, fabric, events)
+        sampler = Sampler(runtime, state, fabric, scenario.spec.telemetry_ms, directory / "metrics.jsonl") \
+            if scenario.spec.telemetry_ms else None
         workloads = []
+        wctx = WorkloadContext(runtime, state, fabric, events, scenario.spec.seed, run_id=directory.name)
         try:
             monitor.start()
             for number, spec in enumerate(scenario.workloads):
                 kind = WORKLOAD_KINDS[spec["kind"]]
                 params = kind.params.model_validate({k: v for k, v in spec.items() if k != "kind"})
-                workloads.append(kind.factory(runtime, fabric, params, events, f"{spec['kind']}-{number}"))
+                workloads.append(kind.factory(wctx, params, f"{spec['kind']}-{number}"))
             for workload in workloads:
                 workload.start()
+            _wait_ready(workloads, progress)
+            events.restart_clock()
+            if sampler:
+                sampler.start()
             events.emit("scenario", op="start", name=scenario.spec.name, lab=fabric.name)
             _run_timeline(ctx, scenario, events, result, progress)
         except KeyboardInterrupt:
@@ -93,6 +101,8 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
             with deferred_interrupts():  # a second Ctrl-C must not cut the clean-up short
                 for workload in workloads:
                     workload.stop()
+                if sampler:
+                    events.emit("telemetry", stats=sampler.stop())
                 _clear_remaining(ctx, events, result)
                 monitor.stop()
                 events.emit("scenario", op="end")
@@ -101,6 +111,19 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
                     progress.phase("tearing down", None)
                     deploy.down(fabric.name, progress)
     return result
+
+
+def _wait_ready(workloads: list, progress: Progress, timeout_s: float = 120.0) -> None:
+    """Until every workload is running (ranks connected, probe paths known): the scenario's
+    clock starts after that, so `at_s` counts from a fabric already carrying its traffic."""
+    pending = [w for w in workloads if hasattr(w, "ready")]
+    if not pending:
+        return
+    progress.phase("starting workloads", len(pending))
+    deadline = time.monotonic() + timeout_s
+    for workload in pending:
+        workload.ready(max(1.0, deadline - time.monotonic()))
+        progress.advance()
 
 
 def _run_timeline(ctx: FaultContext, scenario: Scenario, events: EventLog, result: RunResult,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import runtime
 from .build import build_fabric
@@ -20,7 +20,7 @@ from .labfile import LAB_NAME_PATTERN, load_lab, resolve_lab_path
 from .labs import search_dirs
 from .model import Fabric
 from .workloads import WORKLOAD_KINDS
-from .yamlsrc import dotted, read_yaml, validate
+from .yamlsrc import closest, dotted, read_yaml, validate
 
 
 class ScenarioSpec(BaseModel):
@@ -34,6 +34,8 @@ class ScenarioSpec(BaseModel):
     faults: list[dict[str, Any]] = Field(default_factory=list, description="faults on the timeline")
     detectors: list[dict[str, Any]] = Field(default_factory=list, description="detection tools to grade")
     expect: list[dict[str, Any]] = Field(default_factory=list, description="expectations to grade")
+    telemetry_ms: int = Field(100, ge=0, le=60000,
+                              description="counter sampling period into metrics.jsonl; 0 = off")
 
 
 @dataclass(frozen=True)
@@ -79,17 +81,36 @@ def load_scenario(path: Path) -> Scenario:
     for number, workload in enumerate(spec.workloads):
         kind = workload.get("kind")
         if kind not in WORKLOAD_KINDS:
+            guess = closest(str(kind), sorted(WORKLOAD_KINDS))
             problem(("workloads", number, "kind"), f"unknown workload kind {kind!r}",
-                    f"valid kinds here: {', '.join(sorted(WORKLOAD_KINDS))}")
+                    (f"did you mean {guess!r}? " if guess else "")
+                    + f"valid kinds: {', '.join(sorted(WORKLOAD_KINDS))}")
         else:
-            try:
-                WORKLOAD_KINDS[kind].params.model_validate({k: v for k, v in workload.items() if k != "kind"})
-            except Exception as exc:  # pydantic.ValidationError: first message is enough here
-                problem(("workloads", number), str(exc).splitlines()[0], "see README, scenario files")
+            _check_workload(WORKLOAD_KINDS[kind], workload, fabric, ("workloads", number), problem)
     if problems:
         raise LabFileError(problems)
     return Scenario(path=path, spec=spec, lab_path=lab_path, fabric=fabric, faults=faults,
                     workloads=list(spec.workloads))
+
+
+def _check_workload(kind, workload: dict, fabric: Fabric, loc: tuple, problem) -> None:
+    try:
+        params = kind.params.model_validate({k: v for k, v in workload.items() if k != "kind"})
+    except ValidationError as exc:
+        for error in exc.errors():
+            key = loc + tuple(error["loc"][:1])
+            hint = "see README, workloads"
+            if error["type"] == "extra_forbidden":
+                guess = closest(str(error["loc"][0]), sorted(kind.params.model_fields))
+                hint = (f"did you mean '{guess}'? " if guess else "") + \
+                    f"keys for this kind: {', '.join(sorted(kind.params.model_fields))}"
+            problem(key, error["msg"].lower(), hint)
+        return
+    try:
+        kind.check(params, fabric)
+    except ValueError as exc:  # may name the parameter it is about in `key`
+        key = getattr(exc, "key", None)
+        problem(loc + ((key,) if key in workload else ()), str(exc), "see README, workloads")
 
 
 def _check_faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]:

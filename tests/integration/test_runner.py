@@ -23,7 +23,7 @@ def test_smoke_scenario_writes_results(tmp_path):
     assert leftovers("mini") == []
     (run_dir,) = tmp_path.iterdir()
     assert {p.name for p in run_dir.iterdir()} == {"events.jsonl", "report.json", "junit.xml",
-                                                   "timeline.png", "topology.png"}
+                                                   "timeline.png", "topology.png", "metrics.jsonl"}
     report = json.loads((run_dir / "report.json").read_text())
     fault = report["faults"][0]
     assert fault["on_schedule"] and abs(fault["schedule_error_s"]) <= 0.05
@@ -33,7 +33,28 @@ def test_smoke_scenario_writes_results(tmp_path):
     suite = ET.parse(run_dir / "junit.xml").getroot()
     assert (suite.get("tests"), suite.get("failures")) == ("1", "0")
     kinds = [json.loads(line)["kind"] for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    assert {"fault", "flow", "route", "bgp", "bfd", "scenario"} <= set(kinds)
+    assert {"fault", "flow", "route", "bgp", "bfd", "scenario", "telemetry"} <= set(kinds)
+    assert report["telemetry"]["samples"] > 50 and report["telemetry"]["achieved_mean_ms"] < 150
+
+
+def test_training_job_hangs_on_a_black_hole_and_comes_back(tmp_path):
+    result = twin_cli("run", "scenarios/train-stall.yaml", "--results", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert leftovers("mini") == []
+    (run_dir,) = tmp_path.iterdir()
+    assert {"probes.jsonl", "metrics.jsonl"} <= {p.name for p in run_dir.iterdir()}
+    report = json.loads((run_dir / "report.json").read_text())
+    fault = report["faults"][0]  # black hole from 8 s to 16 s, collective timeout 3 s
+    train = report["collectives"]["train-0"]
+    assert train["baseline"]["iterations"] > 20 and train["wrong"] == 0
+    assert train["hangs"] >= 1
+    assert fault["applied_s"] - 0.5 <= train["first_hang_s"] <= fault["applied_s"] + 0.5
+    assert all(h["waited_s"] >= 3 for h in train["hang_events"])
+    assert fault["cleared_s"] <= train["recovered_s"] <= fault["cleared_s"] + 6
+    assert train["fault_windows"][0]["iterations"] <= 1  # stalled for the whole window
+    assert report["probes"]["baseline"]["lost"] == 0
+    assert report["probes"]["fault_windows"][0]["loss_pct"] > 10
+    assert "hung at" in result.stdout and "back at" in result.stdout
 
 
 def _scenario(tmp_path, lab_name):
@@ -44,6 +65,10 @@ lab: {lab}
 duration_s: 60
 workloads:
   - kind: flows
+  - kind: train          # rank processes and probe agents must go too
+    size: 256KiB
+    compute_ms: 50
+  - kind: probes
 faults:
   - id: held
     kind: pfc_pause

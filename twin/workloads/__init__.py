@@ -1,23 +1,37 @@
 """Workload kinds register by name; a scenario naming another kind lists the valid ones.
 
-The collective kinds of the contract (allreduce, allgather, reducescatter, alltoall,
-broadcast, train) and probes arrive with the workloads issue; until then a scenario
-that names them gets an error listing what exists.
+A kind is its parameter schema, a factory `(WorkloadContext, params, name) -> workload`
+with start() and stop(), and a check `(params, fabric)` that raises ValueError for
+parameters that do not fit the lab (run when the scenario is loaded, before anything starts).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from pydantic import BaseModel
 
+from ..collectives.metrics import OPS
+from .base import WorkloadContext
+from .collective import Collective, CollectiveParams, TrainParams, check_ranks
 from .flows import Flows, FlowsParams
+from .probes import Probes, ProbesParams, check_load
 
 
 @dataclass(frozen=True)
 class WorkloadKind:
     params: type[BaseModel]
-    factory: type
+    factory: Callable
+    check: Callable = lambda params, fabric: None
 
 
-WORKLOAD_KINDS: dict[str, WorkloadKind] = {"flows": WorkloadKind(FlowsParams, Flows)}
+WORKLOAD_KINDS: dict[str, WorkloadKind] = {
+    "flows": WorkloadKind(FlowsParams, Flows),
+    "probes": WorkloadKind(ProbesParams, Probes, check_load),
+    "train": WorkloadKind(TrainParams, partial(Collective, op="train"), check_ranks),
+    **{op: WorkloadKind(CollectiveParams, partial(Collective, op=op), check_ranks) for op in OPS},
+}
+
+__all__ = ["WORKLOAD_KINDS", "WorkloadContext", "WorkloadKind"]

@@ -17,11 +17,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..events import EventLog
-from ..model import Fabric
 from ..reach import Nic, fabric_nics, fabric_pairs
-from ..runtime import Runtime
 from ..traffic import bound_udp_socket
+from .base import WorkloadContext
 
 PORT = 47001
 GRACE_S = 2.0  # a packet later than this after its interval ends counts as lost
@@ -45,9 +43,9 @@ def choose_pairs(nics: list[Nic], mode: str) -> list[tuple[Nic, Nic]]:
 
 
 class Flows:
-    def __init__(self, runtime: Runtime, fabric: Fabric, params: FlowsParams, events: EventLog, name: str):
-        self.runtime, self.params, self.events, self.name = runtime, params, events, name
-        self.pairs = choose_pairs(fabric_nics(fabric), params.pairs) * params.flows_per_pair
+    def __init__(self, ctx: WorkloadContext, params: FlowsParams, name: str):
+        self.runtime, self.params, self.events, self.name = ctx.runtime, params, ctx.events, name
+        self.pairs = choose_pairs(fabric_nics(ctx.fabric), params.pairs) * params.flows_per_pair
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"flows-{name}", daemon=True)
 
@@ -56,7 +54,8 @@ class Flows:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=GRACE_S + 5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=GRACE_S + 5)
 
     def _run(self) -> None:
         interval = self.params.interval_ms / 1000

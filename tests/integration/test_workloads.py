@@ -1,0 +1,125 @@
+"""Real workloads on a real lab: gloo collectives, the probe mesh, telemetry."""
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from twin.collectives.bench import run_bench
+from twin.collectives.metrics import OPS
+from twin.faults import engine
+from twin.faults.base import FaultContext
+from twin.labs import running_lab
+from twin.probes.mesh import ProbeMesh
+from twin.probes.run import run_probe_mesh
+from twin.runtime import get_runtime
+from twin.telemetry.counters import CounterReader
+
+from .helpers import ROOT, lab_running
+
+pytestmark = pytest.mark.integration
+KiB, MiB = 1024, 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with lab_running("mini"):
+        state, fabric = running_lab("mini")
+        yield FaultContext(get_runtime("netns", "mini"), state, fabric, seed=3)
+
+
+def test_every_collective_returns_correct_data(lab):
+    result = run_bench(lab.runtime, lab.state, lab.fabric, list(OPS), [256 * KiB], ranks="all",
+                       iters=2, warmup=0)
+    assert sorted(m.op for m in result.measurements) == sorted(OPS)
+    assert all(m.wrong == 0 and m.busbw > 0 for m in result.measurements)
+    assert not [r for r in lab.state.resources if r.kind == "worker"], "ranks left in the lab state"
+
+
+def test_a_slow_link_slows_the_collective_in_proportion(lab):
+    def busbw():
+        result = run_bench(lab.runtime, lab.state, lab.fabric, "allreduce", [2 * MiB], iters=3)
+        return result.measurements[0].busbw
+
+    healthy = busbw()
+    assert healthy * 8 > 0.7 * lab.fabric.rate_bps  # a healthy ring runs near line rate
+    timing, params = engine.parse({"id": "slow", "kind": "slow_node", "node": "host-g2-h2", "rate_pct": 25})
+    engine.inject(lab, timing, params)
+    try:
+        slowed = busbw()
+    finally:
+        engine.clear(lab, "slow")
+    # The ring runs at its slowest link: a quarter of line rate, so about a quarter of the busbw.
+    assert 0.17 < slowed / healthy < 0.35, f"healthy {healthy:.0f} B/s, slowed {slowed:.0f} B/s"
+
+
+def test_probe_mesh_discovers_a_path_over_every_link(lab):
+    summary = run_probe_mesh(lab.runtime, lab.state, lab.fabric, duration_s=3, interval_ms=50)
+    assert summary["uncovered"] == []
+    assert summary["unresolved_hops"] == 0
+    assert summary["lost"] == 0, summary["lossy_paths"]
+    assert summary["achieved_pps"] == pytest.approx(summary["load"]["probes_per_s"], rel=0.1)
+    assert summary["rtt_p50_ms"] is not None and summary["rtt_p50_ms"] < 5
+
+
+def test_probes_to_a_host_behind_a_total_drop_are_lost_within_one_interval(lab):
+    mesh = ProbeMesh(lab.runtime, lab.state, lab.fabric, "drop-test", interval_ms=50, report_ms=250)
+    intervals = []
+    mesh.listeners.append(intervals.append)
+    mesh.start()
+    try:
+        mesh.wait_for_paths()
+        time.sleep(1.0)
+        timing, params = engine.parse({"id": "cut", "kind": "silent_drop", "link": "leaf-g2-r1 -- host-g2-h2",
+                                       "direction": "a_to_b", "loss_pct": 100})
+        engine.inject(lab, timing, params)
+        injected = time.monotonic()
+        time.sleep(2.0)
+        engine.clear(lab, "cut")
+    finally:
+        mesh.stop()
+    before = [i for i in intervals if i.t + 0.25 <= injected]
+    first_after = next(i for i in intervals if i.t >= injected)
+    assert before and all(s.lost == 0 for i in before for s in i.samples)
+    to_victim = [s for s in first_after.samples if s.dst == "host-g2-h2:nic1"]
+    others = [s for s in first_after.samples if s.dst != "host-g2-h2:nic1"]
+    assert to_victim and all(s.lost == s.sent > 0 for s in to_victim)
+    assert others and all(s.lost == 0 for s in others)
+    assert all("leaf-g2-r1 -- host-g2-h2" in s.links for s in to_victim)
+
+
+def test_counters_follow_traffic_and_are_served_to_prometheus(lab):
+    with CounterReader(lab.runtime, lab.fabric) as reader:
+        before = reader.read()
+        run_bench(lab.runtime, lab.state, lab.fabric, "broadcast", [1 * MiB], iters=1, warmup=0)
+        after = reader.read()
+    key = ("host-g1-h1", "nic1")
+    assert after.interfaces[key]["tx_bytes"] - before.interfaces[key]["tx_bytes"] > 1 * MiB
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "telemetry", "mini",
+                               "--serve", "--port", str(port)], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        text = ""
+        deadline = time.monotonic() + 20
+        while "fabric_twin_interface_rx_bytes" not in text and time.monotonic() < deadline:
+            time.sleep(0.3)
+            try:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+            except OSError:
+                continue
+    finally:
+        server.send_signal(subprocess.signal.SIGINT)
+        server.wait(timeout=10)
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    rx = families["fabric_twin_interface_rx_bytes"]
+    leaf = [s for s in rx.samples if s.labels["node"] == "leaf-g1-r1" and s.labels["interface"] == "hs-g1h1"]
+    assert leaf and leaf[0].value > 0 and leaf[0].labels["link"] == "leaf-g1-r1 -- host-g1-h1"
+    assert "fabric_twin_qdisc_backlog_bytes" in families and "fabric_twin_checksum_errors" in families
+    assert server.returncode == 0, server.stderr

@@ -1,0 +1,40 @@
+"""Rank selection and ring order on the shipped labs' models."""
+
+import pytest
+
+from twin.collectives.groups import RankSpecError, ring_hops_through_spines, ring_order, select_nics
+
+from test_model import fabric_of
+
+
+def test_selections_on_rail4():
+    fabric = fabric_of("rail4")
+    assert len(select_nics(fabric, "all")) == 16
+    rail2 = select_nics(fabric, "rail:2")
+    assert len(rail2) == 4 and {n.rail for n in rail2} == {2} and len({n.host for n in rail2}) == 4
+    two_hosts = select_nics(fabric, "hosts:host-g1-h1,host-g2-h2")
+    assert len(two_hosts) == 8 and {n.host for n in two_hosts} == {"host-g1-h1", "host-g2-h2"}
+    assert [n.label for n in select_nics(fabric, ["host-g1-h1:nic3", "host-g2-h1:nic1"])] == \
+        ["host-g1-h1:nic3", "host-g2-h1:nic1"]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("rail:5", "rails 1..4"), ("rail:x", "a number"), ("hosts:host-g9-h1", "unknown host"),
+    (["host-g1-h1:nic9"], "unknown host NIC"), ("every", "use all, rail:N"),
+    (["host-g1-h1:nic1"], "needs 2 or more"),
+])
+def test_bad_selections_say_why(spec, message):
+    with pytest.raises(RankSpecError, match=message):
+        select_nics(fabric_of("rail4"), spec)
+
+
+def test_topology_aware_ring_crosses_spines_less():
+    fabric = fabric_of("rail4")
+    rail = select_nics(fabric, "rail:1")
+    naive, topo = ring_order(rail, "naive"), ring_order(rail, "topo")
+    assert sorted(n.label for n in naive) == sorted(n.label for n in topo)
+    # 4 NICs under 2 leaves: interleaved, every hop changes leaf; grouped, only 2 of 4 do
+    assert ring_hops_through_spines(naive) == 4
+    assert ring_hops_through_spines(topo) == 2
+    with pytest.raises(RankSpecError):
+        ring_order(rail, "random")

@@ -1,0 +1,184 @@
+"""One rank: a process in a host's namespace, its gloo traffic bound to one NIC.
+
+    python -m twin.collectives.worker <job.json> <rank>
+
+The job file lives in the lab's run directory (so the command line names the lab and
+`twin lab down` ends the process). Rendezvous goes through a FileStore on local disk,
+the stand-in for a cluster's separate front-end network: a fault in the fabric hurts the
+collective, never the rendezvous. Every line the rank writes to its output file is JSON.
+
+Times (`t`) are CLOCK_MONOTONIC, shared by every process on the machine.
+
+Modes: `bench` times each size like nccl-tests; `loop` runs iterations until stopped
+(`compute_ms` > 0 makes it a training-step loop). A collective that does not finish within
+`timeout_s` is recorded as a hang; the ranks then agree on a new generation through the
+store and re-create the process group, as an elastic launcher would.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from .identity import become_rank
+from .verify import Buffers
+
+STOP = False
+
+
+class Stopped(Exception):
+    """Told to stop (SIGTERM, or the loop's duration ran out) while waiting for other ranks."""
+
+
+def _stop(*_args) -> None:
+    global STOP
+    STOP = True
+
+
+class Rank:
+    def __init__(self, job: dict, rank: int):
+        import torch.distributed as dist
+
+        self.dist, self.job, self.rank = dist, job, rank
+        self.world = len(job["nics"])
+        self.timeout = datetime.timedelta(seconds=job["timeout_s"])
+        self.out = open(Path(job["directory"]) / f"rank-{rank}.jsonl", "a", buffering=1)
+        self.control = dist.FileStore(str(Path(job["directory"]) / "store"), self.world)
+        self.generation = 0
+        self.groups: list = []
+        self.deadline = time.monotonic() + job.get("duration_s", 0) + job["timeout_s"] * 4 + 600
+
+    def emit(self, **record) -> None:
+        self.out.write(json.dumps({"rank": self.rank, "gen": self.generation, **record}) + "\n")
+
+    def connect(self) -> None:
+        """Join generation `self.generation`: one process group per channel (own TCP connections).
+
+        Ranks first meet at a store barrier that waits as long as it takes: a rank still
+        stuck in the broken collective arrives up to one timeout later, and a gloo rendezvous
+        timing out on it would split the ranks over different generations.
+        """
+        dist = self.dist
+        joined = f"join{self.generation}"
+        self.control.add(joined, 1)
+        while self.control.add(joined, 0) < self.world:
+            if STOP or time.monotonic() > self.deadline:
+                raise Stopped()
+            time.sleep(0.05)
+        store = dist.PrefixStore(f"gen{self.generation}", self.control)
+        dist.init_process_group("gloo", store=store, rank=self.rank, world_size=self.world, timeout=self.timeout)
+        self.groups = [None] + [dist.new_group(list(range(self.world)), timeout=self.timeout)
+                                for _ in range(self.job["channels"] - 1)]
+
+    def reconnect(self) -> None:
+        """After any failure every rank moves to the next generation (they all fail the old one:
+        a rank that left makes the others' next collective time out)."""
+        try:
+            self.dist.destroy_process_group()
+        except Exception:  # a broken group may refuse to shut down cleanly; it is dropped either way
+            pass
+        self.generation += 1
+        self.connect()
+
+    def run_op(self, buffers: Buffers) -> float:
+        """One collective, split over the channels; returns seconds."""
+        start = time.perf_counter()
+        works = [buffers.launch(self.dist, channel, group) for channel, group in enumerate(self.groups)]
+        for work in works:
+            work.wait()
+        return time.perf_counter() - start
+
+    def bench(self) -> None:
+        import torch
+
+        for op, size in ((op, size) for op in self.job["ops"] for size in self.job["sizes"]):
+            buffers = Buffers(op, size, self.rank, self.world, self.job["channels"])
+            for _ in range(self.job["warmup"]):
+                buffers.fill()
+                self.run_op(buffers)
+            elapsed, wrong = 0.0, 0
+            for _ in range(self.job["iters"]):
+                buffers.fill()
+                self.dist.barrier()
+                elapsed += self.run_op(buffers)
+                wrong += buffers.wrong()
+            slowest = torch.tensor([elapsed / self.job["iters"]])
+            wrong_total = torch.tensor([wrong], dtype=torch.int64)
+            self.dist.all_reduce(slowest, op=self.dist.ReduceOp.MAX)
+            self.dist.all_reduce(wrong_total)
+            if self.rank == 0:
+                self.emit(event="result", op=op, size=size, time_s=slowest.item(),
+                          wrong=int(wrong_total.item()))
+
+    def loop(self) -> None:
+        size, compute_s = self.job["sizes"][0], self.job["compute_ms"] / 1000
+        buffers = Buffers(self.job["ops"][0], size, self.rank, self.world, self.job["channels"])
+        iteration, deadline = 0, time.monotonic() + self.job["duration_s"]
+        self.deadline = deadline
+        while not STOP and time.monotonic() < deadline:
+            step_start = time.monotonic()
+            if compute_s:
+                time.sleep(compute_s)
+            buffers.fill()
+            op_start = time.monotonic()
+            try:
+                comm_s = self.run_op(buffers)
+            except RuntimeError as exc:  # gloo: timed out, or a peer's connection broke
+                self.emit(event="hang", t=op_start, waited_s=round(time.monotonic() - op_start, 3),
+                          iter=iteration, error=str(exc).splitlines()[0][:200])
+                self._recover()
+                continue
+            self.emit(event="iter", iter=iteration, t=step_start, comm_s=round(comm_s, 5),
+                      step_s=round(time.monotonic() - step_start, 5), size=size, wrong=buffers.wrong())
+            iteration += 1
+
+    def _recover(self) -> None:
+        started = time.monotonic()
+        while not STOP:
+            try:
+                self.reconnect()
+            except RuntimeError as exc:
+                self.emit(event="rejoin_failed", t=time.monotonic(), error=str(exc).splitlines()[0][:200])
+                continue
+            self.emit(event="recovered", t=time.monotonic(), took_s=round(time.monotonic() - started, 3))
+            return
+
+
+def main() -> None:
+    job = json.loads(Path(sys.argv[1]).read_text())
+    rank = int(sys.argv[2])
+    # gloo binds its sockets to this interface's address: the rank's traffic uses its own rail.
+    os.environ["GLOO_SOCKET_IFNAME"] = job["nics"][rank]["ifname"]
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    import torch
+    import torch.distributed  # noqa: F401  (imported while the interpreter's files are readable)
+
+    become_rank(job["nics"][rank]["rail"], job["directory"])
+
+    torch.set_num_threads(1)  # two cores for the whole lab: no intra-op thread pools
+    worker = Rank(job, rank)
+    worker.emit(event="start", t=time.monotonic(), pid=os.getpid())
+    try:
+        worker.connect()
+        worker.emit(event="connected", t=time.monotonic())
+        if job["mode"] == "bench":
+            worker.bench()
+        else:
+            worker.loop()
+    except Stopped:
+        pass
+    worker.emit(event="done", t=time.monotonic())
+    try:
+        worker.dist.destroy_process_group()
+    except Exception:  # peers may already be gone at the end of a scenario
+        pass
+
+
+if __name__ == "__main__":
+    main()

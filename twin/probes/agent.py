@@ -1,0 +1,300 @@
+"""The probe agent: one process per host, in the host's namespace, probing from each of its NICs.
+
+    python -m twin.probes.agent <config.json>
+
+The config lives in the lab's run directory (so `twin lab down` recognises the process).
+For every (src NIC, dst NIC, source port) the agent
+- learns the path: UDP probes with TTL 2..hops from the same 5-tuple make each switch on
+  the way answer ICMP time-exceeded, which the kernel queues on the sending socket
+  (IP_RECVERR); the offender is the switch's ingress address, so each answer names a link.
+  Done at start, every `refresh_s`, and at once on SIGUSR1 (the runner sends it when
+  routes change);
+- keeps one source port per distinct path and sends a probe on it every `interval_ms`,
+  spread evenly over the interval; the receiving agent counts it (one-way, the machine
+  has one clock) and echoes it back (round trip).
+It writes JSON lines per reporting bucket: what it sent, received and the RTTs of echoes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+MAGIC = b"FTWp"
+PROBE, ECHO, TRACE = 1, 2, 3
+HEADER = struct.Struct("!4sBBHHHId")  # magic, type, ttl, src, dst, sport, seq, send time
+PAYLOAD = 64
+SO_BINDTODEVICE = 25
+IP_RECVERR = 11  # linux/in.h; not exported by the socket module
+SO_EE_ORIGIN_ICMP = 2
+ICMP_TIME_EXCEEDED = 11
+EXTENDED_ERR = struct.Struct("=IBBBBII")
+TRACE_ROUNDS = 3  # unanswered TTL probes are resent this many times
+TRACE_BATCH = 64  # trace probes per loop turn, so the probe schedule keeps going
+DEFAULT_TTL = 64
+
+refresh_requested = False
+stopping = False
+
+
+def _on_usr1(*_args) -> None:
+    global refresh_requested
+    refresh_requested = True
+
+
+def _on_term(*_args) -> None:
+    global stopping
+    stopping = True
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Agent:
+    def __init__(self, config: dict):
+        self.config = config
+        self.epoch = config["epoch"]
+        self.interval = config["interval_ms"] / 1000
+        self.report = config["report_ms"] / 1000
+        self.grace = config["grace_s"]
+        self.labels = config["nics"]  # global NIC index -> label
+        self.index = {label: i for i, label in enumerate(self.labels)}
+        self.out = open(config["output"], "a", buffering=1)
+        self.pairs = config["pairs"]  # this host's pairs: src, dst, dst_address, hops, sports
+        self.receivers: dict[socket.socket, dict] = {}
+        self.senders: dict[tuple[str, int], socket.socket] = {}  # (src label, sport) -> socket
+        self.by_fd: dict[int, tuple[str, socket.socket]] = {}
+        self.sent = defaultdict(lambda: defaultdict(int))
+        self.received = defaultdict(lambda: defaultdict(list))
+        self.rtts = defaultdict(lambda: defaultdict(list))
+        self.seq = 0
+        self.sent_total = 0
+        self.active: list[tuple[socket.socket, str, int, int, int]] = []  # sock, address, src, dst, sport
+        self.cursor, self.base = 0, time.monotonic()
+        self.trace_queue: list[tuple] = []
+        self.trace_answers: dict[tuple[int, int, int], dict[int, str]] = {}
+        self.trace_round = 0
+        self.trace_deadline: float | None = None
+        self.next_refresh = 0.0
+        self.poller = select.poll()
+
+    def emit(self, **record) -> None:
+        self.out.write(json.dumps(record) + "\n")
+
+    def open_sockets(self) -> None:
+        for nic in self.config["local_nics"]:
+            sock = self._socket(nic, self.config["port"])
+            self.receivers[sock] = nic
+            self._watch(sock, "rx")
+        for pair in self.pairs:
+            nic = next(n for n in self.config["local_nics"] if n["label"] == pair["src"])
+            for sport in pair["sports"]:
+                if (pair["src"], sport) not in self.senders:
+                    sock = self._socket(nic, sport)
+                    sock.setsockopt(socket.SOL_IP, IP_RECVERR, 1)
+                    self.senders[(pair["src"], sport)] = sock
+                    self._watch(sock, "tx")
+
+    def _socket(self, nic: dict, port: int) -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic["ifname"].encode())
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        sock.bind((nic["address"], port))
+        sock.setblocking(False)
+        return sock
+
+    def _watch(self, sock: socket.socket, role: str) -> None:
+        self.by_fd[sock.fileno()] = (role, sock)
+        self.poller.register(sock, select.POLLIN | select.POLLERR)
+
+    # --- path discovery -------------------------------------------------------------------
+    def start_discovery(self) -> None:
+        self.trace_answers = {}
+        self.trace_round = 0
+        self._queue_traces()
+        self.next_refresh = time.monotonic() + self.config["refresh_s"]
+
+    def _queue_traces(self) -> None:
+        self.trace_queue = []
+        for pair in self.pairs:
+            src, dst = self.index[pair["src"]], self.index[pair["dst"]]
+            for sport in pair["sports"]:
+                answers = self.trace_answers.setdefault((src, dst, sport), {})
+                for ttl in range(2, pair["hops"] + 1):
+                    if ttl not in answers:
+                        self.trace_queue.append((pair, src, dst, sport, ttl))
+        self.trace_deadline = None
+
+    def _send_traces(self, now: float) -> None:
+        batch, self.trace_queue = self.trace_queue[:TRACE_BATCH], self.trace_queue[TRACE_BATCH:]
+        for pair, src, dst, sport, ttl in batch:
+            sock = self.senders[(pair["src"], sport)]
+            sock.setsockopt(socket.SOL_IP, socket.IP_TTL, ttl)
+            self._send(sock, pair["dst_address"], TRACE, ttl, src, dst, sport, now)
+            sock.setsockopt(socket.SOL_IP, socket.IP_TTL, DEFAULT_TTL)
+        if not self.trace_queue:
+            self.trace_deadline = now + 0.3  # answers come within a few ms; then check gaps
+
+    def _finish_discovery_round(self) -> None:
+        self.trace_round += 1
+        missing = any(len(self.trace_answers.get((self.index[pair["src"]], self.index[pair["dst"]], sport), {}))
+                      < pair["hops"] - 1 for pair in self.pairs for sport in pair["sports"])
+        if missing and self.trace_round < TRACE_ROUNDS:
+            self._queue_traces()
+            return
+        self.trace_deadline = None
+        self._publish_paths()
+
+    def _publish_paths(self) -> None:
+        active = []
+        for pair in self.pairs:
+            src, dst = self.index[pair["src"]], self.index[pair["dst"]]
+            sock_paths: dict[int, list] = {}
+            for sport in pair["sports"]:
+                answers = self.trace_answers.get((src, dst, sport), {})
+                sock_paths[sport] = [answers.get(ttl) for ttl in range(2, pair["hops"] + 1)]
+            chosen: dict[tuple, int] = {}
+            for sport, hops in sock_paths.items():
+                chosen.setdefault(tuple(hops), sport)
+            for sport in sorted(chosen.values()):
+                active.append((self.senders[(pair["src"], sport)], pair["dst_address"], src, dst, sport))
+            self.emit(type="paths", t=time.monotonic(), src=pair["src"], dst=pair["dst"],
+                      paths={str(sport): hops for sport, hops in sock_paths.items()},
+                      active=sorted(chosen.values()))
+        self.active, self.cursor, self.base = active, 0, time.monotonic()
+
+    # --- probing --------------------------------------------------------------------------
+    def _send(self, sock, address, kind, ttl, src, dst, sport, now) -> None:
+        self.seq += 1
+        payload = HEADER.pack(MAGIC, kind, ttl, src, dst, sport, self.seq & 0xFFFFFFFF, now).ljust(PAYLOAD, b"\0")
+        try:
+            sock.sendto(payload, (address, self.config["port"]))
+        except OSError:
+            pass  # no route, or an ICMP error reported on send: the probe counts as sent and lost
+
+    def _send_due(self, now: float) -> float:
+        """Send what is due; returns when the next probe is due."""
+        count = len(self.active)
+        if not count:
+            return now + 0.01
+        while True:
+            due = self.base + (self.cursor // count) * self.interval + (self.cursor % count) * self.interval / count
+            if due > now:
+                return due
+            if now - due > self.interval:  # fell behind by a whole interval: skip, do not burst
+                self.cursor += count
+                continue
+            sock, address, src, dst, sport = self.active[self.cursor % count]
+            self._send(sock, address, PROBE, DEFAULT_TTL, src, dst, sport, now)
+            self.sent[self._bucket(now)][(src, dst, sport)] += 1
+            self.sent_total += 1
+            self.cursor += 1
+
+    def _bucket(self, sent_at: float) -> int:
+        return int((sent_at - self.epoch) / self.report)
+
+    def _read(self, role: str, sock: socket.socket, now: float) -> None:
+        if role == "tx":
+            self._read_errors(sock)
+        while True:
+            try:
+                data, peer = sock.recvfrom(512)
+            except (BlockingIOError, ConnectionRefusedError):
+                return
+            except OSError:
+                return
+            if len(data) < HEADER.size or data[:4] != MAGIC:
+                continue
+            _m, kind, _ttl, src, dst, sport, _seq, sent_at = HEADER.unpack_from(data)
+            if role == "rx" and kind == PROBE:
+                self.received[self._bucket(sent_at)][(src, dst, sport)].append(now - sent_at)
+                try:
+                    sock.sendto(MAGIC + bytes([ECHO]) + data[5:], peer)
+                except OSError:
+                    pass
+            elif role == "tx" and kind == ECHO:
+                self.rtts[self._bucket(sent_at)][(src, dst, sport)].append(now - sent_at)
+
+    def _read_errors(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                data, ancillary, _flags, _addr = sock.recvmsg(512, 512, socket.MSG_ERRQUEUE)
+            except (BlockingIOError, OSError):
+                return
+            if len(data) < HEADER.size or data[:4] != MAGIC:
+                continue
+            _m, kind, ttl, src, dst, sport, _seq, _t = HEADER.unpack_from(data)
+            for level, ctype, cdata in ancillary:
+                if level != socket.SOL_IP or ctype != IP_RECVERR or len(cdata) < EXTENDED_ERR.size + 8:
+                    continue
+                _errno, origin, icmp_type, _code, _pad, _info, _d = EXTENDED_ERR.unpack_from(cdata)
+                if kind == TRACE and origin == SO_EE_ORIGIN_ICMP and icmp_type == ICMP_TIME_EXCEEDED:
+                    offender = socket.inet_ntoa(cdata[EXTENDED_ERR.size + 4:EXTENDED_ERR.size + 8])
+                    self.trace_answers.setdefault((src, dst, sport), {})[ttl] = offender
+
+    def _flush(self, now: float) -> None:
+        for table, kind, delay in ((self.sent, "sent", 0.05), (self.received, "recv", self.grace),
+                                   (self.rtts, "rtt", self.grace)):
+            for bucket in sorted(table):
+                if now < self.epoch + (bucket + 1) * self.report + delay:
+                    break
+                rows = table.pop(bucket)
+                if kind == "sent":
+                    out = [[self.labels[s], self.labels[d], p, n] for (s, d, p), n in rows.items()]
+                else:
+                    out = [[self.labels[s], self.labels[d], p, len(v), round(_percentile(v, 0.5) * 1000, 3),
+                            round(_percentile(v, 0.99) * 1000, 3), round(max(v) * 1000, 3)]
+                           for (s, d, p), v in rows.items()]
+                self.emit(type=kind, b=bucket, rows=out)
+
+    def run(self) -> None:
+        global refresh_requested
+        self.open_sockets()
+        self.start_discovery()
+        self.emit(type="start", t=time.monotonic(), pid=os.getpid(), senders=len(self.senders))
+        stopped_at = None
+        while True:
+            now = time.monotonic()
+            if stopping and stopped_at is None:
+                stopped_at, self.active, self.trace_queue = now, [], []  # stop sending, keep answering
+            if stopped_at is not None and now - stopped_at > self.grace:
+                break
+            if stopped_at is None and (refresh_requested or now >= self.next_refresh):
+                refresh_requested = False
+                self.start_discovery()
+            if self.trace_queue:
+                self._send_traces(now)
+            elif self.trace_deadline is not None and now >= self.trace_deadline:
+                self._finish_discovery_round()
+            next_due = self._send_due(now)
+            wait_ms = 0 if self.trace_queue else max(0, min(10, (next_due - time.monotonic()) * 1000))
+            for fd, _event in self.poller.poll(wait_ms):
+                role, sock = self.by_fd[fd]
+                self._read(role, sock, time.monotonic())
+            self._flush(time.monotonic())
+        self._flush(float("inf"))
+        usage = os.times()
+        self.emit(type="stop", t=time.monotonic(), sent_total=self.sent_total,
+                  cpu_s=round(usage.user + usage.system, 3))
+
+
+def main() -> None:
+    config = json.loads(Path(sys.argv[1]).read_text())
+    signal.signal(signal.SIGUSR1, _on_usr1)
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGINT, _on_term)
+    Agent(config).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""Run the probe mesh on a running lab: start one agent per host, follow their output, and turn
+it into per-interval path samples named by the model's links.
+
+A sample is final once every agent has had `grace_s` to count late probes; listeners (the
+runner's event log, detectors) get each interval's samples as they become final.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..collectives.launcher import RankLog
+from ..errors import TwinError
+from ..model import Fabric
+from ..procs import alive, terminate
+from ..runtime import Runtime
+from ..state import LabState, Resource
+from .plan import PairPlan, plan, probe_load
+
+PROBE_PORT = 47100
+POLL_S = 0.1
+
+
+@dataclass
+class PathSample:
+    src: str  # host:nic labels
+    dst: str
+    sport: int
+    links: tuple[str | None, ...]  # link names in order; None where discovery got no answer
+    sent: int
+    received: int
+    owd_p50_ms: float | None = None
+    owd_p99_ms: float | None = None
+    rtt_p50_ms: float | None = None
+    rtt_p99_ms: float | None = None
+
+    @property
+    def lost(self) -> int:
+        return max(0, self.sent - self.received)
+
+
+@dataclass
+class Interval:
+    bucket: int
+    t: float  # CLOCK_MONOTONIC at the interval's start
+    samples: list[PathSample] = field(default_factory=list)
+
+
+def address_links(fabric: Fabric) -> dict[str, str]:
+    """Switch interface address -> link name: what a time-exceeded offender address names."""
+    table = {}
+    for link in fabric.links:
+        for end in (link.a, link.b):
+            if fabric.nodes[end.node].is_switch and end.address is not None:
+                table[str(end.address.ip)] = link.name
+    return table
+
+
+class ProbeMesh:
+    def __init__(self, runtime: Runtime, state: LabState, fabric: Fabric, name: str, pairs: str = "cover",
+                 interval_ms: int = 100, report_ms: int = 500, refresh_s: float = 30.0, seed: int = 1,
+                 grace_s: float = 1.0):
+        self.runtime, self.state, self.fabric, self.name = runtime, state, fabric, name
+        self.plans: list[PairPlan] = plan(fabric, pairs, seed)
+        self.load = probe_load(self.plans, interval_ms)
+        self.interval_ms, self.report_ms, self.refresh_s, self.grace_s = interval_ms, report_ms, refresh_s, grace_s
+        self.directory = state.directory / "probes" / name
+        self.addresses = address_links(fabric)
+        self.host_link = {f"{link.b.node}:{link.b.ifname}": link.name for link in fabric.links if link.kind == "host"}
+        self.pids: dict[str, int] = {}
+        self.logs: dict[str, RankLog] = {}
+        self.paths: dict[tuple[str, str, int], tuple[str | None, ...]] = {}
+        self.active: dict[tuple[str, str], list[int]] = {}
+        self.listeners: list[Callable[[Interval], None]] = []
+        self.path_listeners: list[Callable[[float], None]] = []
+        self._sent: dict[int, dict] = defaultdict(dict)
+        self._recv: dict[int, dict] = defaultdict(dict)
+        self._rtt: dict[int, dict] = defaultdict(dict)
+        self._final = -1
+        self.epoch = 0.0
+        self.stats: dict[str, dict] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name=f"probes-{name}", daemon=True)
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.directory.exists():
+            raise TwinError(f"a probe mesh named {self.name} already runs on lab {self.state.lab}",
+                            hint="stop it first, or `twin lab down` the lab")
+        self.directory.mkdir(parents=True)
+        self.epoch = time.monotonic()
+        labels = sorted({p.src.label for p in self.plans} | {p.dst.label for p in self.plans})
+        # Every host in the mesh runs an agent: it sends its own probes and answers others'.
+        for host in sorted({p.src.host for p in self.plans} | {p.dst.host for p in self.plans}):
+            mine = [p for p in self.plans if p.src.host == host]
+            local = sorted({(p.src.label, p.src.ifname, p.src.address) for p in self.plans if p.src.host == host}
+                           | {(p.dst.label, p.dst.ifname, p.dst.address) for p in self.plans if p.dst.host == host})
+            config = {
+                "epoch": self.epoch, "interval_ms": self.interval_ms, "report_ms": self.report_ms,
+                "grace_s": self.grace_s, "refresh_s": self.refresh_s, "port": PROBE_PORT, "nics": labels,
+                "local_nics": [{"label": lab, "ifname": ifn, "address": addr} for lab, ifn, addr in local],
+                "pairs": [{"src": p.src.label, "dst": p.dst.label, "dst_address": p.dst.address,
+                           "hops": p.hops, "sports": list(p.sports)} for p in mine],
+                "output": str(self.directory / f"{host}.jsonl"),
+            }
+            path = self.directory / f"{host}.json"
+            path.write_text(json.dumps(config))
+            resource = self.state.record(Resource(kind="worker", name=f"probes/{self.name}/{host}", node=host))
+            resource.pid = self.runtime.spawn(host, [sys.executable, "-m", "twin.probes.agent", str(path)],
+                                              self.directory / f"{host}.log")
+            self.pids[host] = resource.pid
+            self.logs[host] = RankLog(self.directory / f"{host}.jsonl")
+        self.state.save()
+        self._thread.start()
+
+    def stop(self) -> dict:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        # Agents stop sending at SIGTERM, answer late probes for grace_s, flush, then exit.
+        terminate(list(self.pids.values()), grace_s=self.grace_s + 3.0)
+        self._drain()
+        prefix = f"probes/{self.name}/"
+        self.state.resources = [r for r in self.state.resources
+                                if not (r.kind == "worker" and r.name.startswith(prefix))]
+        self.state.save()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        return self.stats
+
+    def refresh_paths(self) -> None:
+        """Ask every agent to rediscover its paths now (routes changed)."""
+        for pid in self.pids.values():
+            if alive(pid):
+                try:
+                    os.kill(pid, signal.SIGUSR1)
+                except ProcessLookupError:
+                    pass
+
+    def failed_agents(self) -> list[str]:
+        return [host for host, pid in self.pids.items() if not alive(pid) and host not in self.stats]
+
+    # --- following --------------------------------------------------------------------------
+    def _follow(self) -> None:
+        while not self._stop.wait(POLL_S):
+            self._drain()
+
+    def _drain(self) -> None:
+        with self._lock:
+            for host, log in self.logs.items():
+                for record in log.read():
+                    self._take(host, record)
+            self._finalise(time.monotonic())
+
+    def _take(self, host: str, record: dict) -> None:
+        kind = record["type"]
+        if kind == "paths":
+            for sport, hops in record["paths"].items():
+                links = (self.host_link[record["src"]], *(self.addresses.get(a) if a else None for a in hops),
+                         self.host_link[record["dst"]])
+                self.paths[(record["src"], record["dst"], int(sport))] = links
+            self.active[(record["src"], record["dst"])] = record["active"]
+            for listener in self.path_listeners:
+                listener(record["t"] - self.epoch)
+        elif kind == "sent":
+            self._sent[record["b"]].update({(s, d, p): n for s, d, p, n in record["rows"]})
+        elif kind in ("recv", "rtt"):
+            table = self._recv if kind == "recv" else self._rtt
+            table[record["b"]].update({(s, d, p): rest for s, d, p, *rest in record["rows"]})
+        elif kind in ("start", "stop"):
+            self.stats.setdefault(host, {}).update({f"{kind}_{k}": v for k, v in record.items() if k != "type"})
+
+    def _finalise(self, now: float) -> None:
+        report_s = self.report_ms / 1000
+        ripe = int((now - self.epoch - self.grace_s - 0.5) / report_s)
+        if self._stop.is_set():
+            ripe = max([self._final, *self._sent]) + 1
+        while self._final + 1 < ripe:
+            bucket = self._final + 1
+            self._final = bucket
+            sent = self._sent.pop(bucket, {})
+            recv = self._recv.pop(bucket, {})
+            rtt = self._rtt.pop(bucket, {})
+            if not sent:
+                continue
+            interval = Interval(bucket, self.epoch + bucket * report_s)
+            for key, count in sorted(sent.items()):
+                got = recv.get(key)
+                echo = rtt.get(key)
+                interval.samples.append(PathSample(
+                    key[0], key[1], key[2], self.paths.get(key, ()), count, got[0] if got else 0,
+                    got[1] if got else None, got[2] if got else None, echo[1] if echo else None,
+                    echo[2] if echo else None))
+            for listener in self.listeners:
+                listener(interval)
+
+    # --- what the model says -----------------------------------------------------------------
+    def covered_links(self) -> set[str]:
+        with self._lock:
+            return {link for links in self.paths.values() for link in links if link}
+
+    def wait_for_paths(self, timeout_s: float = 20.0) -> None:
+        """Block until every agent has published its first discovered paths."""
+        pairs = {(p.src.label, p.dst.label) for p in self.plans}
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._drain()
+            if pairs <= set(self.active):
+                return
+            failed = self.failed_agents()
+            if failed:
+                log = self.directory / f"{failed[0]}.log"
+                raise TwinError(f"probe agent on {failed[0]} exited",
+                                hint=log.read_text()[-300:] if log.exists() else None)
+            time.sleep(0.1)
+        raise TwinError(f"probe agents found no paths within {timeout_s:.0f} s",
+                        hint=f"agent logs: {self.directory}")

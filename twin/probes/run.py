@@ -1,0 +1,81 @@
+"""Run the probe mesh for a fixed time and summarise it (`twin probe`, tests, benchmarks)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+
+from ..model import Fabric
+from ..progress import NullProgress, Progress
+from ..runtime import Runtime
+from ..state import LabState
+from .mesh import Interval, ProbeMesh
+
+
+def run_probe_mesh(runtime: Runtime, state: LabState, fabric: Fabric, duration_s: float, interval_ms: int = 100,
+                   pairs: str = "cover", progress: Progress | None = None, name: str = "cli",
+                   during=None) -> dict:
+    """`during(mesh)`, if given, runs once paths are known (e.g. a test injecting a fault)."""
+    progress = progress or NullProgress()
+    mesh = ProbeMesh(runtime, state, fabric, name, pairs, interval_ms)
+    intervals: list[Interval] = []
+    mesh.listeners.append(intervals.append)
+    progress.phase("discovering paths", None)
+    try:
+        mesh.start()
+        mesh.wait_for_paths()
+        started = time.monotonic()
+        if during:
+            during(mesh)
+        progress.phase(f"probing {duration_s:g} s", int(duration_s))
+        shown = 0
+        while time.monotonic() - started < duration_s:
+            time.sleep(0.2)
+            elapsed = int(time.monotonic() - started)
+            if elapsed > shown:
+                progress.advance(elapsed - shown)
+                shown = elapsed
+        probing_s = time.monotonic() - started
+    finally:
+        stats = mesh.stop()
+    return summarise(mesh, fabric, intervals, stats, probing_s)
+
+
+def summarise(mesh: ProbeMesh, fabric: Fabric, intervals: list[Interval], stats: dict, probing_s: float) -> dict:
+    totals: dict[tuple, dict] = defaultdict(lambda: {"sent": 0, "lost": 0, "rtt50": [], "rtt99": []})
+    for interval in intervals:
+        for s in interval.samples:
+            row = totals[(s.src, s.dst, s.sport)]
+            row["sent"] += s.sent
+            row["lost"] += s.lost
+            row["links"] = s.links
+            if s.rtt_p50_ms is not None:
+                row["rtt50"].append(s.rtt_p50_ms)
+                row["rtt99"].append(s.rtt_p99_ms)
+    lossy = [{"src": k[0], "dst": k[1], "sport": k[2], "sent": v["sent"], "lost": v["lost"],
+              "rtt_p50_ms": statistics.median(v["rtt50"]) if v["rtt50"] else None,
+              "rtt_p99_ms": max(v["rtt99"]) if v["rtt99"] else None, "links": list(v.get("links", ()))}
+             for k, v in sorted(totals.items()) if v["lost"]]
+    sent_total = sum(v["sent"] for v in totals.values())
+    cpu_s = round(sum(s.get("stop_cpu_s", 0.0) for s in stats.values()), 3)
+    all50 = [x for v in totals.values() for x in v["rtt50"]]
+    all99 = [x for v in totals.values() for x in v["rtt99"]]
+    return {
+        "load": mesh.load, "pairs": len(mesh.plans), "paths": sum(len(v) for v in mesh.active.values()),
+        "probing_s": round(probing_s, 2), "sent": sent_total,
+        "lost": sum(v["lost"] for v in totals.values()),
+        "achieved_pps": _achieved_pps(intervals, mesh.report_ms / 1000),
+        "cpu_s": cpu_s,
+        "uncovered": sorted({link.name for link in fabric.links} - mesh.covered_links()),
+        "unresolved_hops": sum(1 for links in mesh.paths.values() for link in links if link is None),
+        "rtt_p50_ms": statistics.median(all50) if all50 else None,
+        "rtt_p99_ms": statistics.quantiles(all99, n=100)[98] if len(all99) > 1 else None,
+        "lossy_paths": lossy,
+    }
+
+
+def _achieved_pps(intervals: list[Interval], report_s: float) -> float:
+    """Probes sent per second over the whole intervals (the first and last are partial)."""
+    whole = intervals[1:-1]
+    return round(sum(s.sent for i in whole for s in i.samples) / (len(whole) * report_s), 1) if whole else 0.0

@@ -1,0 +1,54 @@
+"""The latest counters in Prometheus' text format (prometheus_client), served on localhost."""
+
+from __future__ import annotations
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import CollectorRegistry
+
+from ..model import Fabric
+from .sampler import Sampler
+
+COUNTERS = {"rx_bytes": "Bytes received", "tx_bytes": "Bytes sent", "rx_packets": "Packets received",
+            "tx_packets": "Packets sent", "rx_dropped": "Packets dropped on receive",
+            "tx_dropped": "Packets dropped on send", "rx_errors": "Receive errors", "tx_errors": "Send errors",
+            "qdisc_drops": "Packets the root qdisc dropped"}
+
+
+class LabCollector:
+    def __init__(self, sampler: Sampler, fabric: Fabric):
+        self.sampler, self.fabric = sampler, fabric
+        self.link_of = {(end.node, end.ifname): link.name for link in fabric.links for end in (link.a, link.b)}
+
+    def collect(self):
+        snap = self.sampler.latest
+        if snap is None:
+            return
+        labels = ["lab", "node", "interface", "link"]
+        families = {name: CounterMetricFamily(f"fabric_twin_interface_{name}", help_text, labels=labels)
+                    for name, help_text in COUNTERS.items()}
+        backlog = GaugeMetricFamily("fabric_twin_qdisc_backlog_bytes", "Bytes queued in the root qdisc",
+                                    labels=labels)
+        for (node, ifname), values in sorted(snap.interfaces.items()):
+            key = [self.fabric.name, node, ifname, self.link_of.get((node, ifname), "")]
+            for name, family in families.items():
+                family.add_metric(key, values.get(name, 0))
+            backlog.add_metric(key, values.get("backlog_bytes", 0))
+        yield from families.values()
+        yield backlog
+        checksum = CounterMetricFamily("fabric_twin_checksum_errors", "Checksum and header errors (/proc/net/snmp)",
+                                       labels=["lab", "host", "counter"])
+        for (host, counter), value in sorted(snap.checksum_errors.items()):
+            checksum.add_metric([self.fabric.name, host, counter], value)
+        yield checksum
+        faults = CounterMetricFamily("fabric_twin_fault_packets", "Packets an active fault's nftables rules matched",
+                                     labels=["lab", "fault", "node"])
+        for fault, per_node in sorted(self.sampler.fault_counters.items()):
+            for node, packets in sorted(per_node.items()):
+                faults.add_metric([self.fabric.name, fault, node], packets)
+        yield faults
+
+
+def registry_for(sampler: Sampler, fabric: Fabric) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LabCollector(sampler, fabric))
+    return registry

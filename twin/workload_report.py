@@ -1,0 +1,93 @@
+"""What the report says about collectives and probes, from the run's events only.
+
+Collective iterations outside every fault window (after warm-up) are the run's own healthy
+baseline; inside a window the report gives the median step time, its slowdown against the
+baseline, the busbw, and every hang (how long the ranks waited, and when they came back).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+COLLECTIVE_WARMUP_ITERS = 1  # the first iteration includes connection set-up
+
+
+def _step_times(records: list[dict]) -> dict[tuple[str, int, int], dict]:
+    """(workload, generation, iteration) -> start t and slowest rank's step time."""
+    steps: dict[tuple[str, int, int], dict] = {}
+    for r in records:
+        if r["kind"] != "collective" or r["iter"] < COLLECTIVE_WARMUP_ITERS:
+            continue
+        key = (r["workload"], r["gen"], r["iter"])
+        step = steps.setdefault(key, {"t": r["t"], "step_s": 0.0, "busbw": [], "wrong": 0})
+        step["t"] = min(step["t"], r["t"])
+        step["step_s"] = max(step["step_s"], r["step_s"])
+        step["busbw"].append(r["busbw_Bps"])
+        step["wrong"] += r["wrong"]
+    return steps
+
+
+def _summary(steps: list[dict]) -> dict:
+    if not steps:
+        return {"iterations": 0}
+    return {"iterations": len(steps),
+            "median_step_s": round(statistics.median(s["step_s"] for s in steps), 4),
+            "max_step_s": round(max(s["step_s"] for s in steps), 4),
+            "median_busbw_Bps": round(statistics.median(min(s["busbw"]) for s in steps)),
+            "wrong": sum(s["wrong"] for s in steps)}
+
+
+def collectives(records: list[dict], windows: list[tuple[float, float]], settle_s: float = 2.0) -> dict:
+    """Per workload: baseline, per fault window, and hangs."""
+    steps = _step_times(records)
+    by_workload: dict[str, list[dict]] = defaultdict(list)
+    for (workload, _gen, _it), step in steps.items():
+        by_workload[workload].append(step)
+    result = {}
+    for workload, items in sorted(by_workload.items()):
+        healthy = [s for s in items if not any(a <= s["t"] < b + settle_s for a, b in windows)]
+        base = _summary(healthy)
+        per_window = []
+        for start, end in windows:
+            inside = _summary([s for s in items if start <= s["t"] < end])
+            if base.get("median_step_s") and inside.get("median_step_s"):
+                inside["slowdown"] = round(inside["median_step_s"] / base["median_step_s"], 3)
+            per_window.append(inside)
+        hangs = [r for r in records if r["kind"] == "hang" and r["workload"] == workload]
+        recovered = [r for r in records if r["kind"] == "recovered" and r["workload"] == workload]
+        result[workload] = {
+            "baseline": base, "fault_windows": per_window,
+            "hangs": len({(h["gen"]) for h in hangs}),
+            "hang_events": [{"t": h["t"], "rank": h["rank"], "waited_s": h["waited_s"]} for h in hangs[:50]],
+            "first_hang_s": min((h["t"] for h in hangs), default=None),
+            "recovered_s": max((r["t"] for r in recovered), default=None),
+            "wrong": sum(s["wrong"] for s in items),
+        }
+    return result
+
+
+def probes(records: list[dict], windows: list[tuple[float, float]]) -> dict:
+    rows = [r for r in records if r["kind"] == "probe"]
+    if not rows:
+        return {}
+
+    def loss(selected):
+        sent = sum(r["sent"] for r in selected)
+        return {"intervals": len(selected), "sent": sent, "lost": sum(r["lost"] for r in selected),
+                "loss_pct": round(100.0 * sum(r["lost"] for r in selected) / sent, 3) if sent else None}
+
+    span = {r["t"]: r.get("span_s", 0.0) for r in rows}
+    outside = [r for r in rows if not any(a - span[r["t"]] < r["t"] < b + 2 for a, b in windows)]
+    return {"baseline": loss(outside),
+            "fault_windows": [loss([r for r in rows if a <= r["t"] < b]) for a, b in windows]}
+
+
+def step_series(records: list[dict]) -> dict[str, tuple[list[float], list[float]]]:
+    """workload -> (iteration start times, slowest rank's step time) for the timeline."""
+    series: dict[str, tuple[list[float], list[float]]] = {}
+    for (workload, _g, _i), step in sorted(_step_times(records).items(), key=lambda kv: kv[1]["t"]):
+        ts, ys = series.setdefault(workload, ([], []))
+        ts.append(step["t"])
+        ys.append(step["step_s"])
+    return series

@@ -1,0 +1,20 @@
+"""What every workload gets from the runner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..events import EventLog
+from ..model import Fabric
+from ..runtime import Runtime
+from ..state import LabState
+
+
+@dataclass
+class WorkloadContext:
+    runtime: Runtime
+    state: LabState
+    fabric: Fabric
+    events: EventLog
+    seed: int = 1
+    run_id: str = "run"  # unique per run: names the workload's files in the lab directory

@@ -1,0 +1,99 @@
+"""kind: probes — the probe mesh as a scenario workload.
+
+Each reporting interval becomes one `probe` event (totals and the lossy paths) and one line
+of `probes.jsonl` in the results folder with every path's sample; route changes seen by the
+runner's monitor make the agents rediscover their paths.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..probes.mesh import Interval, ProbeMesh
+from ..probes.plan import plan, probe_load
+from .base import WorkloadContext
+
+REFRESH_SETTLE_S = 0.5  # rediscover once route changes have been quiet this long
+
+
+class ProbesParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    interval_ms: int = Field(100, ge=10, le=10000, description="each path is probed once per interval")
+    pairs: Literal["cover", "rail", "full"] = Field(
+        "cover", description="cover: same-rail pairs plus one cross-rail pair per NIC (every link); "
+                             "rail: same-rail only; full: every NIC pair across hosts")
+    report_ms: int = Field(500, ge=100, le=10000, description="counting interval of the records")
+    refresh_s: float = Field(30.0, ge=1, le=3600, description="periodic path rediscovery")
+    max_pps: int = Field(5000, ge=1, le=100000, description="refuse a mesh that would send more probes/s")
+
+
+class ProbeLoadError(ValueError):
+    key = "interval_ms"
+
+
+def check_load(params: ProbesParams, fabric) -> None:
+    load = probe_load(plan(fabric, params.pairs), params.interval_ms)
+    if load["probes_per_s"] > params.max_pps:
+        raise ProbeLoadError(f"the {params.pairs} mesh at interval_ms {params.interval_ms} sends "
+                         f"{load['probes_per_s']:.0f} probes/s, over max_pps {params.max_pps}; raise interval_ms "
+                         f"to {int(params.interval_ms * load['probes_per_s'] / params.max_pps) + 1} or more, "
+                         "use pairs: rail, or raise max_pps")
+
+
+class Probes:
+    def __init__(self, ctx: WorkloadContext, params: ProbesParams, name: str):
+        self.ctx, self.params, self.name = ctx, params, name
+        self.mesh = ProbeMesh(ctx.runtime, ctx.state, ctx.fabric, f"{ctx.run_id}-{name}", params.pairs,
+                              params.interval_ms, params.report_ms, params.refresh_s, ctx.seed)
+        self._out = None
+        self._last_route = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._refresher, name=f"probe-refresh-{name}", daemon=True)
+
+    def start(self) -> None:
+        self._out = open(self.ctx.events.path.parent / "probes.jsonl", "a", buffering=1)
+        self.mesh.listeners.append(self._interval)
+        self.mesh.path_listeners.append(lambda t: self.ctx.events.emit("probe_paths", workload=self.name,
+                                                                       paths=len(self.mesh.paths)))
+        self.ctx.events.subscribe("route", self._route_changed)
+        self.ctx.events.emit("workload", op="start", workload=self.name, **self.mesh.load)
+        self.mesh.start()
+        self._thread.start()
+
+    def ready(self, timeout_s: float) -> None:
+        self.mesh.wait_for_paths(timeout_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        stats = self.mesh.stop()
+        self.ctx.events.emit("workload", op="stop", workload=self.name, agents=stats)
+        if self._out:
+            self._out.close()
+
+    def _route_changed(self, _record: dict) -> None:
+        self._last_route = time.monotonic()
+
+    def _refresher(self) -> None:
+        while not self._stop.wait(0.1):
+            if self._last_route is not None and time.monotonic() - self._last_route > REFRESH_SETTLE_S:
+                self._last_route = None
+                self.mesh.refresh_paths()
+
+    def _interval(self, interval: Interval) -> None:
+        t = interval.t - self.ctx.events.t0
+        lossy = [s for s in interval.samples if s.lost]
+        sent = sum(s.sent for s in interval.samples)
+        lost = sum(s.lost for s in interval.samples)
+        self._out.write(json.dumps({"t": round(t, 3), "samples": [asdict(s) for s in interval.samples]}) + "\n")
+        self.ctx.events.emit("probe", t=t, span_s=self.params.report_ms / 1000, workload=self.name,
+                             paths=len(interval.samples), sent=sent, lost=lost,
+                             loss_pct=round(100.0 * lost / sent, 3) if sent else None,
+                             lossy=[f"{s.src} -> {s.dst} :{s.sport}" for s in lossy[:10]])
