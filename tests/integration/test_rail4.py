@@ -88,3 +88,32 @@ def test_bfd_runs_with_the_lab_timers_and_guards_bgp(rail4):
     neighbor = vtysh_json(runtime, state, "leaf-g1-r1", "show bgp neighbors 10.0.0.0 json")["10.0.0.0"]
     assert neighbor["peerBfdInfo"]["status"] == "Up"
     assert neighbor["connectionsDropped"] == 0  # no BFD-induced reset at bring-up
+
+
+def test_ranks_use_their_own_rail_even_toward_another_rail(rail4):
+    """gloo binds only its listener; the uidrange rules must still send each rank's connections
+    out of its own NIC, so cross-rail rings cross the superspines and rail rings never do."""
+    from twin.collectives.bench import run_bench
+
+    state, fabric = rail4
+    runtime = get_runtime("netns", "rail4")
+    cross = run_bench(runtime, state, fabric, "allreduce", [1 << 20], ranks="hosts:host-g1-h1,host-g2-h2",
+                      iters=2, warmup=0)
+    rail = run_bench(runtime, state, fabric, "allreduce", [1 << 20], ranks="rail:2", iters=2, warmup=0)
+    assert cross.measurements[0].wrong == rail.measurements[0].wrong == 0
+    assert cross.superspine_bytes > 2 << 20, "cross-rail ring hops did not cross the superspines"
+    assert rail.superspine_bytes < 100_000 < rail.spine_bytes
+
+
+def test_probe_paths_cover_every_link_no_ecmp_polarization(rail4):
+    """With one ECMP hash seed on every switch, the 3-tier fabric used 2 of its 8 cross-rail
+    paths and left half the superspine links unused; each switch has its own seed now."""
+    from twin.probes.run import run_probe_mesh
+
+    state, fabric = rail4
+    summary = run_probe_mesh(get_runtime("netns", "rail4"), state, fabric, duration_s=2, interval_ms=200)
+    assert summary["uncovered"] == []
+    # 208 equal-cost paths over the probed pairs; each pair's ports hit all of its paths with
+    # probability 0.99, so a path or two may go unprobed (never a link: the test above)
+    assert 200 <= summary["paths"] <= 16 * 13
+    assert summary["lost"] == 0
