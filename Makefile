@@ -16,7 +16,7 @@ help:
 	@echo "make lab LAB=rail4        bring a lab up and leave it running (see labs/)"
 	@echo "make down LAB=rail4       remove it, and everything it owns"
 	@echo "make test                 unit + integration tests (integration needs root)"
-	@echo "make bench                lab up/down benchmarks -> docs/benchmarks.md"
+	@echo "make bench                lab, fault and workload benchmarks -> docs/benchmarks.md"
 	@echo "make golden               rewrite golden files after an intended model change"
 
 deps:
@@ -62,6 +62,7 @@ golden: venv
 bench: deps venv
 	$(VENV)/bin/python bench/lab_lifecycle.py --labs mini rail4 rail8 --runs 3 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/fault_convergence.py --runs 3 --out docs/benchmarks.md
+	$(VENV)/bin/python bench/workloads.py --labs rail4 rail8 --out docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -19,6 +19,7 @@ from twin.scenario import load_scenario
 
 sys.path.insert(0, str(Path(__file__).parent))
 from lab_lifecycle import machine  # noqa: E402
+from sections import write_section  # noqa: E402
 
 BEGIN, END = "<!-- fault-convergence:begin -->", "<!-- fault-convergence:end -->"
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,10 +117,7 @@ def main() -> None:
     lines += ["", f"Fault application accuracy ({len(errors)} applies and clears): scheduled vs actual, "
               f"median {statistics.median(abs_ms):.2f} ms, max {max(abs_ms):.2f} ms (limit 50 ms).", END]
     section = "\n".join(lines) + "\n"
-    old = args.out.read_text() if args.out.exists() else "# Benchmarks\n"
-    new = old[:old.index(BEGIN)] + section + old[old.index(END) + len(END) + 1:] if BEGIN in old \
-        else old.rstrip("\n") + "\n\n" + section
-    args.out.write_text(new)
+    write_section(args.out, BEGIN, END, section)
     print(f"wrote {args.out}")
 
 

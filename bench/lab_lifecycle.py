@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from sections import write_section
 from twin import deploy
 from twin.labs import open_lab
 from twin.progress import NullProgress
@@ -106,13 +107,7 @@ def main() -> None:
             print(f"{lab} run {run + 1}: up {row['up_s']:.1f} s, down {row['down_s']:.2f} s, "
                   f"PSS/switch max {row['mem_max']:.1f} MiB, phases {row['phases']}", flush=True)
     section = render(results, args.runs, "make bench  # " + " ".join(sys.argv))
-    old = args.out.read_text() if args.out.exists() else "# Benchmarks\n\n"
-    if BEGIN in old:
-        new = old[:old.index(BEGIN)] + section + old[old.index(END) + len(END) + 1:]
-    else:
-        new = old.rstrip("\n") + "\n\n" + section
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(new)
+    write_section(args.out, BEGIN, END, section)
     print(f"wrote {args.out}")
 
 

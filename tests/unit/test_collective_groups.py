@@ -38,3 +38,12 @@ def test_topology_aware_ring_crosses_spines_less():
     assert ring_hops_through_spines(topo) == 2
     with pytest.raises(RankSpecError):
         ring_order(rail, "random")
+
+
+def test_hops_inside_a_host_do_not_count_as_crossing_spines():
+    fabric = fabric_of("rail4")
+    naive = ring_order(select_nics(fabric, "all"), "naive")
+    # host-major: 4 NICs of one host in a row, so only the 4 host-to-host hops leave a host
+    assert [n.host for n in naive[:4]] == ["host-g1-h1"] * 4
+    assert ring_hops_through_spines(naive) == 4
+    assert ring_hops_through_spines(ring_order(select_nics(fabric, "all"), "topo")) == 8

@@ -1,7 +1,8 @@
 """Which host NICs take part in a collective, and in which ring order.
 
 gloo's ring algorithms pass data from rank i to rank i+1, so the rank order is the ring.
-`naive` orders NICs host by host as a launcher that knows nothing of the fabric would;
+`naive` takes NICs round-robin over leaves, as a scheduler that knows nothing of the fabric
+might (with every NIC of every host taking part this is host-major, torchrun's numbering);
 `topo` puts NICs under one leaf next to each other, so most ring hops stay below a leaf
 and only one hop per leaf crosses the spines.
 """
@@ -62,8 +63,9 @@ def ring_order(nics: list[Nic], order: str) -> list[Nic]:
 
 
 def ring_hops_through_spines(nics: list[Nic]) -> int:
-    """Ring hops (rank i -> i+1) whose two NICs sit under different leaves."""
-    return sum(a.leaf != b.leaf for a, b in zip(nics, nics[1:] + nics[:1]))
+    """Ring hops (rank i -> i+1) between hosts whose two NICs sit under different leaves
+    (a hop between NICs of one host never enters the fabric)."""
+    return sum(a.leaf != b.leaf and a.host != b.host for a, b in zip(nics, nics[1:] + nics[:1]))
 
 
 def _int(text: str, whole: str) -> int:

