@@ -22,8 +22,13 @@ def _window(timing, duration_s):
     return start, end
 
 
+def _overlaps(record, start, end) -> bool:
+    """An interval record [t, t + span_s) overlaps [start, end)."""
+    return record["t"] + record.get("span_s", 0.0) > start and record["t"] < end
+
+
 def _flow_stats(records, start, end):
-    inside = [r for r in records if start <= r["t"] < end]
+    inside = [r for r in records if _overlaps(r, start, end)]
     sent = sum(r["sent"] for r in inside)
     received = sum(r["received"] for r in inside)
     return {"intervals": len(inside), "sent": sent, "received": received,
@@ -35,7 +40,7 @@ def _recovered_after(records, start, end):
     """Seconds from onset to the start of the last loss-free stretch inside the window."""
     by_t = {}
     for r in records:
-        if start <= r["t"] < end:
+        if _overlaps(r, start, end):
             by_t.setdefault(r["t"], []).append(r)
     lossy = [t for t, rows in by_t.items() if any(r["loss_pct"] > 0 for r in rows)]
     if not lossy:
@@ -49,7 +54,7 @@ def analyse(result: RunResult) -> dict:
     duration = result.scenario.spec.duration_s
     flows = [r for r in records if r["kind"] == "flow"]
     windows = [_window(t, duration) for t in result.faults]
-    baseline = [r for r in flows if r["t"] >= WARMUP_S and not any(s <= r["t"] < e + 2 for s, e in windows)]
+    baseline = [r for r in flows if r["t"] >= WARMUP_S and not any(_overlaps(r, s, e + 2) for s, e in windows)]
     faults = []
     for timing, (start, end) in zip(result.faults, windows):
         routing = [r for r in records if r["kind"] in ("route", "bgp", "bfd") and start <= r["t"] < end]

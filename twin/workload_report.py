@@ -77,10 +77,12 @@ def probes(records: list[dict], windows: list[tuple[float, float]]) -> dict:
         return {"intervals": len(selected), "sent": sent, "lost": sum(r["lost"] for r in selected),
                 "loss_pct": round(100.0 * sum(r["lost"] for r in selected) / sent, 3) if sent else None}
 
-    span = {r["t"]: r.get("span_s", 0.0) for r in rows}
-    outside = [r for r in rows if not any(a - span[r["t"]] < r["t"] < b + 2 for a, b in windows)]
+    def overlaps(r, start, end):
+        return r["t"] + r.get("span_s", 0.0) > start and r["t"] < end
+
+    outside = [r for r in rows if not any(overlaps(r, a, b + 2) for a, b in windows)]
     return {"baseline": loss(outside),
-            "fault_windows": [loss([r for r in rows if a <= r["t"] < b]) for a, b in windows]}
+            "fault_windows": [loss([r for r in rows if overlaps(r, a, b)]) for a, b in windows]}
 
 
 def step_series(records: list[dict]) -> dict[str, tuple[list[float], list[float]]]:

@@ -123,6 +123,7 @@ class Flows:
             if n:
                 m = got.pop((flow, bucket), 0)
                 copy = flow // (len(self.pairs) // self.params.flows_per_pair)
-                self.events.emit("flow", t=t, workload=self.name, flow=f"{src.label} -> {dst.label} #{copy}",
+                self.events.emit("flow", t=t, span_s=interval, workload=self.name,
+                                 flow=f"{src.label} -> {dst.label} #{copy}",
                                  sent=n, received=m, loss_pct=round(100.0 * (n - m) / n, 2),
                                  max_delay_ms=round(delay.pop((flow, bucket), 0.0) * 1000, 2))
