@@ -102,7 +102,11 @@ def render(labs: list[dict], command: str) -> str:
                              f"{m.busbw / 1e6:.1f} | {m.line_fraction(lab['rate_bps']):.2f} | {_cpu(result)} |")
     lines += ["", "### Ring order: naive (round-robin over leaves; host-major for all NICs) vs topology-aware (NICs under one leaf adjacent)", "",
               "Bytes that entered the spine and superspine tiers during the run (interface counters; warm-up "
-              "and barrier traffic included).", "",
+              "and barrier traffic included). The topology-aware ring halves the spine bytes and its few "
+              "spine-crossing hops leave from different leaves toward different leaves, so they never share "
+              "an uplink; the naive ring's hops share leaf uplinks whenever two of them hash onto the same "
+              "spine, which halves the busbw on some runs and not others (one run per row here; the next "
+              "table repeats one case).", "",
               "| lab | ranks, ring | size | ring hops crossing spines | busbw MB/s | line | spine MB | superspine MB "
               "| CPU busy |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for lab in labs:
