@@ -174,7 +174,7 @@ def run_cmd(scenario_ref: str, keep: bool, results: Path, timeout: float) -> Non
     """Run a scenario: lab up, traffic, faults on schedule, results; always cleaned up after.
 
     SCENARIO is a file or a name from scenarios/. Exit 1 if a fault could not be applied on
-    schedule, 130 if interrupted.
+    schedule or an expectation failed, 130 if interrupted.
     """
     from . import report as reporting
     from . import runner
@@ -206,10 +206,14 @@ def run_cmd(scenario_ref: str, keep: bool, results: Path, timeout: float) -> Non
         out.print(f"baseline (no fault active): flow loss {base['loss_pct']} %, max delay {base['max_delay_ms']} ms")
     for line in workload_lines(summary):
         out.print(line)
-    if summary["expectations"]:
-        out.print(f"{len(summary['expectations'])} expectation(s) not graded: grading is not built yet")
+    for name, d in summary["detectors"].items():
+        out.print(f"detector {name}: {d['verdicts']} verdicts, {d['right']} right, {d['wrong']} wrong; detected "
+                  + (", ".join(f"{k} after {v} s" for k, v in d["detect_s"].items()) or "nothing"))
+    for e in summary["expectations"]:
+        colour = "green" if e["status"] == "pass" else "red"
+        out.print(f"[{colour}]{e['status'].upper()}[/] {json.dumps(e['expect'])}: {escape(e['message'])}")
     out.print(f"results: {result.directory} (report.json, junit.xml, events.jsonl, timeline.png, topology.png)")
-    if not all(f["on_schedule"] for f in summary["faults"]):
+    if not summary["passed"]:
         sys.exit(1)
 
 

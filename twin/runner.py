@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import deploy
 from .errors import LabStateError
+from .detect.runner import Detectors
 from .events import EventLog
 from .faults import engine
 from .faults.base import FaultContext
@@ -77,7 +78,7 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
         monitor = RoutingMonitor(runtime, state, fabric, events)
         sampler = Sampler(runtime, state, fabric, scenario.spec.telemetry_ms, directory / "metrics.jsonl") \
             if scenario.spec.telemetry_ms else None
-        workloads = []
+        workloads, detectors = [], None
         wctx = WorkloadContext(runtime, state, fabric, events, scenario.spec.seed, run_id=directory.name)
         try:
             monitor.start()
@@ -89,6 +90,8 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
                 workload.start()
             _wait_ready(workloads, progress)
             events.restart_clock()
+            detectors = Detectors([d.model_dump() for d in scenario.detectors], workloads, wctx)
+            detectors.start(time.time())
             if sampler:
                 sampler.start()
             events.emit("scenario", op="start", name=scenario.spec.name, lab=fabric.name)
@@ -99,6 +102,8 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
             raise
         finally:
             with deferred_interrupts():  # a second Ctrl-C must not cut the clean-up short
+                if detectors:
+                    detectors.stop()
                 for workload in workloads:
                     workload.stop()
                 if sampler:

@@ -5,7 +5,7 @@ Loading touches nothing on the machine. Every problem is collected with file, li
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import runtime
 from .build import build_fabric
 from .errors import LabFileError, Problem, TwinError
+from .expectations import check as expectations_check
 from .faults import engine
 from .faults.base import TargetError, Timing
 from .labfile import LAB_NAME_PATTERN, load_lab, resolve_lab_path
@@ -56,6 +57,8 @@ class Scenario:
     fabric: Fabric
     faults: list[ScheduledFault]
     workloads: list[dict[str, Any]]
+    detectors: list = field(default_factory=list)  # expectations.DetectorSpec
+    expectations: list = field(default_factory=list)  # expectations.Expectation
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -87,10 +90,12 @@ def load_scenario(path: Path) -> Scenario:
                     + f"valid kinds: {', '.join(sorted(WORKLOAD_KINDS))}")
         else:
             _check_workload(WORKLOAD_KINDS[kind], workload, fabric, ("workloads", number), problem)
+    detectors, expectations = expectations_check(spec, {f.get("id") for f in spec.faults if isinstance(f, dict)},
+                                                 problem)
     if problems:
         raise LabFileError(problems)
     return Scenario(path=path, spec=spec, lab_path=lab_path, fabric=fabric, faults=faults,
-                    workloads=list(spec.workloads))
+                    workloads=list(spec.workloads), detectors=detectors, expectations=expectations)
 
 
 def _check_workload(kind, workload: dict, fabric: Fabric, loc: tuple, problem) -> None:

@@ -55,6 +55,55 @@ def test_training_job_hangs_on_a_black_hole_and_comes_back(tmp_path):
     assert report["probes"]["baseline"]["lost"] == 0
     assert report["probes"]["fault_windows"][0]["loss_pct"] > 10
     assert "hung at" in result.stdout and "back at" in result.stdout
+    assert [e["status"] for e in report["expectations"]] == ["pass"] * 3
+    assert report["detectors"]["probe-localizer"]["wrong"] == 0
+    suite = ET.parse(run_dir / "junit.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("4", "0")
+
+
+def test_external_detector_is_graded_like_the_builtin(tmp_path):
+    result = twin_cli("run", "scenarios/external-detector.yaml", "--results", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert leftovers("mini") == []
+    (run_dir,) = tmp_path.iterdir()
+    report = json.loads((run_dir / "report.json").read_text())
+    link_state = report["detectors"]["link-state"]
+    assert link_state["right"] == 1 and link_state["wrong"] == 0 and link_state["detect_s"]["cut-fibre"] < 1
+    assert "probe-localizer" in report["detectors"]  # listed even with nothing to say
+    assert [e["status"] for e in report["expectations"]] == ["pass", "pass"]
+
+
+def test_a_wrong_external_verdict_is_graded_wrong_and_fails_the_run(tmp_path):
+    liar = tmp_path / "liar.py"
+    liar.write_text("import json, os, time\n"
+                    "time.sleep(3)\n"
+                    "print(json.dumps({'kind': 'silent_drop', 'link': 'leaf-g2-r1 -- spine-2'}), flush=True)\n"
+                    "time.sleep(60)\n")
+    scenario = tmp_path / "liar.yaml"
+    scenario.write_text(f"""name: liar
+lab: mini
+duration_s: 6
+faults:
+  - id: cut
+    kind: link_down
+    link: leaf-g1-r1 -- spine-1
+    at_s: 2
+detectors:
+  - command: ["{sys.executable}", "{liar}"]
+    name: liar
+expect:
+  - detect: {{fault: cut, within_s: 3}}
+""")
+    result = twin_cli("run", str(scenario), "--results", str(tmp_path / "results"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert leftovers("mini") == []
+    (run_dir,) = (tmp_path / "results").iterdir()
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["detectors"]["liar"] == {"verdicts": 1, "right": 0, "wrong": 1, "precision": 0.0,
+                                           "recall": 0.0, "detect_s": {}}
+    assert report["expectations"][0]["status"] == "fail" and not report["passed"]
+    failure = ET.parse(run_dir / "junit.xml").getroot().find("testcase/failure")
+    assert failure is not None and "no detector named" in failure.get("message")
 
 
 def _scenario(tmp_path, lab_name):
@@ -69,6 +118,9 @@ workloads:
     size: 256KiB
     compute_ms: 50
   - kind: probes
+detectors:             # so must an external detector and its wrapper
+  - command: ["{sys.executable}", "-c", "import time; time.sleep(600)"]
+  - builtin: probe-localizer
 faults:
   - id: held
     kind: pfc_pause

@@ -28,6 +28,7 @@ from .plan import PairPlan, plan, probe_load
 
 PROBE_PORT = 47100
 POLL_S = 0.1
+FINAL_MARGIN_S = 0.2  # after the agents' grace, time for their last lines to be read
 
 
 @dataclass
@@ -68,7 +69,7 @@ def address_links(fabric: Fabric) -> dict[str, str]:
 class ProbeMesh:
     def __init__(self, runtime: Runtime, state: LabState, fabric: Fabric, name: str, pairs: str = "cover",
                  interval_ms: int = 100, report_ms: int = 500, refresh_s: float = 30.0, seed: int = 1,
-                 grace_s: float = 1.0):
+                 grace_s: float = 0.5):
         self.runtime, self.state, self.fabric, self.name = runtime, state, fabric, name
         self.plans: list[PairPlan] = plan(fabric, pairs, seed)
         self.load = probe_load(self.plans, interval_ms)
@@ -78,7 +79,8 @@ class ProbeMesh:
         self.host_link = {f"{link.b.node}:{link.b.ifname}": link.name for link in fabric.links if link.kind == "host"}
         self.pids: dict[str, int] = {}
         self.logs: dict[str, RankLog] = {}
-        self.paths: dict[tuple[str, str, int], tuple[str | None, ...]] = {}
+        self.paths: dict[tuple[str, str, int], tuple[str | None, ...]] = {}  # latest
+        self._history: dict[tuple[str, str, int], list[tuple[float, tuple]]] = {}  # (discovered at, links)
         self.active: dict[tuple[str, str], list[int]] = {}
         self.listeners: list[Callable[[Interval], None]] = []
         self.path_listeners: list[Callable[[float], None]] = []
@@ -167,7 +169,9 @@ class ProbeMesh:
             for sport, hops in record["paths"].items():
                 links = (self.host_link[record["src"]], *(self.addresses.get(a) if a else None for a in hops),
                          self.host_link[record["dst"]])
-                self.paths[(record["src"], record["dst"], int(sport))] = links
+                key = (record["src"], record["dst"], int(sport))
+                self.paths[key] = links
+                self._history.setdefault(key, []).append((record["t"], links))
             self.active[(record["src"], record["dst"])] = record["active"]
             for listener in self.path_listeners:
                 listener(record["t"] - self.epoch)
@@ -181,7 +185,7 @@ class ProbeMesh:
 
     def _finalise(self, now: float) -> None:
         report_s = self.report_ms / 1000
-        ripe = int((now - self.epoch - self.grace_s - 0.5) / report_s)
+        ripe = int((now - self.epoch - self.grace_s - FINAL_MARGIN_S) / report_s)
         if self._stop.is_set():
             ripe = max([self._final, *self._sent]) + 1
         while self._final + 1 < ripe:
@@ -197,11 +201,18 @@ class ProbeMesh:
                 got = recv.get(key)
                 echo = rtt.get(key)
                 interval.samples.append(PathSample(
-                    key[0], key[1], key[2], self.paths.get(key, ()), count, got[0] if got else 0,
+                    key[0], key[1], key[2], self._path_at(key, interval.t), count, got[0] if got else 0,
                     got[1] if got else None, got[2] if got else None, echo[1] if echo else None,
                     echo[2] if echo else None))
             for listener in self.listeners:
                 listener(interval)
+
+    def _path_at(self, key: tuple[str, str, int], t: float) -> tuple[str | None, ...]:
+        """The path the probes of an interval starting at `t` took: the last one discovered before
+        it started. Rediscovery after a route change must not move earlier losses onto the new path."""
+        history = self._history.get(key, [])
+        before = [links for found, links in history if found <= t]
+        return before[-1] if before else (history[0][1] if history else ())
 
     # --- what the model says -----------------------------------------------------------------
     def covered_links(self) -> set[str]:

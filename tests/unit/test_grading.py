@@ -1,0 +1,67 @@
+"""Grading expectations and detectors from a synthetic run: right and wrong verdicts, slowdowns,
+hangs, recovery, and the measured value behind every pass and fail."""
+
+import math
+
+from twin.expectations import Expectation
+from twin.grading import detectors, grade
+
+FAULT = {"id": "bad", "kind": "silent_drop", "scheduled_s": 10.0, "applied_s": 10.01, "cleared_s": 20.0,
+         "last_route_change_s": None, "flows_recovered_after_s": 0.5}
+TARGETS = {"bad": ["leaf-g1-r1 -- spine-1"]}
+
+
+def verdict(t, detector, link=None, node=None):
+    return {"t": t, "kind": "verdict", "detector": detector, "link": link, "node": node}
+
+
+RECORDS = [
+    {"t": 0.0, "kind": "detector", "detector": "silent-one"},
+    verdict(4.0, "ext", link="leaf-g2-r1 -- spine-2"),          # before the fault: wrong
+    verdict(11.2, "ext", link="spine-1 -- leaf-g1-r1"),         # right, either order
+    verdict(11.5, "localizer", node="spine-1"),                  # a switch, not the link: wrong
+    verdict(30.0, "localizer", link="leaf-g1-r1 -- spine-1"),    # long after the clear: wrong
+    {"t": 12.0, "kind": "collective", "workload": "train-0", "step_s": 0.9, "iter": 5, "gen": 0},
+    {"t": 14.0, "kind": "collective", "workload": "train-0", "step_s": 0.2, "iter": 6, "gen": 0},
+]
+
+
+def report(collectives=None):
+    r = {"faults": [FAULT], "duration_s": 40.0, "collectives": collectives or {}}
+    r["detectors"] = detectors(RECORDS, r["faults"], TARGETS, r["duration_s"])
+    return r
+
+
+def test_detector_scores():
+    d = report()["detectors"]
+    assert d["ext"] == {"verdicts": 2, "right": 1, "wrong": 1, "precision": 0.5, "recall": 1.0,
+                        "detect_s": {"bad": 1.19}}
+    assert d["localizer"]["detect_s"] == {} and d["localizer"]["wrong"] == 2
+    assert d["silent-one"] == {"verdicts": 0, "right": 0, "wrong": 0, "precision": None, "recall": 0.0,
+                               "detect_s": {}}
+
+
+def test_expectations_pass_and_fail_with_measured_values():
+    collectives = {"train-0": {"baseline": {"median_step_s": 0.2}, "hangs": 0, "first_hang_s": None,
+                               "recovered_s": None, "fault_windows": [{"iterations": 3, "slowdown": 1.8}]}}
+    expectations = [Expectation.model_validate(e) for e in (
+        {"detect": {"fault": "bad", "within_s": 2}}, {"detect": {"fault": "bad", "within_s": 1}},
+        {"collective": {"max_slowdown": 1.5}}, {"no_hang": True}, {"recover": {"workload": "train", "within_s": 5}},
+        {"reroute": {"fault": "bad", "within_s": 1}},
+    )]
+    graded = grade(expectations, report(collectives), RECORDS, TARGETS)
+    assert [(g["kind"], g["status"], g["measured"]) for g in graded] == [
+        ("detect", "pass", 1.19), ("detect", "fail", 1.19), ("collective", "fail", 1.8), ("no_hang", "pass", 0),
+        ("recover", "pass", 2.89), ("reroute", "fail", None)]
+    assert "routing never changed" in graded[-1]["message"]
+
+
+def test_a_window_without_a_finished_iteration_is_an_infinite_slowdown():
+    collectives = {"train-0": {"baseline": {"median_step_s": 0.2}, "hangs": 1, "first_hang_s": 10.5,
+                               "recovered_s": None, "fault_windows": [{"iterations": 0}]}}
+    expectations = [Expectation.model_validate(e) for e in (
+        {"collective": {"max_slowdown": 100}}, {"no_hang": True}, {"recover": {"workload": "train-0", "within_s": 60}})]
+    graded = grade(expectations, report(collectives), RECORDS, TARGETS)
+    assert [g["status"] for g in graded] == ["fail", "fail", "fail"]
+    assert "without a single finished iteration" in graded[0]["message"]
+    assert math.isfinite(graded[1]["measured"]) and graded[2]["message"] == "never recovered"

@@ -1,0 +1,138 @@
+"""The probe localizer on synthetic path observations: one fault, two faults, a switch fault,
+partial loss with noise, and silence on a healthy fabric."""
+
+import random
+from dataclasses import dataclass
+
+import pytest
+from test_model import fabric_of
+
+from twin.detect.localizer import Localizer
+from twin.detect.verdicts import Verdict, link_key, names_fault, parse_line
+from twin.probes.plan import equal_cost_paths, plan
+
+
+@dataclass
+class Sample:
+    src: str
+    dst: str
+    sport: int
+    links: tuple
+    sent: int
+    lost: int
+
+
+def mesh_paths(lab="rail4"):
+    """Every (pair, path) of the cover mesh with the links it crosses, from the model."""
+    fabric = fabric_of(lab)
+    out = []
+    for p in plan(fabric, "cover"):
+        for number, switches in enumerate(equal_cost_paths(fabric, p.src, p.dst)):
+            hops = [p.src.host, *switches, p.dst.host]
+            out.append((p.src.label, p.dst.label, number, tuple(fabric.find_link(a, b).name
+                                                                for a, b in zip(hops, hops[1:]))))
+    return fabric, out
+
+
+def interval(paths, loss_by_link, rng, sent=5):
+    samples = []
+    for src, dst, sport, links in paths:
+        keep = 1.0
+        for link in links:
+            keep *= 1 - loss_by_link.get(link_key(link), 0.0)
+        lost = sum(rng.random() > keep for _ in range(sent))
+        samples.append(Sample(src, dst, sport, links, sent, lost))
+    return samples
+
+
+def run(localizer, paths, losses, rounds, seed=1, sent=5):
+    rng = random.Random(seed)
+    verdicts = []
+    for number in range(rounds):
+        verdicts += localizer.observe(number * 0.5, interval(paths, losses, rng, sent))
+    return verdicts
+
+
+def switch_links(fabric):
+    return {n.name: {l.name for l in fabric.links_of(n.name)} for n in fabric.switches}
+
+
+def test_total_loss_on_one_link_is_named_in_its_second_interval():
+    fabric, paths = mesh_paths()
+    bad = link_key("leaf-g1-r1 -- spine-r1-s1")
+    verdicts = run(Localizer(switch_links(fabric)), paths, {bad: 1.0}, rounds=2)
+    assert [(v.link and link_key(v.link), v.t) for v in verdicts] == [(bad, 0.5)]
+    assert verdicts[0].kind == "link_down" and verdicts[0].confidence > 0.9
+
+
+def test_loss_in_a_single_interval_is_a_transient_not_a_fault():
+    fabric, paths = mesh_paths()
+    localizer = Localizer(switch_links(fabric))
+    transient = run(localizer, paths, {link_key("leaf-g1-r1 -- spine-r1-s1"): 1.0}, rounds=1)
+    after = run(localizer, paths, {}, rounds=6, seed=2)
+    assert transient == after == []
+
+
+def test_one_percent_loss_is_named_within_a_few_intervals_and_only_that_link():
+    fabric, paths = mesh_paths()
+    bad = link_key("spine-r2-s2 -- leaf-g2-r2")
+    verdicts = run(Localizer(switch_links(fabric)), paths, {bad: 0.01}, rounds=8, sent=10)
+    assert verdicts and {link_key(v.link) for v in verdicts} == {bad}
+    assert verdicts[0].t <= 2.0 and verdicts[0].kind == "silent_drop"
+
+
+def test_two_faults_far_apart_are_both_named():
+    fabric, paths = mesh_paths()
+    bad = {link_key("leaf-g1-r1 -- spine-r1-s1"): 0.2, link_key("superspine-2 -- spine-r3-s1"): 0.2}
+    verdicts = run(Localizer(switch_links(fabric)), paths, bad, rounds=4)
+    assert {link_key(v.link) for v in verdicts} == set(bad)
+
+
+def test_a_dead_switch_is_named_as_the_switch():
+    fabric, paths = mesh_paths()
+    dead = "spine-r1-s1"
+    losses = {link_key(l.name): 1.0 for l in fabric.links_of(dead)}
+    verdicts = run(Localizer(switch_links(fabric)), paths, losses, rounds=3)
+    assert [(v.node, v.kind) for v in verdicts] == [(dead, "switch_down")]
+
+
+def test_a_healthy_fabric_with_stray_single_losses_gets_no_verdict():
+    fabric, paths = mesh_paths()
+    rng = random.Random(5)
+    localizer = Localizer(switch_links(fabric))
+    verdicts = []
+    for number in range(200):
+        samples = interval(paths, {}, rng)
+        if number % 17 == 0:  # one stray loss somewhere now and then
+            victim = rng.choice(samples)
+            victim.lost = 1
+        verdicts += localizer.observe(number * 0.5, samples)
+    assert verdicts == []
+
+
+def test_a_name_is_emitted_once_and_again_after_it_was_forgotten():
+    fabric, paths = mesh_paths("mini")
+    bad = link_key("leaf-g1-r1 -- spine-1")
+    localizer = Localizer(switch_links(fabric), forget_after=3)
+    first = run(localizer, paths, {bad: 1.0}, rounds=3)
+    quiet = run(localizer, paths, {}, rounds=6)
+    again = run(localizer, paths, {bad: 1.0}, rounds=2)
+    assert (len(first), len(quiet), len(again)) == (1, 0, 1)
+
+
+def test_grading_a_verdict_against_targets():
+    v = Verdict(1.0, "x", link="spine-1 -- leaf-g1-r1")
+    assert names_fault(v, ["leaf-g1-r1 -- spine-1"])
+    assert names_fault(v, ["spine-1"])  # a link of the faulty switch
+    assert not names_fault(v, ["leaf-g2-r1 -- spine-2"])
+    assert names_fault(Verdict(1.0, "x", node="spine-2"), ["spine-2"])
+
+
+@pytest.mark.parametrize("line, expected", [
+    ('{"t": 3.5, "kind": "silent_drop", "link": "a -- b", "confidence": 0.9}', (3.5, "a -- b", None)),
+    ('{"node": "spine-1"}', (7.0, None, "spine-1")),
+    ("not json", None), ('{"t": 1}', None), ("[1, 2]", None),
+])
+def test_parsing_detector_output(line, expected):
+    verdict = parse_line(line, "ext", received_t=7.0)
+    assert (None if verdict is None else (verdict.t, verdict.link, verdict.node)) == expected

@@ -1,0 +1,128 @@
+"""probe-localizer: name the faulty link(s) from per-path probe loss and the links each path crosses.
+
+Each interval the localizer pools the last `window` intervals per path, then explains the lost
+probes greedily, as network tomography does with a sparse set of bad links:
+1. every link gets the probes lost and sent on the paths that cross it;
+2. the link whose paths lost the most probes is the best explanation (ties: the higher loss
+   rate, i.e. fewer clean paths through it); it is named if it carries at least `min_lost`
+   lost probes, its loss rate is at least `min_rate`, and it lost probes in at least `persist`
+   of the pooled intervals: a fault persists, while the loss of a routing transition (a link
+   going down before BFD and ECMP move traffic, a route coming back) lasts one interval, and
+   is charged to paths that are no longer the ones the probes took;
+3. the paths it explains are set aside and the rest is explained again, so two faults far
+   apart are both named; a link only on paths already explained is not named twice.
+Before that, a switch that loses (nearly) every probe crossing it, on paths over two or more
+of its links, is named as the switch (a switch fault shows on every one of its links), and
+the paths it explains are set aside.
+
+A name is emitted once when it first appears; it is forgotten after `forget_after` intervals
+without evidence and may then be named again.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .verdicts import Verdict, link_key
+
+DETECTOR = "probe-localizer"
+DEAD_RATE = 0.9  # a switch loses at least this share of the probes crossing it: the switch, not a link
+
+
+@dataclass
+class _Path:
+    links: tuple[str, ...]
+    sent: int = 0
+    lost: int = 0
+    lossy_intervals: set = field(default_factory=set)
+
+
+class Localizer:
+    def __init__(self, switch_links: dict[str, set[str]] | None = None, window: int = 4, min_lost: int = 2,
+                 min_rate: float = 0.002, persist: int = 2, forget_after: int = 6):
+        self.switch_links = {node: {link_key(l) for l in links} for node, links in (switch_links or {}).items()}
+        self.window, self.min_lost, self.min_rate, self.forget_after = window, min_lost, min_rate, forget_after
+        self.persist = persist
+        self._recent: deque[list] = deque(maxlen=window)
+        self._named: dict[str, int] = {}  # name -> intervals since last evidence
+
+    def observe(self, t: float, samples: Iterable) -> list[Verdict]:
+        """Feed one interval's path samples (src, dst, sport, links, sent, lost); returns new verdicts."""
+        self._recent.append(list(samples))
+        suspects = self.explain(self._pooled())
+        verdicts = []
+        for name, (kind, confidence) in suspects.items():
+            if name not in self._named:
+                link = name if "--" in name else None
+                verdicts.append(Verdict(t=t, detector=DETECTOR, kind=kind, link=link,
+                                        node=None if link else name, confidence=round(confidence, 3)))
+            self._named[name] = 0
+        for name in list(self._named):
+            if name not in suspects:
+                self._named[name] += 1
+                if self._named[name] >= self.forget_after:
+                    del self._named[name]
+        return verdicts
+
+    def _pooled(self) -> list[_Path]:
+        paths: dict[tuple, _Path] = {}
+        for number, samples in enumerate(self._recent):
+            for s in samples:
+                links = tuple(link_key(l) for l in s.links if l)
+                if not links:
+                    continue
+                path = paths.setdefault((s.src, s.dst, s.sport), _Path(links))
+                path.links = links  # the newest discovery wins
+                path.sent += s.sent
+                path.lost += s.lost
+                if s.lost:
+                    path.lossy_intervals.add(number)
+        return list(paths.values())
+
+    def explain(self, paths: list[_Path]) -> dict[str, tuple[str, float]]:
+        """name -> (kind guess, confidence) for the links (or switches) that explain the loss."""
+        total_lost = sum(p.lost for p in paths)
+        if total_lost < self.min_lost:
+            return {}
+        named = self._dead_switches(paths, total_lost)
+        remaining = [p for p in paths if p.lost and not any(node_links & set(p.links) for node_links in
+                                                            (self.switch_links[n] for n in named))]
+        while remaining:
+            stats: dict[str, list[int]] = {}
+            for path in paths:
+                for link in path.links:
+                    stats.setdefault(link, [0, 0])[0] += path.sent
+            for path in remaining:
+                for link in path.links:
+                    stats[link][1] += path.lost
+            best = max((link for link in stats if stats[link][1]),
+                       key=lambda l: (stats[l][1], stats[l][1] / max(1, stats[l][0])), default=None)
+            if best is None:
+                break
+            sent, lost = stats[best]
+            rate = lost / max(1, sent)
+            seen_in = set().union(*(p.lossy_intervals for p in remaining if best in p.links))
+            if lost < self.min_lost or rate < self.min_rate or len(seen_in) < self.persist:
+                break
+            kind = "link_down" if rate > 0.95 else "silent_drop"
+            confidence = min(1.0, lost / total_lost) * (1 - 0.5 ** lost)
+            named[best] = (kind, confidence)
+            remaining = [p for p in remaining if best not in p.links]
+        return named
+
+    def _dead_switches(self, paths: list[_Path], total_lost: int) -> dict[str, tuple[str, float]]:
+        """Switches through which (nearly) every probe is lost, where no single one of their links
+        explains the loss (else that link is the simpler answer)."""
+        dead = {}
+        for node, links in self.switch_links.items():
+            through = [p for p in paths if links & set(p.links)]
+            sent, lost = sum(p.sent for p in through), sum(p.lost for p in through)
+            lossy = [p for p in through if p.lost]
+            one_link_explains = any(all(link in p.links for p in lossy) for link in links)
+            seen_in = set().union(*(p.lossy_intervals for p in lossy))
+            if lossy and not one_link_explains and lost >= self.min_lost and lost >= DEAD_RATE * sent \
+                    and len(seen_in) >= self.persist:
+                dead[node] = ("switch_down", min(1.0, lost / total_lost))
+        return dead

@@ -1,0 +1,108 @@
+"""The `detectors:` and `expect:` sections of a scenario: schemas and checks against the
+scenario (fault ids, workload names), run at load time like every other check."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .detect.runner import BUILTINS
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DetectorSpec(_Strict):
+    builtin: str | None = Field(None, description=f"a built-in detector: {', '.join(BUILTINS)}")
+    command: list[str] | None = Field(None, description='an external tool, e.g. ["./my-detector", "--lab", "{lab}"]')
+    name: str | None = Field(None, description="how the report names it")
+
+    @model_validator(mode="after")
+    def _one(self):
+        if (self.builtin is None) == (self.command is None):
+            raise ValueError("give exactly one of builtin or command")
+        if self.builtin is not None and self.builtin not in BUILTINS:
+            raise ValueError(f"unknown builtin detector {self.builtin!r}; built in: {', '.join(BUILTINS)}")
+        if self.command is not None and not self.command:
+            raise ValueError("command is empty")
+        return self
+
+
+class FaultWithin(_Strict):
+    fault: str
+    within_s: float = Field(gt=0)
+
+
+class WorkloadWithin(_Strict):
+    workload: str
+    within_s: float = Field(gt=0)
+
+
+class CollectiveLimit(_Strict):
+    max_slowdown: float = Field(gt=0)
+    workload: str | None = None
+
+
+class Expectation(_Strict):
+    detect: FaultWithin | None = Field(None, description="a detector names the fault's link or node within_s")
+    reroute: FaultWithin | None = Field(None, description="routing has finished changing within_s of onset")
+    recover: WorkloadWithin | None = Field(None, description="the workload is back to healthy within_s of onset")
+    collective: CollectiveLimit | None = Field(None, description="step time in fault windows vs healthy baseline")
+    no_hang: bool | None = Field(None, description="no collective timed out")
+
+    @model_validator(mode="after")
+    def _one(self):
+        if sum(v is not None for v in self.model_dump().values()) != 1:
+            raise ValueError("each entry is exactly one of detect, reroute, recover, collective, no_hang")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k, v in self.model_dump().items() if v is not None)
+
+
+def workload_names(workloads: list[dict]) -> dict[str, str]:
+    """name -> kind: each workload is `<kind>-<index>`, and a kind used once also answers to its kind."""
+    names = {f"{w.get('kind')}-{i}": w.get("kind") for i, w in enumerate(workloads)}
+    kinds = [w.get("kind") for w in workloads]
+    names |= {k: k for k in kinds if kinds.count(k) == 1}
+    return names
+
+
+def check(spec, fault_ids: set[str], problem) -> tuple[list[DetectorSpec], list[Expectation]]:
+    detectors, expectations = [], []
+    kinds = {w.get("kind") for w in spec.workloads}
+    for number, entry in enumerate(spec.detectors):
+        try:
+            detector = DetectorSpec.model_validate(entry)
+        except ValidationError as exc:
+            problem(("detectors", number), _first(exc), "e.g. builtin: probe-localizer, or command: [./tool]")
+            continue
+        if detector.builtin and "probes" not in kinds:
+            problem(("detectors", number, "builtin"), f"{detector.builtin} needs the probe mesh",
+                    "add a workload: - kind: probes")
+        detectors.append(detector)
+    names = workload_names(spec.workloads)
+    for number, entry in enumerate(spec.expect):
+        try:
+            expectation = Expectation.model_validate(entry)
+        except ValidationError as exc:
+            problem(("expect", number), _first(exc), "see README, expectations")
+            continue
+        target = getattr(expectation, expectation.kind)
+        if expectation.kind in ("detect", "reroute") and target.fault not in fault_ids:
+            problem(("expect", number, expectation.kind), f"no fault with id {target.fault!r}",
+                    f"fault ids: {', '.join(sorted(fault_ids)) or 'none'}")
+        if expectation.kind == "detect" and not detectors:
+            problem(("expect", number, "detect"), "nothing to detect with", "add detectors: - builtin: probe-localizer")
+        if expectation.kind == "recover" and target.workload not in names:
+            problem(("expect", number, "recover"), f"no workload {target.workload!r}",
+                    f"workloads: {', '.join(sorted(names)) or 'none'}")
+        expectations.append(expectation)
+    return detectors, expectations
+
+
+def _first(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(x) for x in error["loc"])
+    return (f"{where}: " if where else "") + error["msg"].removeprefix("Value error, ").lower()

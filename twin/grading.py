@@ -1,0 +1,117 @@
+"""Grade a run: every `expect:` entry becomes pass/fail with its measured value, and every detector
+gets its verdicts counted right or wrong against the injected ground truth.
+
+A verdict is right when it names a link or node of a fault active at that moment (or within
+LATE_S after its clear); the time to detect counts from the fault's actual onset to the first
+right verdict, as the runner received it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .detect.verdicts import Verdict, names_fault
+
+LATE_S = 3.0  # a verdict this soon after a clear still refers to that fault
+SLOW_FACTOR = 1.5  # a step slower than this x the healthy median is not recovered yet
+
+
+def _verdicts(records: list[dict]) -> list[Verdict]:
+    return [Verdict(t=r.get("received_t", r["t"]), detector=r["detector"], kind=r.get("verdict_kind"),
+                    link=r.get("link"), node=r.get("node"), confidence=r.get("confidence"))
+            for r in records if r["kind"] == "verdict"]
+
+
+def _active(fault: dict, duration_s: float) -> tuple[float, float]:
+    start = fault["applied_s"] if fault["applied_s"] is not None else fault["scheduled_s"]
+    end = fault["cleared_s"] if fault["cleared_s"] is not None else duration_s
+    return start, end
+
+
+def detectors(records: list[dict], faults: list[dict], targets: dict[str, list[str]], duration_s: float) -> dict:
+    """Per detector: verdicts, right, wrong, precision, recall, time to detect each fault."""
+    verdicts = _verdicts(records)
+    out = {}
+    for name in sorted({v.detector for v in verdicts} | {r["detector"] for r in records if r["kind"] == "detector"}):
+        mine = [v for v in verdicts if v.detector == name]
+        right, detected = 0, {}
+        for v in mine:
+            hit = [f for f in faults if _active(f, duration_s)[0] <= v.t <= _active(f, duration_s)[1] + LATE_S
+                   and names_fault(v, targets[f["id"]])]
+            right += bool(hit)
+            for f in hit:
+                detected.setdefault(f["id"], round(v.t - _active(f, duration_s)[0], 3))
+        out[name] = {"verdicts": len(mine), "right": right, "wrong": len(mine) - right,
+                     "precision": round(right / len(mine), 3) if mine else None,
+                     "recall": round(len(detected) / len(faults), 3) if faults else None,
+                     "detect_s": detected}
+    return out
+
+
+def grade(expectations: list, report: dict, records: list[dict], targets: dict[str, list[str]]) -> list[dict]:
+    faults = {f["id"]: f for f in report["faults"]}
+    graded = []
+    for expectation in expectations:
+        kind = expectation.kind
+        target = getattr(expectation, kind)
+        measured, limit, ok, why = None, None, False, ""
+        if kind == "detect":
+            limit = target.within_s
+            times = [d["detect_s"][target.fault] for d in report["detectors"].values() if target.fault in d["detect_s"]]
+            measured = min(times) if times else None
+            ok = measured is not None and measured <= limit
+            wrong = sum(d["wrong"] for d in report["detectors"].values())
+            why = (f"first right verdict {measured} s after onset" if measured is not None
+                   else "no detector named the fault's link or node") + f"; wrong verdicts in the run: {wrong}"
+        elif kind == "reroute":
+            limit = target.within_s
+            measured = faults[target.fault]["last_route_change_s"]
+            ok = measured is not None and measured <= limit
+            why = f"last route change {measured} s after onset" if measured is not None else "routing never changed"
+        elif kind == "recover":
+            limit = target.within_s
+            measured = _recovery(target.workload, report, records)
+            ok = measured is not None and measured <= limit
+            why = f"back {measured} s after onset" if measured is not None else "never recovered"
+        elif kind == "collective":
+            limit = target.max_slowdown
+            slowdowns = [w.get("slowdown", math.inf) if w.get("iterations") else math.inf
+                         for name, c in report["collectives"].items()
+                         if target.workload in (None, name, name.rsplit("-", 1)[0])
+                         for w in c["fault_windows"]]
+            measured = max(slowdowns) if slowdowns else None
+            ok = measured is not None and measured <= limit
+            why = ("no collective workload ran" if measured is None else
+                   "a fault window without a single finished iteration" if measured == math.inf else
+                   f"worst step-time slowdown x{measured}")
+            measured = None if measured == math.inf else measured
+        elif kind == "no_hang":
+            measured = sum(c["hangs"] for c in report["collectives"].values())
+            limit = 0
+            ok = (measured == 0) == bool(target)
+            why = f"{measured} hang(s)"
+        graded.append({"expect": expectation.model_dump(exclude_none=True), "kind": kind,
+                       "status": "pass" if ok else "fail", "measured": measured, "limit": limit, "message": why})
+    return graded
+
+
+def _recovery(workload: str, report: dict, records: list[dict]) -> float | None:
+    """Seconds from the (first) fault's onset until the workload is healthy again."""
+    if not report["faults"]:
+        return None
+    onset = report["faults"][0]["applied_s"] or report["faults"][0]["scheduled_s"]
+    if workload.startswith("flows"):
+        times = [f["flows_recovered_after_s"] for f in report["faults"]]
+        return None if any(t is None for t in times) else max(times)
+    name = next((n for n in report["collectives"] if workload in (n, n.rsplit("-", 1)[0])), None)
+    if name is None:
+        return None
+    c = report["collectives"][name]
+    if c["first_hang_s"] is not None:
+        return None if c["recovered_s"] is None else round(c["recovered_s"] - onset, 3)
+    base = c["baseline"].get("median_step_s")
+    if not base:
+        return None
+    slow = [r for r in records if r["kind"] == "collective" and r["workload"] == name and r["t"] >= onset
+            and r["step_s"] > SLOW_FACTOR * base]
+    return round(max((r["t"] + r["step_s"] for r in slow), default=onset) - onset, 3)
