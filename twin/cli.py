@@ -20,7 +20,7 @@ from .runtime import get_runtime
 from .runtime.netns import orphan_labs
 from .state import known_labs
 from .status import as_dict, lab_status
-from .cli_workloads import bench, probe, telemetry
+from .cli_workloads import bench, diagnose_cmd, probe, telemetry
 from .cli_tools import RichProgress, console, out, progress_bar as _progress_bar
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -332,7 +332,7 @@ def cleanup() -> None:
         out.print(f"removed lab {name}: {report.nodes_removed} nodes, {report.daemons_stopped} daemons")
 
 
-for command in (bench, probe, telemetry):
+for command in (bench, probe, telemetry, diagnose_cmd):
     cli.add_command(command)
 
 

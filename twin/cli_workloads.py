@@ -1,8 +1,9 @@
-"""Commands that run traffic or read counters on a running lab: bench collective, probe, telemetry."""
+"""Commands that run traffic or read counters on a running lab: bench collective, probe, telemetry, diagnose."""
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from .cli_tools import RichProgress, out, progress_bar
 from .collectives.bench import run_bench
 from .collectives.groups import ORDERS, RankSpecError
 from .collectives.metrics import OPS, human_size, size_sweep
+from .diagnose import diagnose
 from .errors import TwinError
 from .labs import running_lab
 from .probes.plan import PAIR_MODES
@@ -180,3 +182,38 @@ def telemetry(name, interval_ms, duration, output, serve, port) -> None:
     out.print(f"checksum errors: {errors or 'none'}; sampling: {stats['samples']} samples, period "
               f"{stats['period_ms']:g} ms, achieved mean {stats['achieved_mean_ms']} ms, max "
               f"{stats['achieved_max_ms']} ms, one read {stats['read_mean_ms']} ms")
+
+
+@click.command("diagnose")
+@click.argument("name", metavar="LAB")
+@click.option("--duration", default=8.0, show_default=True, help="Seconds of probing.")
+@click.option("--interval-ms", default=50, show_default=True, type=click.IntRange(10, 10000),
+              help="Probe interval per path.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def diagnose_cmd(name, duration, interval_ms, as_json) -> None:
+    """Rank suspect links and nodes of a running lab, with the evidence for each.
+
+    Reads BGP/BFD/daemon state, runs the probe mesh with the probe localizer, and compares
+    interface, qdisc and checksum-error counters from before and after. Exit 1 when there
+    is any suspect.
+    """
+    state, fabric = running_lab(name)
+    with progress_bar() as bar:
+        found = diagnose(get_runtime(state.runtime, name), state, fabric, duration, interval_ms, RichProgress(bar))
+    if as_json:
+        out.print_json(json.dumps(found))
+    else:
+        p = found["probes"]
+        out.print(f"probes: {p['sent']} sent over {p['paths']} paths, {p['lost']} lost; links no path covered: "
+                  f"{', '.join(found['uncovered_links']) or 'none'}")
+        if not found["suspects"]:
+            out.print("no suspects: routing is complete, no probe was lost, no drop or error counter moved")
+        table = Table(title="suspects, most likely first", title_justify="left")
+        for column in ("#", "suspect", "score", "evidence"):
+            table.add_column(column)
+        for number, s in enumerate(found["suspects"], 1):
+            table.add_row(str(number), s["name"], f"{s['score']:.1f}", "\n".join(s["evidence"]))
+        if found["suspects"]:
+            out.print(table)
+    if found["suspects"]:
+        sys.exit(1)

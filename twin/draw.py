@@ -32,9 +32,13 @@ def positions(fabric: Fabric) -> dict[str, tuple[float, float]]:
     return pos
 
 
-def draw(fabric: Fabric, out: Path, marked: set[str] | None = None) -> Path:
-    """`marked`: link names ('a -- b', sorted) and node names drawn in the fault colour."""
-    marked = marked or set()
+NAMED_COLOR = "#1f77b4"
+
+
+def draw(fabric: Fabric, out: Path, marked: set[str] | None = None, named: set[str] | None = None) -> Path:
+    """`marked`: link names ('a -- b', sorted) and node names drawn in the fault colour;
+    `named`: what detectors named, dashed in blue over it (right where both show)."""
+    marked, named = marked or set(), named or set()
     pos = positions(fabric)
     width = max(8.0, len(fabric.by_role("leaf")) * 0.9)
     fig, ax = plt.subplots(figsize=(width, 6))
@@ -43,11 +47,14 @@ def draw(fabric: Fabric, out: Path, marked: set[str] | None = None) -> Path:
         hit = " -- ".join(sorted((link.a.node, link.b.node))) in marked
         ax.plot([x1, x2], [y1, y2], color="#d62728" if hit else "#999999", linewidth=2.5 if hit else 0.6,
                 zorder=1)
+        if " -- ".join(sorted((link.a.node, link.b.node))) in named:
+            ax.plot([x1, x2], [y1, y2], color=NAMED_COLOR, linewidth=1.6, linestyle="--", zorder=1.5)
     for node in fabric.nodes.values():
         x, y = pos[node.name]
         hit = node.name in marked
-        ax.scatter([x], [y], s=260, color=COLORS[node.role], zorder=2, edgecolors="#d62728" if hit else "black",
-                   linewidths=3 if hit else 0.5)
+        edge = "#d62728" if hit else NAMED_COLOR if node.name in named else "black"
+        ax.scatter([x], [y], s=260, color=COLORS[node.role], zorder=2, edgecolors=edge,
+                   linewidths=3 if hit or node.name in named else 0.5)
         ax.annotate(node.name, (x, y), textcoords="offset points", xytext=(0, -16 if y else 12),
                     ha="center", fontsize=6, rotation=0)
     ax.set_title(f"{fabric.name}: {fabric.tiers}-tier, {fabric.rails} rail(s), {len(fabric.links)} links")

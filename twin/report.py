@@ -10,6 +10,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from . import grading, workload_report
+from .detect.verdicts import link_key
 from .runner import SCHEDULE_TOLERANCE_S, RunResult
 
 WARMUP_S = 2.0  # flows' first intervals include ARP and socket set-up
@@ -192,5 +193,17 @@ def write_all(result: RunResult) -> dict:
     write_junit(report, result.directory / "junit.xml")
     write_timeline(result, report, result.directory / "timeline.png")
     marked = {t for f in result.scenario.faults for t in f.targets}
-    draw(result.scenario.fabric, result.directory / "topology.png", marked=marked)
+    named = {link_key(r["link"]) if r.get("link") else r.get("node")
+             for r in result.events.records if r["kind"] == "verdict"}
+    draw(result.scenario.fabric, result.directory / "topology.png", marked=marked, named=named)
+    write_html(report, result.directory / "index.html")
     return report
+
+
+def write_html(report: dict, path: Path) -> None:
+    """One page tying the run together: verdict first, then faults, detectors, pictures, files."""
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("twin", "templates"), autoescape=select_autoescape())
+    files = sorted(p.name for p in path.parent.iterdir() if p.suffix in (".jsonl", ".json", ".xml"))
+    path.write_text(env.get_template("report.html.j2").render(r=report, files=files, dumps=json.dumps))

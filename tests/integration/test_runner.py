@@ -23,7 +23,8 @@ def test_smoke_scenario_writes_results(tmp_path):
     assert leftovers("mini") == []
     (run_dir,) = tmp_path.iterdir()
     assert {p.name for p in run_dir.iterdir()} == {"events.jsonl", "report.json", "junit.xml",
-                                                   "timeline.png", "topology.png", "metrics.jsonl"}
+                                                   "timeline.png", "topology.png", "metrics.jsonl",
+                                                   "index.html"}
     report = json.loads((run_dir / "report.json").read_text())
     fault = report["faults"][0]
     assert fault["on_schedule"] and abs(fault["schedule_error_s"]) <= 0.05
@@ -71,6 +72,9 @@ def test_external_detector_is_graded_like_the_builtin(tmp_path):
     assert link_state["right"] == 1 and link_state["wrong"] == 0 and link_state["detect_s"]["cut-fibre"] < 1
     assert "probe-localizer" in report["detectors"]  # listed even with nothing to say
     assert [e["status"] for e in report["expectations"]] == ["pass", "pass"]
+    page = (run_dir / "index.html").read_text()
+    assert "external-detector on mini: <span class=\"pass\">passed" in page
+    assert "link-state" in page and 'src="timeline.png"' in page and 'href="events.jsonl"' in page
 
 
 def test_a_wrong_external_verdict_is_graded_wrong_and_fails_the_run(tmp_path):

@@ -2,6 +2,7 @@
 
 import socket
 import subprocess
+from contextlib import contextmanager
 import sys
 import time
 import urllib.request
@@ -66,13 +67,31 @@ def test_probe_mesh_discovers_a_path_over_every_link(lab):
     assert summary["rtt_p50_ms"] is not None and summary["rtt_p50_ms"] < 5
 
 
-def test_probes_to_a_host_behind_a_total_drop_are_lost_within_one_interval(lab):
-    mesh = ProbeMesh(lab.runtime, lab.state, lab.fabric, "drop-test", interval_ms=50, report_ms=250)
+@contextmanager
+def probing(lab, name, **options):
+    """A probe mesh whose paths are known; yields the list its final intervals are appended to."""
+    mesh = ProbeMesh(lab.runtime, lab.state, lab.fabric, name, **options)
     intervals = []
     mesh.listeners.append(intervals.append)
     mesh.start()
     try:
         mesh.wait_for_paths()
+        yield intervals
+    finally:
+        mesh.stop()
+
+
+def test_path_rediscovery_loses_no_probe(lab):
+    """Trace probes' ICMP errors are also reported by the socket's next send, which then sends
+    nothing; the agent must send again, or every rediscovery shows as probe loss."""
+    with probing(lab, "refresh-test", interval_ms=20, refresh_s=1.0) as intervals:
+        time.sleep(4)
+    sent = sum(s.sent for i in intervals for s in i.samples)
+    assert sent > 3000 and sum(s.lost for i in intervals for s in i.samples) == 0
+
+
+def test_probes_to_a_host_behind_a_total_drop_are_lost_within_one_interval(lab):
+    with probing(lab, "drop-test", interval_ms=50, report_ms=250) as intervals:
         time.sleep(1.0)
         timing, params = engine.parse({"id": "cut", "kind": "silent_drop", "link": "leaf-g2-r1 -- host-g2-h2",
                                        "direction": "a_to_b", "loss_pct": 100})
@@ -80,8 +99,6 @@ def test_probes_to_a_host_behind_a_total_drop_are_lost_within_one_interval(lab):
         injected = time.monotonic()
         time.sleep(2.0)
         engine.clear(lab, "cut")
-    finally:
-        mesh.stop()
     before = [i for i in intervals if i.t + 0.25 <= injected]
     first_after = next(i for i in intervals if i.t >= injected)
     assert before and all(s.lost == 0 for i in before for s in i.samples)
@@ -123,3 +140,21 @@ def test_counters_follow_traffic_and_are_served_to_prometheus(lab):
     assert leaf and leaf[0].value > 0 and leaf[0].labels["link"] == "leaf-g1-r1 -- host-g1-h1"
     assert "fabric_twin_qdisc_backlog_bytes" in families and "fabric_twin_checksum_errors" in families
     assert server.returncode == 0, server.stderr
+
+
+def test_diagnose_finds_nothing_on_a_healthy_lab_and_ranks_a_lossy_link_first(lab):
+    from twin.diagnose import diagnose
+
+    healthy = diagnose(lab.runtime, lab.state, lab.fabric, duration_s=3)
+    assert healthy["suspects"] == [] and healthy["probes"]["lost"] == 0
+    timing, params = engine.parse({"id": "grey", "kind": "silent_drop", "link": "leaf-g1-r1 -- spine-1",
+                                   "loss_pct": 20})
+    engine.inject(lab, timing, params)
+    try:
+        found = diagnose(lab.runtime, lab.state, lab.fabric, duration_s=3)
+    finally:
+        engine.clear(lab, "grey")
+    top = found["suspects"][0]
+    assert top["name"] == "leaf-g1-r1 -- spine-1", found["suspects"]
+    assert any("probe localizer named it" in e for e in top["evidence"])
+    assert all(s["score"] < top["score"] for s in found["suspects"][1:])

@@ -38,7 +38,9 @@ SO_EE_ORIGIN_ICMP = 2
 ICMP_TIME_EXCEEDED = 11
 EXTENDED_ERR = struct.Struct("=IBBBBII")
 TRACE_ROUNDS = 3  # unanswered TTL probes are resent this many times
-TRACE_BATCH = 64  # trace probes per loop turn, so the probe schedule keeps going
+TRACE_PPS = 1000  # discovery pace per agent: a burst of thousands of TTL probes overflowed the
+#                   queues of links a collective was saturating, and probes were lost every refresh
+TRACE_BATCH = 5  # trace probes per turn, one turn per TICK_S
 DEFAULT_TTL = 64
 TICK_S = 0.005  # probes are sent in batches due within this long; receive times stay exact
 FLUSH_EVERY_S = 0.05
@@ -179,10 +181,15 @@ class Agent:
     def _send(self, sock, address, kind, ttl, src, dst, sport, now) -> None:
         self.seq += 1
         payload = HEADER.pack(MAGIC, kind, ttl, src, dst, sport, self.seq & 0xFFFFFFFF, now).ljust(PAYLOAD, b"\0")
-        try:
-            sock.sendto(payload, (address, self.config["port"]))
-        except OSError:
-            pass  # no route, or an ICMP error reported on send: the probe counts as sent and lost
+        for _attempt in range(2):
+            try:
+                sock.sendto(payload, (address, self.config["port"]))
+                return
+            except OSError:
+                # With IP_RECVERR, an ICMP error (a trace's time-exceeded) is also reported by the
+                # socket's next send, which then sends nothing: that consumed it, so send again.
+                # A second failure is real (no route): the probe counts as sent and lost.
+                continue
 
     def _send_due(self, now: float) -> float:
         """Send what is due; returns when the next probe is due."""
@@ -264,7 +271,7 @@ class Agent:
         self.open_sockets()
         self.start_discovery()
         self.emit(type="start", t=time.monotonic(), pid=os.getpid(), senders=len(self.senders))
-        stopped_at, next_flush = None, 0.0
+        stopped_at, next_flush, next_trace = None, 0.0, 0.0
         while True:
             now = time.monotonic()
             if stopping and stopped_at is None:
@@ -275,13 +282,15 @@ class Agent:
                 refresh_requested = False
                 self.start_discovery()
             if self.trace_queue:
-                self._send_traces(now)
+                if now >= next_trace:
+                    self._send_traces(now)
+                    next_trace = now + TRACE_BATCH / TRACE_PPS
             elif self.trace_deadline is not None and now >= self.trace_deadline:
                 self._finish_discovery_round()
             next_due = self._send_due(now)
             # Wake at most every TICK_S: probes due within a tick go out together, and one
             # wake-up reads everything that arrived, which halves the agent's CPU at 2000/s.
-            wait_ms = 0 if self.trace_queue else max(TICK_S, min(0.01, next_due - time.monotonic())) * 1000
+            wait_ms = max(TICK_S, min(0.01, next_due - time.monotonic())) * 1000
             for fd, _event in self.poller.poll(wait_ms):
                 role, sock = self.by_fd[fd]
                 self._read(role, sock, time.monotonic())
