@@ -147,7 +147,9 @@ def test_diagnose_finds_nothing_on_a_healthy_lab_and_ranks_a_lossy_link_first(la
 
     healthy = diagnose(lab.runtime, lab.state, lab.fabric, duration_s=3)
     assert healthy["suspects"] == [] and healthy["probes"]["lost"] == 0
-    timing, params = engine.parse({"id": "grey", "kind": "silent_drop", "link": "leaf-g1-r1 -- spine-1",
+    # A host link: on mini every path over leaf-g1-r1 -- spine-1 also crosses leaf-g2-r1 -- spine-1
+    # (two leaves only), so no probe can tell those two apart.
+    timing, params = engine.parse({"id": "grey", "kind": "silent_drop", "link": "leaf-g1-r1 -- host-g1-h2",
                                    "loss_pct": 20})
     engine.inject(lab, timing, params)
     try:
@@ -155,6 +157,6 @@ def test_diagnose_finds_nothing_on_a_healthy_lab_and_ranks_a_lossy_link_first(la
     finally:
         engine.clear(lab, "grey")
     top = found["suspects"][0]
-    assert top["name"] == "leaf-g1-r1 -- spine-1", found["suspects"]
+    assert top["name"] == "host-g1-h2 -- leaf-g1-r1", found["suspects"]
     assert any("probe localizer named it" in e for e in top["evidence"])
     assert all(s["score"] < top["score"] for s in found["suspects"][1:])
