@@ -16,6 +16,7 @@ from .collectives.bench import run_bench
 from .collectives.groups import ORDERS, RankSpecError
 from .collectives.metrics import OPS, human_size, size_sweep
 from .diagnose import diagnose
+from .slow_node import find_slow_node
 from .errors import TwinError
 from .labs import running_lab
 from .probes.plan import PAIR_MODES
@@ -185,18 +186,30 @@ def telemetry(name, interval_ms, duration, output, serve, port) -> None:
 
 
 @click.command("diagnose")
-@click.argument("name", metavar="LAB")
+@click.argument("words", nargs=-1, required=True, metavar="[slow-node] LAB")
 @click.option("--duration", default=8.0, show_default=True, help="Seconds of probing.")
 @click.option("--interval-ms", default=50, show_default=True, type=click.IntRange(10, 10000),
               help="Probe interval per path.")
+@click.option("--size", default="4MiB", show_default=True, help="slow-node: allreduce size per step.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def diagnose_cmd(name, duration, interval_ms, as_json) -> None:
+def diagnose_cmd(words, duration, interval_ms, size, as_json) -> None:
     """Rank suspect links and nodes of a running lab, with the evidence for each.
 
-    Reads BGP/BFD/daemon state, runs the probe mesh with the probe localizer, and compares
-    interface, qdisc and checksum-error counters from before and after. Exit 1 when there
-    is any suspect.
+    `twin diagnose LAB` reads BGP/BFD/daemon state, runs the probe mesh with the probe
+    localizer, and compares interface, qdisc and checksum-error counters from before and
+    after. `twin diagnose slow-node LAB` finds a host whose NICs run slow by bisection over
+    allreduce bandwidth between halves of the hosts, printing every step. Exit 1 when there
+    is a suspect.
     """
+    if words[0] == "slow-node":
+        if len(words) != 2:
+            raise click.UsageError("usage: twin diagnose slow-node LAB")
+        _slow_node(words[1], size, as_json)
+        return
+    if len(words) != 1:
+        raise click.UsageError(f"unexpected {' '.join(words[1:])!r}: use `twin diagnose LAB` or "
+                               "`twin diagnose slow-node LAB`")
+    name = words[0]
     state, fabric = running_lab(name)
     with progress_bar() as bar:
         found = diagnose(get_runtime(state.runtime, name), state, fabric, duration, interval_ms, RichProgress(bar))
@@ -216,4 +229,29 @@ def diagnose_cmd(name, duration, interval_ms, as_json) -> None:
         if found["suspects"]:
             out.print(table)
     if found["suspects"]:
+        sys.exit(1)
+
+
+def _slow_node(name: str, size: str, as_json: bool) -> None:
+    try:
+        size_bytes = size_sweep(size)[0]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--size") from None
+    state, fabric = running_lab(name)
+
+    def show(step) -> None:
+        if not as_json:
+            out.print(" vs ".join(f"{'+'.join(group)}: {bw / 1e6:.1f} MB/s" for group, bw in zip(step.measured, step.busbw))
+                      + f"  (x{step.ratio:.2f})")
+
+    with progress_bar() as bar:
+        search = find_slow_node(get_runtime(state.runtime, name), state, fabric, size_bytes,
+                                progress=RichProgress(bar), on_step=show)
+    if as_json:
+        out.print_json(json.dumps(search.as_dict()))
+    elif search.suspect:
+        out.print(f"slow host: {search.suspect} (its half of the hosts ran slower at every step)")
+    else:
+        out.print("no slow host: the halves ran alike")
+    if search.suspect:
         sys.exit(1)

@@ -49,15 +49,12 @@ def diagnose(runtime: Runtime, state: LabState, fabric: Fabric, duration_s: floa
     progress.phase("routing state", None)
     _routing(runtime, state, fabric, suspect)
     localizer = Localizer({n.name: {l.name for l in fabric.links_of(n.name)} for n in fabric.switches})
-    verdicts, link_stats = [], defaultdict(lambda: [0, 0])
+    verdicts, observed = [], []  # observed: (links of the path, sent, lost) per sample
 
     def watch(mesh) -> None:
         def on_interval(interval) -> None:
             verdicts.extend(localizer.observe(interval.t - mesh.epoch, interval.samples))
-            for sample in interval.samples:
-                for link in {link_key(l) for l in sample.links if l}:
-                    link_stats[link][0] += sample.sent
-                    link_stats[link][1] += sample.lost
+            observed.extend(({link_key(l) for l in s.links if l}, s.sent, s.lost) for s in interval.samples)
         mesh.listeners.append(on_interval)
 
     with CounterReader(runtime, fabric) as reader:
@@ -68,7 +65,7 @@ def diagnose(runtime: Runtime, state: LabState, fabric: Fabric, duration_s: floa
     for v in verdicts:
         suspect(v.target).add("localizer", f"probe localizer named it ({v.kind}, confidence {v.confidence}) "
                                            f"{v.t:.1f} s into the probe run", v.confidence or 1.0)
-    for link, (sent, lost) in link_stats.items():
+    for link, (sent, lost) in _unexplained_loss(observed, {v.target for v in verdicts}).items():
         if sent and lost / sent >= MIN_LINK_LOSS:
             suspect(link).add("probe_loss", f"{lost} of {sent} probes lost on paths crossing it "
                                             f"({100 * lost / sent:.1f} %)", min(1.0, 10 * lost / sent))
@@ -77,6 +74,18 @@ def diagnose(runtime: Runtime, state: LabState, fabric: Fabric, duration_s: floa
     return {"duration_s": duration_s, "probes": {k: probes[k] for k in ("paths", "sent", "lost", "achieved_pps")},
             "uncovered_links": probes["uncovered"],
             "suspects": [{"name": s.name, "score": s.score, "evidence": s.evidence} for s in ranked]}
+
+
+def _unexplained_loss(observed: list[tuple[set, int, int]], named: set[str]) -> dict[str, list[int]]:
+    """Per link, probes sent and lost on its paths, leaving out paths that cross another link
+    the localizer named: their loss is explained, and would smear onto every link they share."""
+    stats: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for links, sent, lost in observed:
+        for link in links:
+            if not (links - {link}) & named:
+                stats[link][0] += sent
+                stats[link][1] += lost
+    return stats
 
 
 def _routing(runtime, state, fabric: Fabric, suspect) -> None:

@@ -160,3 +160,19 @@ def test_diagnose_finds_nothing_on_a_healthy_lab_and_ranks_a_lossy_link_first(la
     assert top["name"] == "host-g1-h2 -- leaf-g1-r1", found["suspects"]
     assert any("probe localizer named it" in e for e in top["evidence"])
     assert all(s["score"] < top["score"] for s in found["suspects"][1:])
+
+
+def test_slow_node_search_finds_the_slowed_host(lab):
+    from twin.slow_node import find_slow_node
+
+    timing, params = engine.parse({"id": "slow", "kind": "slow_node", "node": "host-g2-h2", "rate_pct": 25})
+    engine.inject(lab, timing, params)
+    try:
+        search = find_slow_node(lab.runtime, lab.state, lab.fabric, size=1 * MiB, iters=2)
+    finally:
+        engine.clear(lab, "slow")
+    assert search.suspect == "host-g2-h2", search.as_dict()
+    first, second = search.steps
+    assert first.halves == [["host-g1-h1", "host-g1-h2"], ["host-g2-h1", "host-g2-h2"]]
+    assert second.measured == [["host-g2-h1", "host-g1-h1"], ["host-g2-h2", "host-g1-h1"]]
+    assert min(s.ratio for s in search.steps) > 2  # a quarter of line rate: about 4x slower
