@@ -38,8 +38,8 @@ SO_EE_ORIGIN_ICMP = 2
 ICMP_TIME_EXCEEDED = 11
 EXTENDED_ERR = struct.Struct("=IBBBBII")
 TRACE_ROUNDS = 3  # unanswered TTL probes are resent this many times
-TRACE_PPS = 1000  # discovery pace per agent: a burst of thousands of TTL probes overflowed the
-#                   queues of links a collective was saturating, and probes were lost every refresh
+TRACE_PPS = 1000  # discovery pace per agent: thousands of TTL probes in one burst would crowd
+#                   the queues of links a collective saturates
 TRACE_BATCH = 5  # trace probes per turn, one turn per TICK_S
 DEFAULT_TTL = 64
 TICK_S = 0.005  # probes are sent in batches due within this long; receive times stay exact
