@@ -9,13 +9,14 @@ LAB ?= rail4
 # plane and faults, iperf3 for rate checks, util-linux for unshare, python3-venv for the venv).
 SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util-linux python3-venv
 
-.PHONY: help deps venv lab down status test unit integration bench golden clean
+.PHONY: help deps venv lab down status test unit integration e2e bench golden clean
 
 help:
 	@echo "make lab SCENARIO=silent-drop   run a fault drill (see scenarios/), results in results/"
 	@echo "make lab LAB=rail4        bring a lab up and leave it running (see labs/)"
 	@echo "make down LAB=rail4       remove it, and everything it owns"
 	@echo "make test                 unit + integration tests (integration needs root)"
+	@echo "make e2e [QUICK=1]        every shipped scenario, graded; fails if an expectation fails"
 	@echo "make bench                lab, fault and workload benchmarks -> docs/benchmarks.md"
 	@echo "make golden               rewrite golden files after an intended model change"
 
@@ -56,6 +57,10 @@ integration: deps venv
 test: deps venv
 	$(PYTEST) -q tests
 
+# The fault drill: every scenario in scenarios/, graded. QUICK=1: shortened timelines (CI).
+e2e: deps venv
+	$(TWIN) e2e $(if $(QUICK),--quick) --results results/e2e
+
 golden: venv
 	UPDATE_GOLDEN=1 $(PYTEST) -q tests/unit/test_golden.py
 
@@ -63,6 +68,7 @@ bench: deps venv
 	$(VENV)/bin/python bench/lab_lifecycle.py --labs mini rail4 rail8 --runs 3 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/fault_convergence.py --runs 3 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/workloads.py --labs rail4 rail8 --out docs/benchmarks.md
+	$(VENV)/bin/python bench/drills.py --out docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -127,6 +128,8 @@ def lab_status_cmd(name: str, as_json: bool) -> None:
             table.add_row(s.name, daemons, f"{bgp_up}/{len(s.bgp)}", f"{bfd_up}/{len(s.bfd)}",
                           f"{s.ecmp_ok}/{s.ecmp_expected}", "[red]" + "; ".join(problems) + "[/]" if problems else "")
         out.print(table)
+        if state.drains:
+            out.print(f"drained on purpose (BGP shut; `twin lab undrain {name} --all`): {', '.join(state.drains)}")
     if not all(s.healthy for s in statuses):
         sys.exit(1)
 
@@ -209,11 +212,69 @@ def run_cmd(scenario_ref: str, keep: bool, results: Path, timeout: float) -> Non
     for name, d in summary["detectors"].items():
         out.print(f"detector {name}: {d['verdicts']} verdicts, {d['right']} right, {d['wrong']} wrong; detected "
                   + (", ".join(f"{k} after {v} s" for k, v in d["detect_s"].items()) or "nothing"))
+    _print_expectations(summary)
+    out.print(f"results: {result.directory} (report.json, junit.xml, events.jsonl, timeline.png, topology.png)")
+    if not summary["passed"]:
+        sys.exit(1)
+
+
+def _print_expectations(summary: dict) -> None:
     for e in summary["expectations"]:
         colour = "green" if e["status"] == "pass" else "red"
         out.print(f"[{colour}]{e['status'].upper()}[/] {json.dumps(e['expect'])}: {escape(e['message'])}")
-    out.print(f"results: {result.directory} (report.json, junit.xml, events.jsonl, timeline.png, topology.png)")
-    if not summary["passed"]:
+    for f in summary["faults"]:
+        if not f["on_schedule"]:
+            out.print(f"[red]FAIL[/] fault {f['id']} not applied on schedule: {f.get('error') or f['schedule_error_s']}")
+
+
+@cli.command("e2e")
+@click.argument("scenarios", nargs=-1, metavar="[SCENARIO]...")
+@click.option("--quick", is_flag=True,
+              help="For CI: 3 s before the first fault, 3 s after the last clear, one bring-up per lab.")
+@click.option("--results", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+              help="Folder for the results (one sub-folder per run).")
+def e2e_cmd(scenarios: tuple[str, ...], quick: bool, results: Path) -> None:
+    """The fault drill: run every scenario in scenarios/ (or the ones named) one after another
+    and grade every expectation. Exit 1 if any scenario failed."""
+    from .e2e import run_drill, scenario_files
+    from .scenario import load_scenario
+    files = scenario_files(scenarios)
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise TwinError(f"no such scenario: {', '.join(missing)}", hint="give files, or names from scenarios/")
+    loaded = [load_scenario(f, quick=quick) for f in files]  # every file is valid before anything runs
+
+    @contextmanager
+    def progress():
+        with _progress_bar() as bar:
+            yield RichProgress(bar)
+
+    def started(number: int, scenario) -> None:
+        out.print(f"[bold][{number}/{len(loaded)}] {scenario.spec.name}[/] on {scenario.fabric.name}, "
+                  f"{scenario.spec.duration_s:g} s")
+
+    def finished(_scenario, outcome) -> None:
+        if outcome.summary:
+            _print_expectations(outcome.summary)
+        else:
+            out.print(f"[red]ERROR[/] {escape(outcome.error)}")
+
+    outcomes = run_drill(loaded, results, quick, progress, started, finished)
+    table = Table(title="fault drill" + (" (quick)" if quick else ""))
+    for column in ("scenario", "result", "expectations", "detected after", "results"):
+        table.add_column(column)
+    for o in outcomes:
+        graded = o.summary["expectations"] if o.summary else []
+        detected = sorted({f"{v} s" for d in (o.summary or {}).get("detectors", {}).values()
+                           for v in d["detect_s"].values()})
+        table.add_row(o.scenario, "[green]pass[/]" if o.passed else "[red]FAIL[/]",
+                      f"{sum(e['status'] == 'pass' for e in graded)}/{len(graded)} passed" if o.summary else o.error,
+                      ", ".join(detected) or "-", str(o.directory or "-"))
+    out.print(table)
+    failed = [o.scenario for o in outcomes if not o.passed]
+    out.print(f"{len(outcomes) - len(failed)} of {len(outcomes)} scenarios passed" +
+              (f"; failed: {', '.join(failed)}" if failed else ""))
+    if failed:
         sys.exit(1)
 
 
@@ -234,6 +295,16 @@ def workload_lines(summary: dict) -> list[str]:
     if probes:
         during = ", ".join(f"{f['id']}: {w['loss_pct']} %" for f, w in zip(summary["faults"], probes["fault_windows"]))
         lines.append(f"probes: loss {probes['baseline']['loss_pct']} % healthy, during faults {during or '-'}")
+    mitigation = summary.get("mitigation") or {}
+    dodges = mitigation.get("dodges") or {}
+    if dodges.get("moved") or dodges.get("not_moved"):
+        lines.append(f"hash dodging: {dodges['moved']} flow moves ({dodges['avoided_all']} off every suspected "
+                     f"link), {dodges['not_moved']} found no better port" +
+                     (f"; first at {dodges['first_s']:.2f} s, last at {dodges['last_s']:.2f} s" if dodges["moved"] else ""))
+    for step in mitigation.get("isolation", []):
+        lines.append(f"isolation: {step['op']} {step['link']} at {step['t']:.2f} s" +
+                     (f" (took {step['took_s']} s)" if step.get("took_s") is not None else "") +
+                     (f": {step['reason']}" if step.get("reason") else ""))
     return lines
 
 
@@ -318,6 +389,31 @@ def fault_clear(name: str, fault_id: str | None, clear_all: bool) -> None:
     for entry in cleared:
         report = entry["record"].get("report")
         out.print(f"cleared {entry['id']} ({entry['kind']})" + (f": {report}" if report else ""))
+
+
+@lab.command("drain")
+@click.argument("name", metavar="LAB")
+@click.argument("link")
+def lab_drain(name: str, link: str) -> None:
+    """Take LINK ("a -- b") out of service: shut its BGP session on both ends, as a controller
+    isolates a bad link. Traffic moves to the other ECMP members; the link stays up."""
+    from .mitigate.drain import drain
+    key = drain(_fault_context(name), link)
+    out.print(f"drained {key}; restore it with `twin lab undrain {name} \"{key}\"`")
+
+
+@lab.command("undrain")
+@click.argument("name", metavar="LAB")
+@click.argument("link", required=False)
+@click.option("--all", "undrain_all", is_flag=True, help="Every drained link.")
+def lab_undrain(name: str, link: str | None, undrain_all: bool) -> None:
+    """Put a drained LINK (or --all) back into service (after the repair)."""
+    from .mitigate.drain import undrain
+    ctx = _fault_context(name)
+    if bool(link) == undrain_all:
+        raise TwinError("give a LINK or --all", hint=f"drained: {', '.join(ctx.state.drains) or 'none'}")
+    for key in list(ctx.state.drains) if undrain_all else [link]:
+        out.print(f"undrained {undrain(ctx, key)}")
 
 
 @cli.command()

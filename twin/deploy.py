@@ -122,6 +122,16 @@ def _build(fabric: Fabric, runtime: Runtime, state: LabState, progress: Progress
         converge.wait_reachable(runtime, fabric, progress, deadline)
 
 
+def wait_converged(runtime: Runtime, state: LabState, fabric: Fabric, progress: Progress | None = None,
+                   timeout_s: float = 90) -> None:
+    """A lab that is up converges again (after a scenario on it): routes, BFD, reachability."""
+    progress = progress or NullProgress()
+    deadline = time.monotonic() + timeout_s
+    converge.wait_routing(runtime, state, fabric, progress, deadline)
+    converge.wait_bfd(runtime, state, fabric, progress, deadline)
+    converge.wait_reachable(runtime, fabric, progress, deadline)
+
+
 @dataclass
 class TeardownReport:
     lab: str

@@ -48,7 +48,7 @@ def diagnose(runtime: Runtime, state: LabState, fabric: Fabric, duration_s: floa
 
     progress.phase("routing state", None)
     _routing(runtime, state, fabric, suspect)
-    localizer = Localizer({n.name: {l.name for l in fabric.links_of(n.name)} for n in fabric.switches})
+    localizer = Localizer(fabric.switch_links())
     verdicts, observed = [], []  # observed: (links of the path, sent, lost) per sample
 
     def watch(mesh) -> None:

@@ -16,6 +16,8 @@ class DetectorSpec(_Strict):
     builtin: str | None = Field(None, description=f"a built-in detector: {', '.join(BUILTINS)}")
     command: list[str] | None = Field(None, description='an external tool, e.g. ["./my-detector", "--lab", "{lab}"]')
     name: str | None = Field(None, description="how the report names it")
+    isolate: bool = Field(False, description="drain each switch-to-switch link it names (BGP shut on both "
+                                             "ends); undrained when the fault clears")
 
     @model_validator(mode="after")
     def _one(self):
@@ -49,11 +51,14 @@ class Expectation(_Strict):
     recover: WorkloadWithin | None = Field(None, description="the workload is back to healthy within_s of onset")
     collective: CollectiveLimit | None = Field(None, description="step time in fault windows vs healthy baseline")
     no_hang: bool | None = Field(None, description="no collective timed out")
+    max_wrong_verdicts: int | None = Field(None, ge=0, description="verdicts naming no active fault (false "
+                                                                   "positives), over every detector")
 
     @model_validator(mode="after")
     def _one(self):
         if sum(v is not None for v in self.model_dump().values()) != 1:
-            raise ValueError("each entry is exactly one of detect, reroute, recover, collective, no_hang")
+            raise ValueError("each entry is exactly one of detect, reroute, recover, collective, no_hang, "
+                             "max_wrong_verdicts")
         return self
 
     @property
@@ -72,34 +77,35 @@ def workload_names(workloads: list[dict]) -> dict[str, str]:
 def check(spec, fault_ids: set[str], problem) -> tuple[list[DetectorSpec], list[Expectation]]:
     detectors, expectations = [], []
     kinds = {w.get("kind") for w in spec.workloads}
-    for number, entry in enumerate(spec.detectors):
-        try:
-            detector = DetectorSpec.model_validate(entry)
-        except ValidationError as exc:
-            problem(("detectors", number), _first(exc), "e.g. builtin: probe-localizer, or command: [./tool]")
-            continue
+    for number, detector in _valid(DetectorSpec, spec.detectors, "detectors", problem,
+                                   "e.g. builtin: probe-localizer, or command: [./tool]"):
         if detector.builtin and "probes" not in kinds:
             problem(("detectors", number, "builtin"), f"{detector.builtin} needs the probe mesh",
                     "add a workload: - kind: probes")
         detectors.append(detector)
     names = workload_names(spec.workloads)
-    for number, entry in enumerate(spec.expect):
-        try:
-            expectation = Expectation.model_validate(entry)
-        except ValidationError as exc:
-            problem(("expect", number), _first(exc), "see README, expectations")
-            continue
+    for number, expectation in _valid(Expectation, spec.expect, "expect", problem, "see README, expectations"):
         target = getattr(expectation, expectation.kind)
         if expectation.kind in ("detect", "reroute") and target.fault not in fault_ids:
             problem(("expect", number, expectation.kind), f"no fault with id {target.fault!r}",
                     f"fault ids: {', '.join(sorted(fault_ids)) or 'none'}")
-        if expectation.kind == "detect" and not detectors:
-            problem(("expect", number, "detect"), "nothing to detect with", "add detectors: - builtin: probe-localizer")
+        if expectation.kind in ("detect", "max_wrong_verdicts") and not detectors:
+            problem(("expect", number, expectation.kind), "no detector to grade",
+                    "add detectors: - builtin: probe-localizer")
         if expectation.kind == "recover" and target.workload not in names:
             problem(("expect", number, "recover"), f"no workload {target.workload!r}",
                     f"workloads: {', '.join(sorted(names)) or 'none'}")
         expectations.append(expectation)
     return detectors, expectations
+
+
+def _valid(model, entries: list, section: str, problem, hint: str):
+    """(index, validated entry) for each entry that validates; a problem for each that does not."""
+    for number, entry in enumerate(entries):
+        try:
+            yield number, model.model_validate(entry)
+        except ValidationError as exc:
+            problem((section, number), _first(exc), hint)
 
 
 def _first(exc: ValidationError) -> str:

@@ -108,6 +108,14 @@ def vtysh_argv(state: LabState, node: str, *commands: str) -> list[str]:
     return argv
 
 
+def configure_bgp(runtime: Runtime, state: LabState, node: Node, *commands: str) -> None:
+    """Apply BGP configuration commands on a running switch (vtysh, as an operator would)."""
+    argv = vtysh_argv(state, node.name, "configure terminal", f"router bgp {node.asn}", *commands)
+    result = runtime.exec(node.name, argv)
+    if result.rc != 0:
+        raise RuntimeBackendError(f"vtysh on {node.name} failed: {result.stderr.strip() or result.stdout.strip()}")
+
+
 def wait_sockets(state: LabState, nodes: list[str], daemons: tuple[str, ...], timeout_s: float = 10) -> None:
     """Wait until each daemon has created its socket (it is listening), or fail naming it."""
     deadline = time.monotonic() + timeout_s

@@ -2,8 +2,8 @@
 gets its verdicts counted right or wrong against the injected ground truth.
 
 A verdict is right when it names a link or node of a fault active at that moment (or within
-LATE_S after its clear); the time to detect counts from the fault's actual onset to the first
-right verdict, as the runner received it.
+LATE_S after its clear); the time to detect counts from the fault's onset (when its apply has
+finished) to the first right verdict, as the runner received it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ def _verdicts(records: list[dict]) -> list[Verdict]:
 
 
 def _active(fault: dict, duration_s: float) -> tuple[float, float]:
-    start = fault["applied_s"] if fault["applied_s"] is not None else fault["scheduled_s"]
+    """From when the fault is in full effect (the end of its apply: bitflip first turns checksum
+    offload off lab-wide, 0.8 s on rail4) to its clear."""
+    start = fault["applied_s"] + (fault.get("apply_took_s") or 0.0) if fault["applied_s"] is not None \
+        else fault["scheduled_s"]
     end = fault["cleared_s"] if fault["cleared_s"] is not None else duration_s
     return start, end
 
@@ -85,6 +88,11 @@ def grade(expectations: list, report: dict, records: list[dict], targets: dict[s
                    "a fault window without a single finished iteration" if measured == math.inf else
                    f"worst step-time slowdown x{measured}")
             measured = None if measured == math.inf else measured
+        elif kind == "max_wrong_verdicts":
+            limit = target
+            measured = sum(d["wrong"] for d in report["detectors"].values())
+            ok = measured <= limit
+            why = f"{measured} wrong verdict(s) over {len(report['detectors'])} detector(s)"
         elif kind == "no_hang":
             measured = sum(c["hangs"] for c in report["collectives"].values())
             limit = 0

@@ -93,6 +93,10 @@ class Fabric:
     def links_of(self, node: str) -> list[Link]:
         return [link for link in self.links if node in (link.a.node, link.b.node)]
 
+    def switch_links(self) -> dict[str, set[str]]:
+        """switch -> the names of its links (a switch fault shows on all of them)."""
+        return {n.name: {l.name for l in self.links_of(n.name)} for n in self.switches}
+
     def host_nics(self) -> list[tuple[str, Endpoint]]:
         """(host name, its NIC endpoint) for every host NIC, in a stable order."""
         return [(link.b.node, link.b) for link in self.links if link.kind == "host"]

@@ -12,6 +12,8 @@ from .collectives.identity import rank_uid
 from .model import Fabric, Node
 from .nsutil import write_sysctls
 
+TWIN_PORTS = "47000-47199"  # fixed ports of traffic.py, workloads/flows.py, probes/mesh.py
+
 # Per-NIC routing tables on hosts: table 100+r holds NIC r's default route.
 HOST_TABLE_BASE = 100
 
@@ -42,7 +44,10 @@ def node_sysctls(fabric: Fabric, node: Node) -> dict[str, str]:
                          "net.ipv4.fib_multipath_hash_seed": str(zlib.crc32(node.name.encode()) or 1)}
     # Multi-NIC host: answer ARP only on the NIC that owns the address.
     return common | {"net.ipv4.ip_forward": "0", "net.ipv4.conf.all.arp_ignore": "1",
-                     "net.ipv4.conf.all.arp_announce": "2"}
+                     "net.ipv4.conf.all.arp_announce": "2",
+                     # The twin's own listening ports (flows, probes) are never handed out as
+                     # ephemeral source ports (flows, gloo), which would make a later bind fail.
+                     "net.ipv4.ip_local_reserved_ports": TWIN_PORTS}
 
 
 def configure_sysctls(netns_path: str, fabric: Fabric, node: Node) -> None:

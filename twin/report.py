@@ -12,8 +12,8 @@ from xml.etree import ElementTree as ET
 from . import grading, workload_report
 from .detect.verdicts import link_key
 from .runner import SCHEDULE_TOLERANCE_S, RunResult
+from .workloads.flows import WARMUP_S
 
-WARMUP_S = 2.0  # flows' first intervals include ARP and socket set-up
 RESTORE_WINDOW_S = 10.0  # route changes this long after a clear count as its restoration
 
 
@@ -74,6 +74,8 @@ def analyse(result: RunResult) -> dict:
             "restored_after_s": round(restores[-1]["t"] - end, 3) if restores else None,
             "bgp_downs": sum(1 for r in routing if r["kind"] == "bgp" and r["state"] == "down"),
             "bfd_downs": sum(1 for r in routing if r["kind"] == "bfd" and r["state"] == "down"),
+            "first_bfd_down_s": next((round(r["t"] - start, 3) for r in routing
+                                      if r["kind"] == "bfd" and r["state"] == "down"), None),
         })
     return {
         "scenario": result.scenario.spec.name, "scenario_file": str(result.scenario.path),
@@ -85,6 +87,7 @@ def analyse(result: RunResult) -> dict:
         "collectives": workload_report.collectives(records, windows),
         "probes": workload_report.probes(records, windows),
         "telemetry": next((r["stats"] for r in records if r["kind"] == "telemetry"), None),
+        "mitigation": workload_report.mitigation(records),
         "expectations": [],  # graded below, from everything above
         "transport_note": "flows and probes are UDP and collectives are gloo over TCP, not RoCE: TCP "
                           "retransmits selectively, so loss costs far less here than on a go-back-N RDMA NIC",

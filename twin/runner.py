@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import deploy
-from .errors import LabStateError
-from .detect.runner import Detectors
+from .errors import LabStateError, TwinError
+from .detect.runner import Detectors, detector_name
 from .events import EventLog
 from .faults import engine
 from .faults.base import FaultContext
 from .labfile import load_lab
+from .mitigate.drain import Isolator
 from .monitor import RoutingMonitor
 from .progress import NullProgress, Progress
 from .runtime import get_runtime, names
@@ -78,7 +79,7 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
         monitor = RoutingMonitor(runtime, state, fabric, events)
         sampler = Sampler(runtime, state, fabric, scenario.spec.telemetry_ms, directory / "metrics.jsonl") \
             if scenario.spec.telemetry_ms else None
-        workloads, detectors = [], None
+        workloads, detectors, isolator = [], None, None
         wctx = WorkloadContext(runtime, state, fabric, events, scenario.spec.seed, run_id=directory.name)
         try:
             monitor.start()
@@ -90,12 +91,15 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
                 workload.start()
             _wait_ready(workloads, progress)
             events.restart_clock()
+            isolating = {detector_name(d.model_dump(), n) for n, d in enumerate(scenario.detectors) if d.isolate}
+            if isolating:
+                isolator = Isolator(ctx, events, isolating)
             detectors = Detectors([d.model_dump() for d in scenario.detectors], workloads, wctx)
             detectors.start(time.time())
             if sampler:
                 sampler.start()
             events.emit("scenario", op="start", name=scenario.spec.name, lab=fabric.name)
-            _run_timeline(ctx, scenario, events, result, progress)
+            _run_timeline(ctx, scenario, events, result, progress, isolator)
         except KeyboardInterrupt:
             result.interrupted = True
             events.emit("scenario", op="interrupted")
@@ -109,6 +113,11 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
                 if sampler:
                     events.emit("telemetry", stats=sampler.stop())
                 _clear_remaining(ctx, events, result)
+                if isolator:
+                    try:
+                        isolator.restore()
+                    except TwinError as exc:  # the lab may be going down anyway: never block that
+                        progress.note(f"could not undrain: {exc.message}")
                 monitor.stop()
                 events.emit("scenario", op="end")
                 events.close()
@@ -132,7 +141,7 @@ def _wait_ready(workloads: list, progress: Progress, timeout_s: float = 120.0) -
 
 
 def _run_timeline(ctx: FaultContext, scenario: Scenario, events: EventLog, result: RunResult,
-                  progress: Progress) -> None:
+                  progress: Progress, isolator: Isolator | None) -> None:
     duration = scenario.spec.duration_s
     steps = []
     for fault in scenario.faults:
@@ -161,6 +170,8 @@ def _run_timeline(ctx: FaultContext, scenario: Scenario, events: EventLog, resul
                         targets=fault.targets, error=timing.error)
         elif timing.error is None:
             _clear(ctx, events, timing, at_s)
+            if isolator:  # the repaired link goes back into service, as an operator would do
+                isolator.restore(fault.targets)
     _sleep_until(events, scenario.spec.duration_s, progress, shown)
 
 

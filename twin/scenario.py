@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import runtime
 from .build import build_fabric
+from .e2e import shorten
 from .errors import LabFileError, Problem, TwinError
 from .expectations import check as expectations_check
 from .faults import engine
@@ -61,8 +62,11 @@ class Scenario:
     expectations: list = field(default_factory=list)  # expectations.Expectation
 
 
-def load_scenario(path: Path) -> Scenario:
+def load_scenario(path: Path, quick: bool = False) -> Scenario:
+    """quick: the shortened timeline of e2e.shorten (CI drills)."""
     data, source = read_yaml(path)
+    if quick:
+        shorten(data)
     spec = validate(ScenarioSpec, data, str(path), source)
     problems: list[Problem] = []
 

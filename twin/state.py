@@ -38,6 +38,7 @@ class LabState:
     resources: list[Resource] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
     faults: list[dict] = field(default_factory=list)  # active faults: spec + what undoes them
+    drains: list[str] = field(default_factory=list)  # links taken out of service (mitigate/drain.py)
 
     @property
     def directory(self) -> Path:

@@ -93,3 +93,18 @@ def step_series(records: list[dict]) -> dict[str, tuple[list[float], list[float]
         ts.append(step["t"])
         ys.append(step["step_s"])
     return series
+
+
+def mitigation(records: list[dict]) -> dict | None:
+    """Hash dodging moves and isolation (drains, restores) seen in the run."""
+    dodges = [r for r in records if r["kind"] == "dodge"]
+    isolation = [{k: r.get(k) for k in ("t", "op", "link", "detector", "took_s", "reason") if r.get(k) is not None}
+                 for r in records if r["kind"] == "isolate"]
+    if not dodges and not isolation:
+        return None
+    moved = [r for r in dodges if r.get("moved")]
+    return {"dodges": {"moved": len(moved), "avoided_all": sum(1 for r in moved if r.get("avoided")),
+                       "not_moved": len(dodges) - len(moved),
+                       "after_a_verdict": sum(1 for r in moved if r.get("because") == "named by a detector"),
+                       "first_s": moved[0]["t"] if moved else None, "last_s": moved[-1]["t"] if moved else None},
+            "isolation": isolation}

@@ -2,6 +2,7 @@
 restores the exact prior state (nft, qdiscs, links, routes, FRR config and FIB)."""
 
 import json
+import subprocess
 import time
 
 import pytest
@@ -133,6 +134,33 @@ def test_switch_down_and_back(lab):
         assert not any(status["spine-1"].daemons.values())
         wait_for(lambda: unreachable_pairs(lab.runtime, lab.fabric, timeout_s=1) == [],
                  what="traffic to move to spine-2")
+
+
+def test_pfc_pause_lets_bulk_tcp_resume_at_line_rate(lab):
+    """TCP through a port paused 300 ms of every second is back at line rate within every second:
+    a pause must not leave the port owing tokens (pausing HTB's class rate once charged it 9 s
+    for the one jumbo frame let through, and this transfer stalled for good)."""
+    src, dst = nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1")
+    with Applied(lab, id="pulse", kind="pfc_pause", link="leaf-g1-r1 -- host-g1-h1", direction="a_to_b",
+                 pause_ms=300, period_ms=1000):
+        wait_for(lambda: _report(lab, "pulse").get("pauses", 0) >= 1, what="the first pause")
+        server = subprocess.Popen(["ip", "netns", "exec", lab.runtime.resource_name(dst.host),
+                                   "iperf3", "-s", "-1", "-B", dst.address],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.5)
+            result = lab.runtime.exec(src.host, ["iperf3", "-c", dst.address, "-B", src.address, "-t", "5",
+                                                 "-i", "0.25", "-J"], timeout=30)
+        finally:
+            server.kill()
+            server.wait()
+        assert result.rc == 0, result.stderr
+        pauses = _report(lab, "pulse")["pauses"]
+    rates = [i["sum"]["bits_per_second"] for i in json.loads(result.stdout)["intervals"]]
+    assert pauses >= 5 and min(rates) < 0.1 * lab.fabric.rate_bps  # really paused, every second
+    # every 1.25 s (a period, wherever it starts) has a quarter second near line rate
+    windows = [rates[i:i + 5] for i in range(len(rates) - 4)]
+    assert all(max(w) >= 0.6 * lab.fabric.rate_bps for w in windows), [round(r / 1e6) for r in rates]
 
 
 def test_pfc_pause_holds_traffic_without_a_drop(lab):

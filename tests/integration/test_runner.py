@@ -31,8 +31,9 @@ def test_smoke_scenario_writes_results(tmp_path):
     assert fault["bfd_downs"] >= 1 and fault["route_changes"] >= 1  # 100% loss: BFD sees it
     assert fault["flows"]["loss_pct"] > 0 and fault["flows_recovered_after_s"] <= 3
     assert report["baseline_flows"]["loss_pct"] < 1
+    assert [e["status"] for e in report["expectations"]] == ["pass", "pass"]  # reroute, recover
     suite = ET.parse(run_dir / "junit.xml").getroot()
-    assert (suite.get("tests"), suite.get("failures")) == ("1", "0")
+    assert (suite.get("tests"), suite.get("failures")) == ("3", "0")
     kinds = [json.loads(line)["kind"] for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert {"fault", "flow", "route", "bgp", "bfd", "scenario", "telemetry"} <= set(kinds)
     assert report["telemetry"]["samples"] > 50 and report["telemetry"]["achieved_mean_ms"] < 150

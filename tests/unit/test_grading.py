@@ -65,3 +65,9 @@ def test_a_window_without_a_finished_iteration_is_an_infinite_slowdown():
     assert [g["status"] for g in graded] == ["fail", "fail", "fail"]
     assert "without a single finished iteration" in graded[0]["message"]
     assert math.isfinite(graded[1]["measured"]) and graded[2]["message"] == "never recovered"
+
+
+def test_max_wrong_verdicts_counts_every_detectors_false_positives():
+    expectations = [Expectation.model_validate({"max_wrong_verdicts": n}) for n in (3, 2)]
+    graded = grade(expectations, report(), RECORDS, TARGETS)
+    assert [(g["status"], g["measured"], g["limit"]) for g in graded] == [("pass", 3, 3), ("fail", 3, 2)]

@@ -54,7 +54,7 @@ def run(localizer, paths, losses, rounds, seed=1, sent=5):
 
 
 def switch_links(fabric):
-    return {n.name: {l.name for l in fabric.links_of(n.name)} for n in fabric.switches}
+    return fabric.switch_links()
 
 
 def test_total_loss_on_one_link_is_named_in_its_second_interval():
@@ -136,3 +136,26 @@ def test_grading_a_verdict_against_targets():
 def test_parsing_detector_output(line, expected):
     verdict = parse_line(line, "ext", received_t=7.0)
     assert (None if verdict is None else (verdict.t, verdict.link, verdict.node)) == expected
+
+
+def test_a_loss_two_links_share_waits_for_a_path_that_tells_them_apart():
+    """Sparse loss (a 1 % bitflip) first seen only on same-rail paths, which cross both leaf links
+    of their spine: the localizer must not guess the less probed one; a later loss on a
+    cross-rail path through only one of them names it."""
+    fabric, paths = mesh_paths()
+    bad, rival = link_key("leaf-g1-r2 -- spine-r2-s1"), link_key("leaf-g2-r2 -- spine-r2-s1")
+    keys = [(src, dst, sport, links, {link_key(l) for l in links}) for src, dst, sport, links in paths]
+    both = next(p for p in keys if {bad, rival} <= p[4])
+    only_bad = [p for p in keys if bad in p[4] and rival not in p[4]]
+    elsewhere = [p for p in only_bad if both[0].split(":")[0] not in (p[0].split(":")[0], p[1].split(":")[0])]
+    localizer = Localizer(switch_links(fabric))
+
+    def observe(t, lossy):
+        samples = [Sample(src, dst, sport, links, 5, 1 if (src, dst, sport) == lossy[:3] else 0)
+                   for src, dst, sport, links, _ in [both, *only_bad]]
+        return localizer.observe(t, samples)
+
+    verdicts = observe(0.0, both) + observe(0.25, both)
+    assert verdicts == []  # the rival, less probed, would have won the rate tie-break
+    verdicts = observe(0.5, elsewhere[0]) + observe(0.75, elsewhere[-1])  # no host link in common
+    assert [v.target for v in verdicts] == [bad]

@@ -3,14 +3,17 @@
 Each interval the localizer pools the last `window` intervals per path, then explains the lost
 probes greedily, as network tomography does with a sparse set of bad links:
 1. every link gets the probes lost and sent on the paths that cross it;
-2. the link whose paths lost the most probes is the best explanation (ties: the higher loss
-   rate, i.e. fewer clean paths through it); it is named if it carries at least `min_lost`
+2. the link whose paths lost the most probes is the best explanation (ties: a link already
+   named, then the higher loss rate, i.e. fewer clean paths through it); it is named if it carries at least `min_lost`
    lost probes, its loss rate is at least `min_rate`, and it lost probes in at least `persist`
    of the pooled intervals: a fault persists, while the loss of a routing transition (a link
    going down before BFD and ECMP move traffic, a route coming back) lasts one interval, and
    is charged to paths that are no longer the ones the probes took;
 3. the paths it explains are set aside and the rest is explained again, so two faults far
    apart are both named; a link only on paths already explained is not named twice.
+When another link lies on exactly the same lossy paths (the two leaf links of a spine, on a
+same-rail path) but not on the same paths overall, naming waits up to `window` intervals for a
+loss that tells them apart.
 Before that, a switch that loses (nearly) every probe crossing it, on paths over two or more
 of its links, is named as the switch (a switch fault shows on every one of its links), and
 the paths it explains are set aside.
@@ -28,7 +31,10 @@ from dataclasses import dataclass, field
 from .verdicts import Verdict, link_key
 
 DETECTOR = "probe-localizer"
-DEAD_RATE = 0.9  # a switch loses at least this share of the probes crossing it: the switch, not a link
+WINDOW_S = 2.0  # evidence pooled over this long, whatever the probes' reporting interval
+FORGET_S = 3.0
+DEAD_RATE = 0.9
+PLAUSIBLE_LOSSES = 3  # a rival whose clean probes should have lost this many (P(none) ~ 5 %) is ruled out  # a switch loses at least this share of the probes crossing it: the switch, not a link
 
 
 @dataclass
@@ -47,6 +53,14 @@ class Localizer:
         self.persist = persist
         self._recent: deque[list] = deque(maxlen=window)
         self._named: dict[str, int] = {}  # name -> intervals since last evidence
+        self._deferred: dict[frozenset, int] = {}  # links the loss cannot tell apart -> intervals waited
+
+    @classmethod
+    def for_interval(cls, switch_links: dict[str, set[str]], report_s: float) -> "Localizer":
+        """Window and memory in seconds: shorter intervals name a fault sooner (persist counts
+        intervals), and still pool WINDOW_S of evidence, which sparse loss needs."""
+        return cls(switch_links, window=max(4, round(WINDOW_S / report_s)),
+                   forget_after=max(6, round(FORGET_S / report_s)))
 
     def observe(self, t: float, samples: Iterable) -> list[Verdict]:
         """Feed one interval's path samples (src, dst, sport, links, sent, lost); returns new verdicts."""
@@ -87,6 +101,7 @@ class Localizer:
         if total_lost < self.min_lost:
             return {}
         named = self._dead_switches(paths, total_lost)
+        pending: set[frozenset] = set()
         remaining = [p for p in paths if p.lost and not any(node_links & set(p.links) for node_links in
                                                             (self.switch_links[n] for n in named))]
         while remaining:
@@ -97,20 +112,52 @@ class Localizer:
             for path in remaining:
                 for link in path.links:
                     stats[link][1] += path.lost
+            # Ties on lost probes: a link already named keeps explaining them (a sparse loss
+            # clustering on a sub-path must not produce a second name), then the higher rate.
             best = max((link for link in stats if stats[link][1]),
-                       key=lambda l: (stats[l][1], stats[l][1] / max(1, stats[l][0])), default=None)
+                       key=lambda l: (stats[l][1], l in self._named, stats[l][1] / max(1, stats[l][0])),
+                       default=None)
             if best is None:
                 break
             sent, lost = stats[best]
             rate = lost / max(1, sent)
-            seen_in = set().union(*(p.lossy_intervals for p in remaining if best in p.links))
+            explained = [p for p in remaining if best in p.links]
+            seen_in = set().union(*(p.lossy_intervals for p in explained))
             if lost < self.min_lost or rate < self.min_rate or len(seen_in) < self.persist:
+                break
+            if self._ambiguous(best, explained, stats, pending, paths):
                 break
             kind = "link_down" if rate > 0.95 else "silent_drop"
             confidence = min(1.0, lost / total_lost) * (1 - 0.5 ** lost)
             named[best] = (kind, confidence)
             remaining = [p for p in remaining if best not in p.links]
+        self._deferred = {key: n for key, n in self._deferred.items() if key in pending}
         return named
+
+    def _ambiguous(self, best: str, explained: list[_Path], stats: dict, pending: set, paths: list[_Path]) -> bool:
+        """Another link lies on exactly the same lossy paths (a same-rail path crosses both leaf
+        links of its spine) but not on the same paths overall, and its loss-free probes do not
+        rule it out: the loss cannot tell them apart yet, a later loss may, and meanwhile the rate
+        tie-break would favour the less probed link. Wait for it, at most `window` intervals, unless `best` is already named. (Links on
+        exactly the same paths, as on a 2-leaf fabric, can never be told apart: no wait.)"""
+        crossing = {p.links for p in paths if best in p.links}
+
+        def plausible(link: str) -> bool:
+            # Were the rival the culprit, at the loss rate that makes (its sent, these lost), its
+            # loss-free paths should have lost some too: enough of them rule it out (a black
+            # hole toward a host spares that host's link on paths over the other spine).
+            clean = sum(p.sent for p in paths if link in p.links and not p.lost)
+            return clean * stats[link][1] / max(1, stats[link][0]) < PLAUSIBLE_LOSSES
+
+        rivals = frozenset(link for link in stats if link != best and stats[link][1] == stats[best][1]
+                           and all(link in p.links for p in explained)
+                           and {p.links for p in paths if link in p.links} != crossing and plausible(link))
+        if not rivals or best in self._named:
+            return False
+        key = rivals | {best}
+        pending.add(key)
+        self._deferred[key] = self._deferred.get(key, 0) + 1
+        return self._deferred[key] <= self.window
 
     def _dead_switches(self, paths: list[_Path], total_lost: int) -> dict[str, tuple[str, float]]:
         """Switches through which (nearly) every probe is lost, where no single one of their links

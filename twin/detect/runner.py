@@ -40,7 +40,7 @@ class Detectors:
     def _start_localizer(self, name: str) -> None:
         probes = next(w for w in self.workloads if hasattr(w, "mesh"))
         fabric = self.ctx.fabric
-        localizer = Localizer({n.name: {l.name for l in fabric.links_of(n.name)} for n in fabric.switches})
+        localizer = Localizer.for_interval(fabric.switch_links(), probes.params.report_ms / 1000)
 
         def on_interval(interval) -> None:
             for verdict in localizer.observe(self.ctx.events.now(), interval.samples):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..errors import RuntimeBackendError
-from ..frr import vtysh_argv
+from ..frr import configure_bgp
 from . import register
 from .base import FaultContext, OnLink, Params, TargetError, resolve_link
 
@@ -21,13 +20,6 @@ def _session(ctx: FaultContext, params):
     return ctx.fabric.nodes[a], str(link.peer(a).address.ip)
 
 
-def _configure(ctx: FaultContext, node, *commands: str) -> None:
-    argv = vtysh_argv(ctx.state, node.name, "configure terminal", f"router bgp {node.asn}", *commands)
-    result = ctx.runtime.exec(node.name, argv)
-    if result.rc != 0:
-        raise RuntimeBackendError(f"vtysh on {node.name} failed: {result.stderr.strip() or result.stdout.strip()}")
-
-
 class BgpDown(OnLink):
     name = "bgp_down"
     params = BgpDownParams
@@ -35,11 +27,11 @@ class BgpDown(OnLink):
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node, peer = _session(ctx, params)
         record.update(node=node.name, peer=peer)
-        _configure(ctx, node, f"neighbor {peer} shutdown")
+        configure_bgp(ctx.runtime, ctx.state, node, f"neighbor {peer} shutdown")
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node, peer = _session(ctx, params)
-        _configure(ctx, node, f"no neighbor {peer} shutdown")
+        configure_bgp(ctx.runtime, ctx.state, node, f"no neighbor {peer} shutdown")
 
 
 register(BgpDown())

@@ -1,8 +1,12 @@
 """PFC-like pausing of a port's egress, shared by pfc_pause and pfc_storm.
 
-A paused port keeps its packets: a deep FIFO sits under the HTB class while the fault is
-active and the class rate drops to a trickle; resuming restores the recorded rate. Handles
-are kept open per node, since a controller reads backlogs every few milliseconds.
+While a fault is active a TBF gate sits under the port's HTB data class, open (far above the
+line rate; HTB still shapes). Pausing turns the gate's rate down to a trickle: TBF sends a packet
+only when it has the tokens for it, so the queue holds and nothing runs up a debt. Resuming
+turns it back up, which refills its bucket. (Turning HTB's own class rate down instead let the
+first jumbo frame through at the trickle rate and charged the class 9 s of tokens: after every
+pause the port stalled for seconds. Light flows of small packets never showed it, a TCP
+collective did.)
 """
 
 from __future__ import annotations
@@ -14,10 +18,14 @@ from pyroute2 import IPRoute
 from .. import shaping
 from .base import FaultContext
 
-PAUSE_RATE_BPS = 8_000  # HTB needs a positive rate; 1 kB/s holds a 200 Mbit/s link to nothing
-HOLD_QUEUE = 0x200000  # 20: the deep FIFO under class 1:10 while the fault is active
-HOLD_PACKETS = 100_000
+GATE = 0x200000  # 20: the TBF under class 1:10 while the fault is active
+OPEN_RATE_BPS = 10_000_000_000
+OPEN_BURST = 256 * 1024  # larger than a GSO super-packet, which TBF would otherwise split
+PAUSE_RATE_BPS = 8_000  # TBF needs a positive rate: 1 kB/s holds a 200 Mbit/s link to nothing
+PAUSE_BURST = 16 * 1024  # a jumbo frame, the most that passes as the pause takes hold
+HOLD_BYTES = 64 * 1024 * 1024  # the queue behind a paused port
 DRAIN_TIMEOUT_S = 10.0
+SETTLED_S = 0.3
 
 
 class Ports:
@@ -38,29 +46,45 @@ class Ports:
             self._index[(node, ifname)] = self.ipr(node).link_lookup(ifname=ifname)[0]
         return self._index[(node, ifname)]
 
-    def rate(self, node: str, ifname: str) -> int:
-        return shaping.shaped_rate_bps(self.ipr(node), self.index(node, ifname))
+    def _gate(self, node: str, ifname: str, command: str, rate_bps: int, burst: int) -> None:
+        self.ipr(node).tc(command, "tbf", self.index(node, ifname), handle=GATE, parent=shaping.CLASS_HANDLE,
+                          rate=f"{rate_bps}bit", burst=burst, limit=HOLD_BYTES)
 
-    def set_rate(self, node: str, ifname: str, rate_bps: int) -> None:
-        shaping.set_class_rate(self.ipr(node), self.index(node, ifname), rate_bps)
+    def add_gate(self, node: str, ifname: str) -> None:
+        self._gate(node, ifname, "add", OPEN_RATE_BPS, OPEN_BURST)
 
-    def add_hold_queue(self, node: str, ifname: str) -> None:
-        self.ipr(node).tc("add", "pfifo", self.index(node, ifname), handle=HOLD_QUEUE,
-                          parent=shaping.CLASS_HANDLE, limit=HOLD_PACKETS)
+    def pause(self, node: str, ifname: str) -> None:
+        self._gate(node, ifname, "change", PAUSE_RATE_BPS, PAUSE_BURST)
+
+    def resume(self, node: str, ifname: str) -> None:
+        self._gate(node, ifname, "change", OPEN_RATE_BPS, OPEN_BURST)
+
+    def has_gate(self, node: str, ifname: str) -> bool:
+        return any(q["handle"] == GATE for q in self.ipr(node).get_qdiscs(index=self.index(node, ifname)))
 
     def backlog_bytes(self, node: str, ifname: str) -> int:
         for qdisc in self.ipr(node).get_qdiscs(index=self.index(node, ifname)):
-            if qdisc["handle"] == HOLD_QUEUE:
+            if qdisc["handle"] == GATE:
                 return qdisc.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")["backlog"]
         return 0
 
-    def remove_hold_queue(self, node: str, ifname: str) -> None:
-        """Wait for held packets to leave (removing the FIFO drops them), then remove it."""
+    def remove_gate(self, node: str, ifname: str) -> None:
+        """Open the gate, let the held packets leave, then remove it. Removing drops what is still
+        queued, so wait for an empty queue; under steady bulk traffic it is never empty, so also
+        accept a queue that has stayed below OPEN_BURST (what the port queues anyway) for
+        SETTLED_S: the held packets are gone, and TCP recovers the few dropped."""
+        self.resume(node, ifname)
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        while self.backlog_bytes(node, ifname) and time.monotonic() < deadline:
+        low_since = None
+        while time.monotonic() < deadline:
+            backlog = self.backlog_bytes(node, ifname)
+            if backlog == 0:
+                break
+            low_since = (low_since or time.monotonic()) if backlog < OPEN_BURST else None
+            if low_since is not None and time.monotonic() - low_since >= SETTLED_S:
+                break
             time.sleep(0.01)
-        self.ipr(node).tc("del", "pfifo", self.index(node, ifname), handle=HOLD_QUEUE,
-                          parent=shaping.CLASS_HANDLE)
+        self._gate(node, ifname, "del", OPEN_RATE_BPS, OPEN_BURST)  # pyroute2 wants tbf's keys even here
 
     def close(self) -> None:
         for handle in self._handles.values():

@@ -1,6 +1,5 @@
 """pfc_pause: a link direction is paused without dropping, like a PFC pause frame: the sender's
-HTB class drops to a trickle while a deep FIFO holds the packets, then the rate is restored
-and they drain. Once (pause_ms) or periodic (pause_ms every period_ms). Runs as a fault agent
+queue is held behind a closed gate (pause.py), then the gate opens and they drain. Once (pause_ms) or periodic (pause_ms every period_ms). Runs as a fault agent
 and reports pause count and paused time."""
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from pydantic import Field, model_validator
 
 from . import agent, register
 from .base import FaultContext, LinkParams, OnLink, resolve_link
-from .pause import PAUSE_RATE_BPS, Ports
+from .pause import Ports
 
 
 class PfcPauseParams(LinkParams):
@@ -39,36 +38,34 @@ class PfcPause(OnLink):
         link, a, b = resolve_link(ctx.fabric, params.link)
         ports = Ports(ctx)
         try:
-            record["prior"] = [{"node": e.node, "ifname": e.ifname, "rate_bps": ports.rate(e.node, e.ifname)}
-                               for e in sending_ends(link, a, b, params.direction)]
-            for item in record["prior"]:
-                ports.add_hold_queue(item["node"], item["ifname"])
+            record["ports"] = [[e.node, e.ifname] for e in sending_ends(link, a, b, params.direction)]
+            for port in record["ports"]:
+                ports.add_gate(*port)
         finally:
             ports.close()
-        record["agent"] = agent.start(ctx, fault_id)  # saves the state, prior rates included
+        record["agent"] = agent.start(ctx, fault_id)  # saves the state, the gated ports included
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         record["report"] = agent.stop(ctx, fault_id)
         ports = Ports(ctx)
         try:
-            for item in record.get("prior", []):
-                ports.set_rate(item["node"], item["ifname"], item["rate_bps"])
-                ports.remove_hold_queue(item["node"], item["ifname"])
+            for port in record.get("ports", []):
+                ports.remove_gate(*port)
         finally:
             ports.close()
 
     def run(self, ctx: FaultContext, fault_id: str, params, stopping) -> None:
-        prior = next(f for f in ctx.state.faults if f["id"] == fault_id)["record"]["prior"]
+        gated = next(f for f in ctx.state.faults if f["id"] == fault_id)["record"]["ports"]
         ports = Ports(ctx)
         pauses, paused_s = 0, 0.0
         try:
             while not stopping.is_set():
                 started = time.monotonic()
-                for item in prior:
-                    ports.set_rate(item["node"], item["ifname"], PAUSE_RATE_BPS)
+                for port in gated:
+                    ports.pause(*port)
                 stopping.wait(params.pause_ms / 1000)
-                for item in prior:
-                    ports.set_rate(item["node"], item["ifname"], item["rate_bps"])
+                for port in gated:
+                    ports.resume(*port)
                 pauses += 1
                 paused_s += time.monotonic() - started
                 agent.write_report(ctx.state, fault_id, {"pauses": pauses, "paused_s": round(paused_s, 3)})
@@ -77,8 +74,8 @@ class PfcPause(OnLink):
                     break
                 stopping.wait(max(0.0, params.period_ms / 1000 - (time.monotonic() - started)))
         finally:
-            for item in prior:
-                ports.set_rate(item["node"], item["ifname"], item["rate_bps"])
+            for port in gated:
+                ports.resume(*port)
             ports.close()
 
 

@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 from .. import nft
 from . import agent, register
 from .base import FaultContext, Params, TargetError, resolve_node
-from .pause import HOLD_QUEUE, PAUSE_RATE_BPS, Ports
+from .pause import Ports
 
 TICK_S = 0.02
 
@@ -85,10 +85,9 @@ class PfcStorm:
         # The agent restores what it paused; this repeats it in case the agent died.
         ports = Ports(ctx)
         try:
-            for node, ifname, rate in report.get("touched", []):
-                ports.set_rate(node, ifname, rate)
-                if ports.backlog_bytes(node, ifname) or _has_hold(ports, node, ifname):
-                    ports.remove_hold_queue(node, ifname)
+            for node, ifname in report.get("touched", []):
+                if ports.has_gate(node, ifname):
+                    ports.remove_gate(node, ifname)
         finally:
             ports.close()
         nft.delete_table(ctx.runtime, record["storm_port"][0], "netdev", nft.table_name(fault_id))
@@ -97,15 +96,11 @@ class PfcStorm:
         Storm(ctx, fault_id, params).run(stopping)
 
 
-def _has_hold(ports: Ports, node: str, ifname: str) -> bool:
-    return any(q["handle"] == HOLD_QUEUE for q in ports.ipr(node).get_qdiscs(index=ports.index(node, ifname)))
-
-
 class Storm:
     def __init__(self, ctx: FaultContext, fault_id: str, params):
         self.ctx, self.fault_id, self.params = ctx, fault_id, params
         self.ports = Ports(ctx)
-        self.prior: dict[tuple[str, str], int] = {}
+        self.touched: list[tuple[str, str]] = []  # ports with a gate
         self.reasons: dict[tuple[str, str], set] = {}  # paused port -> why (storm, or a congested port)
         self.asserted: set[tuple[str, str]] = set()  # congested ports whose feeders we paused
         self.timeline: list[list] = []
@@ -114,29 +109,29 @@ class Storm:
         self.max_paused = 0
 
     def _touch(self, port) -> None:
-        if port not in self.prior:
-            self.prior[port] = self.ports.rate(*port)
-            self.ports.add_hold_queue(*port)
+        if port not in self.touched:
+            self.touched.append(port)
+            self.ports.add_gate(*port)
             self._save()
 
     def _pause(self, port, reason) -> None:
         self._touch(port)
         if not self.reasons.get(port):
-            self.ports.set_rate(*port, PAUSE_RATE_BPS)
+            self.ports.pause(*port)
             self.timeline.append([round(time.monotonic() - self.start, 3), "pause", *port])
         self.reasons.setdefault(port, set()).add(reason)
 
     def _resume(self, port, reason) -> None:
         reasons = self.reasons.get(port, set())
         reasons.discard(reason)
-        if not reasons and port in self.prior:
-            self.ports.set_rate(*port, self.prior[port])
+        if not reasons and port in self.touched:
+            self.ports.resume(*port)
             self.timeline.append([round(time.monotonic() - self.start, 3), "resume", *port])
 
     def _save(self) -> None:
         paused = sorted(p for p, r in self.reasons.items() if r)
         agent.write_report(self.ctx.state, self.fault_id, {
-            "touched": [[*p, rate] for p, rate in self.prior.items()],
+            "touched": [list(p) for p in self.touched],
             "paused_ports": [" ".join(p) for p in paused], "max_paused": self.max_paused,
             "watchdog_fired_s": self.watchdog_at, "timeline": self.timeline[-200:]})
 
@@ -149,10 +144,8 @@ class Storm:
                 self.max_paused = max(self.max_paused, sum(1 for r in self.reasons.values() if r))
                 self._save()
         finally:
-            for port, rate in self.prior.items():
-                self.ports.set_rate(*port, rate)
-            for port in self.prior:
-                self.ports.remove_hold_queue(*port)
+            for port in self.touched:
+                self.ports.remove_gate(*port)
             self.reasons.clear()
             self._save()
             self.ports.close()

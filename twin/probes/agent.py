@@ -28,20 +28,17 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from twin.probes.trace import DEFAULT_TTL, report_errors, send_with_ttl, time_exceeded
+
 MAGIC = b"FTWp"
 PROBE, ECHO, TRACE = 1, 2, 3
 HEADER = struct.Struct("!4sBBHHHId")  # magic, type, ttl, src, dst, sport, seq, send time
 PAYLOAD = 64
 SO_BINDTODEVICE = 25
-IP_RECVERR = 11  # linux/in.h; not exported by the socket module
-SO_EE_ORIGIN_ICMP = 2
-ICMP_TIME_EXCEEDED = 11
-EXTENDED_ERR = struct.Struct("=IBBBBII")
 TRACE_ROUNDS = 3  # unanswered TTL probes are resent this many times
 TRACE_PPS = 1000  # discovery pace per agent: thousands of TTL probes in one burst would crowd
 #                   the queues of links a collective saturates
 TRACE_BATCH = 5  # trace probes per turn, one turn per TICK_S
-DEFAULT_TTL = 64
 TICK_S = 0.005  # probes are sent in batches due within this long; receive times stay exact
 FLUSH_EVERY_S = 0.05
 
@@ -105,7 +102,7 @@ class Agent:
             for sport in pair["sports"]:
                 if (pair["src"], sport) not in self.senders:
                     sock = self._socket(nic, sport)
-                    sock.setsockopt(socket.SOL_IP, IP_RECVERR, 1)
+                    report_errors(sock)
                     self.senders[(pair["src"], sport)] = sock
                     self._watch(sock, "tx")
 
@@ -142,10 +139,7 @@ class Agent:
     def _send_traces(self, now: float) -> None:
         batch, self.trace_queue = self.trace_queue[:TRACE_BATCH], self.trace_queue[TRACE_BATCH:]
         for pair, src, dst, sport, ttl in batch:
-            sock = self.senders[(pair["src"], sport)]
-            sock.setsockopt(socket.SOL_IP, socket.IP_TTL, ttl)
-            self._send(sock, pair["dst_address"], TRACE, ttl, src, dst, sport, now)
-            sock.setsockopt(socket.SOL_IP, socket.IP_TTL, DEFAULT_TTL)
+            self._send(self.senders[(pair["src"], sport)], pair["dst_address"], TRACE, ttl, src, dst, sport, now)
         if not self.trace_queue:
             self.trace_deadline = now + 0.3  # answers come within a few ms; then check gaps
 
@@ -183,7 +177,10 @@ class Agent:
         payload = HEADER.pack(MAGIC, kind, ttl, src, dst, sport, self.seq & 0xFFFFFFFF, now).ljust(PAYLOAD, b"\0")
         for _attempt in range(2):
             try:
-                sock.sendto(payload, (address, self.config["port"]))
+                if ttl == DEFAULT_TTL:
+                    sock.sendto(payload, (address, self.config["port"]))
+                else:
+                    send_with_ttl(sock, payload, (address, self.config["port"]), ttl)
                 return
             except OSError:
                 # With IP_RECVERR, an ICMP error (a trace's time-exceeded) is also reported by the
@@ -235,21 +232,12 @@ class Agent:
                 self.rtts[self._bucket(sent_at)][(src, dst, sport)].append(now - sent_at)
 
     def _read_errors(self, sock: socket.socket) -> None:
-        while True:
-            try:
-                data, ancillary, _flags, _addr = sock.recvmsg(512, 512, socket.MSG_ERRQUEUE)
-            except (BlockingIOError, OSError):
-                return
+        for data, offender in time_exceeded(sock):
             if len(data) < HEADER.size or data[:4] != MAGIC:
                 continue
             _m, kind, ttl, src, dst, sport, _seq, _t = HEADER.unpack_from(data)
-            for level, ctype, cdata in ancillary:
-                if level != socket.SOL_IP or ctype != IP_RECVERR or len(cdata) < EXTENDED_ERR.size + 8:
-                    continue
-                _errno, origin, icmp_type, _code, _pad, _info, _d = EXTENDED_ERR.unpack_from(cdata)
-                if kind == TRACE and origin == SO_EE_ORIGIN_ICMP and icmp_type == ICMP_TIME_EXCEEDED:
-                    offender = socket.inet_ntoa(cdata[EXTENDED_ERR.size + 4:EXTENDED_ERR.size + 8])
-                    self.trace_answers.setdefault((src, dst, sport), {})[ttl] = offender
+            if kind == TRACE:
+                self.trace_answers.setdefault((src, dst, sport), {})[ttl] = offender
 
     def _flush(self, now: float) -> None:
         for table, kind, delay in ((self.sent, "sent", 0.05), (self.received, "recv", self.grace),

@@ -20,8 +20,8 @@ from ..reach import Nic, fabric_nics
 
 PAIR_MODES = ("cover", "rail", "full")
 COVERAGE = 0.99
-PORT_BASE = 33000  # source ports are drawn from PORT_BASE .. PORT_BASE + PORT_SPAN
-PORT_SPAN = 20000
+PORT_BASE = 10000  # source ports are drawn from PORT_BASE .. PORT_BASE + PORT_SPAN: below the
+PORT_SPAN = 20000  # kernel's ephemeral range, so no other socket of the host holds one
 
 
 @lru_cache(maxsize=None)

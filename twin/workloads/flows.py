@@ -3,7 +3,8 @@
 Every flow sends `pps` small datagrams per second from one NIC to another (bound to the NIC,
 so it leaves through its rail). Each interval the workload emits, per flow, how many packets
 sent in that interval arrived and the longest delay among them, once they had time to arrive:
-a drop shows as loss, a pause as delay.
+a drop shows as loss, a pause as delay. With `dodge`, a flow that loses packets moves to a
+source port whose path avoids the suspected link (twin/mitigate/dodge.py).
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..mitigate.dodge import TRACE_FLOW, Dodger, Request
 from ..reach import Nic, fabric_nics, fabric_pairs
 from ..traffic import bound_udp_socket
 from .base import WorkloadContext
 
 PORT = 47001
 GRACE_S = 2.0  # a packet later than this after its interval ends counts as lost
+WARMUP_S = 2.0  # the first intervals include ARP and socket set-up: not a fault's loss
+DODGE_WAIT_S = 0.3  # with dodge: an interval's loss is acted on this long after it ends
 
 
 class FlowsParams(BaseModel):
@@ -32,6 +36,8 @@ class FlowsParams(BaseModel):
     interval_ms: int = Field(500, ge=100, le=10000, description="reporting interval")
     flows_per_pair: int = Field(1, ge=1, le=16,
                                 description="flows (source ports) per NIC pair; more spread over ECMP paths")
+    dodge: bool = Field(False, description="hash dodging: a flow that loses packets moves to a source port "
+                                           "whose path (found by path discovery) avoids the suspected link")
 
 
 def choose_pairs(nics: list[Nic], mode: str) -> list[tuple[Nic, Nic]]:
@@ -46,16 +52,25 @@ class Flows:
     def __init__(self, ctx: WorkloadContext, params: FlowsParams, name: str):
         self.runtime, self.params, self.events, self.name = ctx.runtime, params, ctx.events, name
         self.pairs = choose_pairs(fabric_nics(ctx.fabric), params.pairs) * params.flows_per_pair
+        self.dodger = Dodger(ctx.runtime, ctx.fabric, ctx.events, name, PORT) if params.dodge else None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"flows-{name}", daemon=True)
 
     def start(self) -> None:
+        if self.dodger:
+            self.dodger.start()
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=GRACE_S + 5)
+        if self.dodger:
+            self.dodger.stop()
+
+    def label(self, flow: int) -> str:
+        src, dst = self.pairs[flow]
+        return f"{src.label} -> {dst.label} #{flow // (len(self.pairs) // self.params.flows_per_pair)}"
 
     def _run(self) -> None:
         interval = self.params.interval_ms / 1000
@@ -69,6 +84,7 @@ class Flows:
         start = time.monotonic()
         done_sending = [0] * len(self.pairs)
         reported, stopped_at = 0, None
+        dodging = _DodgeState(len(self.pairs), int(WARMUP_S / interval)) if self.dodger else None
         try:
             while True:
                 now = time.monotonic()
@@ -77,6 +93,8 @@ class Flows:
                 elif stopped_at is None:
                     stopped_at = now
                 self._receive(receivers, got, delay)
+                if dodging:
+                    self._dodge(dodging, now - start, interval, senders, sent, got)
                 # an interval is reported once its packets had GRACE_S to arrive
                 ripe = int((now - start - GRACE_S) / interval)
                 if stopped_at is not None:
@@ -96,10 +114,14 @@ class Flows:
         for flow, (_src, dst) in enumerate(self.pairs):
             while done_sending[flow] < due:
                 payload = struct.pack("!HId", flow, bucket, time.monotonic()).ljust(48, b"\0")
-                try:
-                    senders[flow].sendto(payload, (dst.address, PORT))
-                except OSError:
-                    pass  # no route right now: counted as sent, and so as lost
+                for _attempt in range(2):
+                    try:
+                        senders[flow].sendto(payload, (dst.address, PORT))
+                        break
+                    except OSError:
+                        # no route right now: counted as sent, and so as lost; the first failure
+                        # may only report an ICMP error queued by a dodging trace, so try again
+                        continue
                 sent[(flow, bucket)] += 1
                 done_sending[flow] += 1
 
@@ -113,17 +135,44 @@ class Flows:
                 except BlockingIOError:
                     break
                 flow, bucket, sent_at = struct.unpack("!HId", data[:14])
+                if flow == TRACE_FLOW:
+                    continue
                 got[(flow, bucket)] += 1
                 delay[(flow, bucket)] = max(delay[(flow, bucket)], time.monotonic() - sent_at)
 
     def _report(self, bucket, interval, start, sent, got, delay) -> None:
         t = start - self.events.t0 + bucket * interval
-        for flow, (src, dst) in enumerate(self.pairs):
+        for flow in range(len(self.pairs)):
             n = sent.pop((flow, bucket), 0)
             if n:
                 m = got.pop((flow, bucket), 0)
-                copy = flow // (len(self.pairs) // self.params.flows_per_pair)
-                self.events.emit("flow", t=t, span_s=interval, workload=self.name,
-                                 flow=f"{src.label} -> {dst.label} #{copy}",
+                self.events.emit("flow", t=t, span_s=interval, workload=self.name, flow=self.label(flow),
                                  sent=n, received=m, loss_pct=round(100.0 * (n - m) / n, 2),
                                  max_delay_ms=round(delay.pop((flow, bucket), 0.0) * 1000, 2))
+
+    def _dodge(self, state: "_DodgeState", elapsed, interval, senders, sent, got) -> None:
+        """Adopt the dodger's moves; ask it to move flows that lost packets in the last finished interval."""
+        while not self.dodger.moves.empty():
+            flow, sock = self.dodger.moves.get()
+            if sock is not None:
+                sock.setblocking(False)
+                senders[flow].close()
+                senders[flow] = sock
+            state.pending.discard(flow)
+            state.quiet_until[flow] = int(elapsed / interval) + 1  # packets already sent may still be lost
+        while (state.checked + 1) * interval + DODGE_WAIT_S < elapsed:
+            bucket = state.checked
+            state.checked += 1
+            for flow, (src, dst) in enumerate(self.pairs):
+                if flow in state.pending or bucket < state.quiet_until[flow]:
+                    continue
+                if got.get((flow, bucket), 0) < sent.get((flow, bucket), 0):
+                    state.pending.add(flow)
+                    self.dodger.request(Request(flow, self.label(flow), src, dst, senders[flow]))
+
+
+class _DodgeState:
+    def __init__(self, flows: int, first: int):
+        self.checked = first  # next interval to look at
+        self.pending: set[int] = set()  # flows the dodger is working on
+        self.quiet_until = [0] * flows  # first interval whose loss counts again, per flow

@@ -1,0 +1,140 @@
+"""Mitigation on a real lab: hash dodging moves lossy flows to source ports whose discovered
+paths avoid the bad link (and their loss stops, routing untouched); isolation drains the link a
+detector names (BGP shut on both ends) and puts it back when the fault clears; `twin lab drain`
+and `undrain` by hand."""
+
+import json
+import sys
+import time
+
+import pytest
+
+from twin.detect.verdicts import link_key
+from twin.runtime import get_runtime
+from twin.state import load_state
+from twin.status import lab_status
+
+from .helpers import lab_running, leftovers, twin_cli
+
+pytestmark = pytest.mark.integration
+BAD = "leaf-g1-r1 -- spine-1"
+
+
+def bad_optic(duration_s: float) -> str:
+    """The scenario's faults: 5 % silent drop on BAD from 3 s."""
+    return f"""faults:
+  - id: bad
+    kind: silent_drop
+    link: {BAD}
+    loss_pct: 5
+    at_s: 3
+    duration_s: {duration_s}
+"""
+
+
+def run_scenario(tmp_path, text: str, *args: str) -> tuple[dict, list[dict], str]:
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(text)
+    result = twin_cli("run", str(scenario), "--results", str(tmp_path / "results"), *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run_dir,) = (tmp_path / "results").iterdir()
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    return json.loads((run_dir / "report.json").read_text()), events, result.stdout
+
+
+def test_hash_dodging_moves_lossy_flows_off_the_bad_link_and_their_loss_stops(tmp_path):
+    report, events, stdout = run_scenario(tmp_path, f"""name: dodge
+lab: mini
+duration_s: 14
+workloads:
+  - kind: flows
+    pps: 50
+    flows_per_pair: 4
+    dodge: true
+{bad_optic(9)}expect:
+  - recover: {{workload: flows, within_s: 6}}
+""")
+    assert leftovers("mini") == []
+    fault = report["faults"][0]
+    moves = [e for e in events if e["kind"] == "dodge" and e["moved"]]
+    assert moves and "hash dodging:" in stdout
+    for move in moves:
+        before = {link_key(link) for link in move["from_path"] if link}
+        assert link_key(BAD) in before or None in move["from_path"]  # a trace across the bad link may be lost
+        assert link_key(BAD) not in {link_key(link) for link in move["to_path"]}, move  # found by discovery
+        assert fault["applied_s"] <= move["t"] <= fault["cleared_s"]
+        after = [r for r in events if r["kind"] == "flow" and r["flow"] == move["flow"]
+                 and move["t"] < r["t"] and r["t"] + r["span_s"] <= fault["cleared_s"]]
+        assert after and all(r["received"] == r["sent"] for r in after), (move["flow"], after)
+    assert fault["route_changes"] == 0 and fault["bfd_downs"] == 0  # routing never reacted
+    assert report["expectations"][0]["status"] == "pass"
+
+
+def unhealthy_sessions(state, fabric) -> list[tuple[str, str]]:
+    runtime = get_runtime(state.runtime, fabric.name)
+    return [(s.name, peer) for s in lab_status(runtime, state, fabric) for peer, st in s.bgp.items()
+            if st != "Established"]
+
+
+def wait_for(check, timeout_s: float = 20.0):
+    deadline = time.monotonic() + timeout_s
+    while not (value := check()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return value
+
+
+@pytest.fixture(scope="module")
+def mini():
+    with lab_running("mini") as (state, fabric):
+        yield state, fabric
+
+
+def test_drain_and_undrain_by_hand(mini):
+    state, fabric = mini
+    refused = twin_cli("lab", "drain", "mini", "leaf-g1-r1 -- host-g1-h1")
+    assert refused.returncode != 0 and "host link" in refused.stderr + refused.stdout
+    drained = twin_cli("lab", "drain", "mini", f"spine-1 -- leaf-g1-r1")
+    assert drained.returncode == 0, drained.stderr
+    assert load_state("mini").drains == [link_key(BAD)]
+    down = wait_for(lambda: sorted(n for n, _ in unhealthy_sessions(state, fabric)))
+    assert down == ["leaf-g1-r1", "spine-1"]  # the session, shut on both of its ends
+    last = twin_cli("lab", "drain", "mini", "leaf-g1-r1 -- spine-2")
+    assert last.returncode != 0 and "without a spine link" in last.stderr + last.stdout
+    assert twin_cli("lab", "undrain", "mini", BAD).returncode == 0
+    assert load_state("mini").drains == []
+    assert wait_for(lambda: not unhealthy_sessions(state, fabric)), unhealthy_sessions(state, fabric)
+
+
+def test_isolation_drains_what_a_detector_names_and_restores_it_at_the_clear(mini, tmp_path):
+    state, fabric = mini
+    controller = tmp_path / "controller.py"  # names the bad link half a second after onset
+    controller.write_text("import json, os, time\n"
+                          "start = float(os.environ['FABRIC_TWIN_START_EPOCH'])\n"
+                          "time.sleep(max(0, start + 3.5 - time.time()))\n"
+                          f"print(json.dumps({{'kind': 'silent_drop', 'link': '{BAD}'}}), flush=True)\n"
+                          "time.sleep(60)\n")
+    report, events, stdout = run_scenario(tmp_path, f"""name: isolation
+lab: mini
+duration_s: 12
+workloads:
+  - kind: flows
+    pps: 50
+    flows_per_pair: 4
+{bad_optic(5)}detectors:
+  - command: ["{sys.executable}", "{controller}"]
+    name: controller
+    isolate: true
+expect:
+  - recover: {{workload: flows, within_s: 3}}
+""", "--keep")
+    fault = report["faults"][0]
+    steps = [(e["op"], link_key(e["link"])) for e in events if e["kind"] == "isolate"]
+    assert steps == [("drained", link_key(BAD)), ("restored", link_key(BAD))]
+    drained_at, restored_at = (e["t"] for e in events if e["kind"] == "isolate")
+    assert fault["applied_s"] < drained_at < fault["applied_s"] + 1.5
+    assert fault["cleared_s"] <= restored_at < fault["cleared_s"] + 1
+    assert fault["bgp_downs"] >= 1 and fault["route_changes"] >= 1  # routing moved off the drained link
+    assert report["expectations"][0]["status"] == "pass"
+    assert "isolation: drained" in stdout
+    assert load_state("mini").drains == []  # put back into service: sessions come up again
+    assert wait_for(lambda: not unhealthy_sessions(state, fabric)), unhealthy_sessions(state, fabric)

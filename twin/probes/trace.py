@@ -1,0 +1,51 @@
+"""Path discovery with TTL-limited UDP datagrams from a flow's own 5-tuple: each switch on the way
+answers ICMP time-exceeded from its ingress address, and the kernel queues the answer, with the
+quoted datagram, on the sending socket (IP_RECVERR). Used by the probe agent and by hash dodging.
+
+With IP_RECVERR a queued error is also reported once by the socket's next send, which then sends
+nothing; reading the error queue clears it.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterator
+
+IP_RECVERR = 11  # linux/in.h; not exported by the socket module
+SO_EE_ORIGIN_ICMP = 2
+ICMP_TIME_EXCEEDED = 11
+EXTENDED_ERR = struct.Struct("=IBBBBII")  # struct sock_extended_err
+DEFAULT_TTL = 64
+
+
+def report_errors(sock: socket.socket, on: bool = True) -> None:
+    sock.setsockopt(socket.SOL_IP, IP_RECVERR, int(on))
+
+
+def send_with_ttl(sock: socket.socket, payload: bytes, address: tuple[str, int], ttl: int) -> None:
+    """One datagram with its own TTL (ancillary data), so other senders on the socket keep theirs."""
+    sock.sendmsg([payload], [(socket.SOL_IP, socket.IP_TTL, struct.pack("i", ttl))], 0, address)
+
+
+def send_trace(sock: socket.socket, payload: bytes, address: tuple[str, int], ttl: int) -> None:
+    """send_with_ttl, again once if the send only reported the previous trace's queued answer."""
+    try:
+        send_with_ttl(sock, payload, address, ttl)
+    except OSError:
+        send_with_ttl(sock, payload, address, ttl)
+
+
+def time_exceeded(sock: socket.socket) -> Iterator[tuple[bytes, str]]:
+    """Drain the socket's error queue: (quoted payload, offender address) per time-exceeded answer."""
+    while True:
+        try:
+            data, ancillary, _flags, _addr = sock.recvmsg(512, 512, socket.MSG_ERRQUEUE)
+        except OSError:  # BlockingIOError: the queue is empty
+            return
+        for level, ctype, cdata in ancillary:
+            if level != socket.SOL_IP or ctype != IP_RECVERR or len(cdata) < EXTENDED_ERR.size + 8:
+                continue
+            _errno, origin, icmp_type, _code, _pad, _info, _data = EXTENDED_ERR.unpack_from(cdata)
+            if origin == SO_EE_ORIGIN_ICMP and icmp_type == ICMP_TIME_EXCEEDED:
+                yield data, socket.inet_ntoa(cdata[EXTENDED_ERR.size + 4:EXTENDED_ERR.size + 8])
