@@ -2,7 +2,7 @@
 
     python bench/drills.py --out docs/benchmarks.md [--quick] [SCENARIO ...]
 
-Runs the fault drill (`twin e2e`, full timelines unless --quick) into a scratch folder and
+Runs the fault drill (`twin e2e`, full timelines unless --quick) into results/drills-<time> and
 tabulates every run's report.json: per fault the time to the first right verdict per detector,
 precision and recall, wrong verdicts, first and last route change after onset, when all flows
 were loss-free again, the collective's slowdown and hangs, what mitigation did; and whether
@@ -16,7 +16,6 @@ import datetime
 import json
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -68,12 +67,18 @@ def main() -> None:
     parser.add_argument("scenarios", nargs="*", help="names from scenarios/ (default: all)")
     parser.add_argument("--quick", action="store_true", help="shortened timelines, as CI runs them")
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--results", type=Path, default=Path("results"), help="the runs' results go here")
+    parser.add_argument("--tabulate", type=Path, metavar="DIR", help="only tabulate the runs already in DIR")
     args = parser.parse_args()
     started = datetime.datetime.now(datetime.timezone.utc)
-    with tempfile.TemporaryDirectory(prefix="ftw-drills-") as scratch:
-        command = [*TWIN, "e2e", *args.scenarios, "--results", scratch] + (["--quick"] if args.quick else [])
-        drill = subprocess.run(command)
-        reports = [json.loads(p.read_text()) for p in sorted(Path(scratch).glob("*/report.json"))]
+    if args.tabulate:
+        folder, exit_code = args.tabulate, None
+        started = datetime.datetime.fromtimestamp(folder.stat().st_mtime, datetime.timezone.utc)
+    else:
+        folder = args.results / f"drills-{started:%Y%m%dT%H%M%SZ}"
+        command = [*TWIN, "e2e", *args.scenarios, "--results", str(folder)] + (["--quick"] if args.quick else [])
+        exit_code = subprocess.run(command).returncode
+    reports = [json.loads(p.read_text()) for p in sorted(folder.glob("*/report.json"))]
     table = ["| scenario | fault | expectations | detected after (per detector) | precision / recall | "
              "wrong verdicts | BFD down / first / last route change | all flows loss-free after | collective | mitigation |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -87,9 +92,12 @@ def main() -> None:
         f"{'shortened' if args.quick else 'full'} timelines). Times are seconds after the fault's onset; "
         "detection counts from the end of the fault's apply. Flows are UDP, 20-50 packets/s per NIC "
         "pair in 500 ms intervals, so recovery figures are quantised to 0.5 s; \"never\" means some "
-        "flow still lost packets at the end of the fault window.", "", *table, "", END, ""])
+        "flow still lost packets at the end of the fault window. \"BFD down\" is when the runner read "
+        "FRR's log line (FRR stamps whole seconds; the log is read every 50 ms), so it can trail the "
+        "kernel's route change, which a lost carrier triggers at once.", "", *table, "", END, ""])
     write_section(args.out, BEGIN, END, section)
-    print(f"{len(reports)} runs tabulated in {args.out}; the drill exited {drill.returncode}")
+    print(f"{len(reports)} runs ({folder}) tabulated in {args.out}" +
+          ("" if exit_code is None else f"; the drill exited {exit_code}"))
 
 
 if __name__ == "__main__":

@@ -416,6 +416,23 @@ def lab_undrain(name: str, link: str | None, undrain_all: bool) -> None:
         out.print(f"undrained {undrain(ctx, key)}")
 
 
+@cli.command("export")
+@click.argument("lab_ref", metavar="LAB")
+@click.option("--format", "fmt", type=click.Choice(["containerlab"]), default="containerlab", show_default=True)
+@click.option("--out", "folder", type=click.Path(path_type=Path), required=True, help="Folder to write (created).")
+def export_cmd(lab_ref: str, fmt: str, folder: Path) -> None:
+    """Write LAB as a containerlab topology (<lab>.clab.yml, one folder of FRR configs per switch),
+    for a twin larger than one machine: containerlab's multi-host mode or clabernetes."""
+    from .export import problems, topology, write
+    _lab, fabric = open_lab(lab_ref)
+    found = problems(topology(fabric))
+    if found:
+        raise TwinError(f"the export breaks containerlab's rules: {found[0]}", hint=f"{len(found)} problem(s)")
+    path = write(fabric, folder)
+    out.print(f"wrote {path} ({len(fabric.nodes)} nodes, {len(fabric.links)} links) and FRR configs for "
+              f"{len(fabric.switches)} switches; deploy with `containerlab deploy -t {path}`")
+
+
 @cli.command()
 def cleanup() -> None:
     """Remove every lab this tool owns on this machine (and nothing else)."""

@@ -71,3 +71,12 @@ def test_max_wrong_verdicts_counts_every_detectors_false_positives():
     expectations = [Expectation.model_validate({"max_wrong_verdicts": n}) for n in (3, 2)]
     graded = grade(expectations, report(), RECORDS, TARGETS)
     assert [(g["status"], g["measured"], g["limit"]) for g in graded] == [("pass", 3, 3), ("fail", 3, 2)]
+
+
+def test_detection_counts_from_the_end_of_the_apply_and_a_verdict_during_it_is_right():
+    slow = FAULT | {"apply_took_s": 0.8}
+    records = [verdict(10.5, "during-apply", link="leaf-g1-r1 -- spine-1"),
+               verdict(11.3, "after", link="leaf-g1-r1 -- spine-1")]
+    d = detectors(records, [slow], TARGETS, 40.0)
+    assert d["during-apply"]["detect_s"] == {"bad": 0.0} and d["during-apply"]["wrong"] == 0
+    assert d["after"]["detect_s"] == {"bad": 0.49}

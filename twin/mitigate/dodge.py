@@ -74,8 +74,13 @@ class Dodger:
         self._thread.start()
 
     def stop(self) -> None:
+        """After the flows thread has ended: moves it never adopted leave their sockets here."""
         self._requests.put(None)
         self._thread.join(timeout=5)
+        while not self.moves.empty():
+            _flow, sock = self.moves.get()
+            if sock is not None:
+                sock.close()
 
     def request(self, req: Request) -> None:
         self._requests.put(req)
