@@ -22,7 +22,7 @@ GATE = 0x200000  # 20: the TBF under class 1:10 while the fault is active
 OPEN_RATE_BPS = 10_000_000_000
 OPEN_BURST = 256 * 1024  # larger than a GSO super-packet, which TBF would otherwise split
 PAUSE_RATE_BPS = 8_000  # TBF needs a positive rate: 1 kB/s holds a 200 Mbit/s link to nothing
-PAUSE_BURST = 16 * 1024  # a jumbo frame, the most that passes as the pause takes hold
+FRAME_OVERHEAD = 64  # link-layer bytes over the MTU that TBF counts
 HOLD_BYTES = 64 * 1024 * 1024  # the queue behind a paused port
 DRAIN_TIMEOUT_S = 10.0
 SETTLED_S = 0.3
@@ -54,7 +54,10 @@ class Ports:
         self._gate(node, ifname, "add", OPEN_RATE_BPS, OPEN_BURST)
 
     def pause(self, node: str, ifname: str) -> None:
-        self._gate(node, ifname, "change", PAUSE_RATE_BPS, PAUSE_BURST)
+        # TBF refills its bucket on every change, so one bucket passes as the pause takes hold
+        # (like frames already sent when a pause frame arrives); it must hold a whole frame, or
+        # TBF would drop larger frames: one frame of the lab's MTU.
+        self._gate(node, ifname, "change", PAUSE_RATE_BPS, self.ctx.fabric.mtu + FRAME_OVERHEAD)
 
     def resume(self, node: str, ifname: str) -> None:
         self._gate(node, ifname, "change", OPEN_RATE_BPS, OPEN_BURST)
