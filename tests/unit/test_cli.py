@@ -62,3 +62,15 @@ def test_status_of_a_lab_that_is_not_up(tmp_path):
                             capture_output=True, text=True, cwd=ROOT,
                             env={**os.environ, "FABRIC_TWIN_RUN_DIR": str(env_run)})
     assert result.returncode == 2 and "lab 'ghost' is not running" in result.stderr
+
+
+def test_export_containerlab_writes_topology_and_configs(tmp_path):
+    result = twin("export", "mini", "--format", "containerlab", "--out", str(tmp_path / "clab"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "clab" / "mini.clab.yml").is_file() and (tmp_path / "clab" / "spine-1" / "bgpd.conf").is_file()
+    assert "8 nodes, 8 links" in result.stdout
+
+
+def test_drain_on_a_lab_that_is_not_up_says_how_to_start_it():
+    result = twin("lab", "drain", "nosuchlab", "a -- b")
+    assert result.returncode != 0 and "twin lab up nosuchlab" in result.stderr + result.stdout
