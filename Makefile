@@ -5,11 +5,12 @@ PYTHON ?= python3
 TWIN := $(VENV)/bin/twin
 PYTEST := $(VENV)/bin/pytest
 LAB ?= rail4
+VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' twin/__init__.py)
 # Debian packages the twin runs on (FRR for routing, iproute2/nftables/ethtool for the data
 # plane and faults, iperf3 for rate checks, util-linux for unshare, python3-venv for the venv).
 SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util-linux python3-venv
 
-.PHONY: help deps venv lab down status test unit integration e2e bench golden clean
+.PHONY: help deps venv lab down status test unit integration e2e images bench golden clean
 
 help:
 	@echo "make lab SCENARIO=silent-drop   run a fault drill (see scenarios/), results in results/"
@@ -17,6 +18,7 @@ help:
 	@echo "make down LAB=rail4       remove it, and everything it owns"
 	@echo "make test                 unit + integration tests (integration needs root)"
 	@echo "make e2e [QUICK=1]        every shipped scenario, graded; fails if an expectation fails"
+	@echo "make images               the switch and host container images (debootstrap + docker import)"
 	@echo "make bench                lab, fault and workload benchmarks -> docs/benchmarks.md"
 	@echo "make golden               rewrite golden files after an intended model change"
 
@@ -61,6 +63,18 @@ test: deps venv
 e2e: deps venv
 	$(TWIN) e2e $(if $(QUICK),--quick) --results results/e2e
 
+# Container images, tagged with the project version: a debootstrapped Debian base (no registry
+# here), then the switch and host images from it. Docker's cache rebuilds only what changed.
+images: venv
+	@command -v docker >/dev/null && command -v debootstrap >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null; }
+	@docker info >/dev/null 2>&1 || { echo "no Docker daemon: start it (systemctl start docker, or dockerd &)"; exit 1; }
+	bash images/base.sh $(VERSION)
+	docker build -q --build-arg VERSION=$(VERSION) -t fabric-twin-switch:$(VERSION) images/switch
+	rm -rf build/wheels && $(VENV)/bin/pip wheel -q --wheel-dir build/wheels/deps .
+	mkdir -p build/wheels/project && mv build/wheels/deps/fabric_twin-*.whl build/wheels/project/
+	docker build -q --build-arg VERSION=$(VERSION) -f images/host/Dockerfile -t fabric-twin-host:$(VERSION) .
+
 golden: venv
 	UPDATE_GOLDEN=1 $(PYTEST) -q tests/unit/test_golden.py
 
@@ -71,4 +85,4 @@ bench: deps venv
 	$(VENV)/bin/python bench/drills.py --out docs/benchmarks.md
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache build
