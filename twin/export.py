@@ -20,12 +20,11 @@ from ruamel.yaml import YAML
 from . import __version__
 from .build import rail_network
 from .collectives.identity import rank_uid
-from .model import Fabric, Node
+from .model import IFNAMSIZ, Fabric, Node
 from .netconf import HOST_TABLE_BASE, node_sysctls
 from .render import render_bfd_binding, render_switch
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")  # container names (containerlab's node names)
-IFNAME_MAX = 15  # IFNAMSIZ - 1
 SWITCH_IMAGE = f"fabric-twin-switch:{__version__}"
 HOST_IMAGE = f"fabric-twin-host:{__version__}"
 FRR_DIR_IN_CONTAINER = "/etc/fabric-twin/frr"
@@ -123,8 +122,8 @@ def problems(document: dict) -> list[str]:
                 found.append(f"link {number}: {endpoint!r} is not 'node:interface'")
             elif node not in nodes:
                 found.append(f"link {number}: node {node!r} is not defined")
-            elif len(ifname) > IFNAME_MAX:
-                found.append(f"link {number}: interface {ifname!r} is longer than {IFNAME_MAX} characters")
+            elif len(ifname) > IFNAMSIZ:
+                found.append(f"link {number}: interface {ifname!r} is longer than {IFNAMSIZ} characters")
             elif (node, ifname) in used:
                 found.append(f"link {number}: {endpoint} is used by another link")
             used.add((node, ifname))

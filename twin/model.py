@@ -13,6 +13,12 @@ SWITCH_ROLES = ("leaf", "spine", "superspine")
 IFNAMSIZ = 15  # usable characters in a Linux interface name
 
 
+def link_key(name: str) -> str:
+    """A link's canonical name: 'b -- a' and 'a -- b' name the same link."""
+    ends = [part.strip() for part in name.split("--")]
+    return " -- ".join(sorted(ends))
+
+
 @dataclass
 class Node:
     name: str

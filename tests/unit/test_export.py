@@ -6,7 +6,8 @@ import pytest
 from ruamel.yaml import YAML
 from test_model import fabric_of
 
-from twin.export import IFNAME_MAX, problems, topology, write
+from twin.export import problems, topology, write
+from twin.model import IFNAMSIZ
 
 LABS = ["mini", "rail4", "rail8"]
 
@@ -40,7 +41,7 @@ def test_rule_violations_are_reported():
     document = {"name": "bad name", "topology": {"nodes": {"a": {"kind": "linux", "image": "x"},
                                                             "-b": {"kind": "linux"}},
                                                   "links": [{"endpoints": ["a:eth1", "c:eth1"]},
-                                                            {"endpoints": ["a:eth1", "a:" + "x" * (IFNAME_MAX + 1)]},
+                                                            {"endpoints": ["a:eth1", "a:" + "x" * (IFNAMSIZ + 1)]},
                                                             {"endpoints": ["a-eth2"]}]}}
     found = problems(document)
     assert len(found) == 7, found

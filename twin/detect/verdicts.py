@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-def link_key(name: str) -> str:
-    """'b -- a' and 'a -- b' name the same link."""
-    ends = [part.strip() for part in name.split("--")]
-    return " -- ".join(sorted(ends))
+from ..model import link_key
 
 
 @dataclass(frozen=True)

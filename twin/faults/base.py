@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import TwinError
-from ..model import Endpoint, Fabric, Link
+from ..model import Endpoint, Fabric, Link, link_key
 from ..runtime import Runtime
 from ..state import LabState
 from ..yamlsrc import closest
@@ -92,12 +92,8 @@ class FaultKind(Protocol):
     def clear(self, ctx: FaultContext, fault_id: str, params: Any, record: dict) -> None: ...
 
 
-def link_key(link: Link) -> str:
-    return " -- ".join(sorted((link.a.node, link.b.node)))
-
-
 class OnLink:
     """For kinds whose params name a `link`: the fault touches that link."""
 
     def targets(self, fabric: Fabric, params: Any) -> list[str]:
-        return [link_key(resolve_link(fabric, params.link)[0])]
+        return [link_key(resolve_link(fabric, params.link)[0].name)]

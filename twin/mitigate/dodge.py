@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass
 
 from ..detect.verdicts import link_key
-from ..probes.mesh import address_links
+from ..probes.mesh import PathNames
 from ..probes.plan import equal_cost_paths
-from ..probes.trace import report_errors, send_trace, time_exceeded
+from ..probes.trace import report_errors, send, time_exceeded
 from ..reach import Nic
 from ..traffic import bound_udp_socket
 
@@ -61,8 +61,7 @@ class Dodger:
 
     def __init__(self, runtime, fabric, events, workload: str, dport: int):
         self.runtime, self.fabric, self.events, self.workload, self.dport = runtime, fabric, events, workload, dport
-        self.addresses = address_links(fabric)
-        self.host_link = {f"{l.b.node}:{l.b.ifname}": l.name for l in fabric.links if l.kind == "host"}
+        self.names = PathNames(fabric)
         self.switch_links = {node: {link_key(l) for l in links} for node, links in fabric.switch_links().items()}
         self.suspects: set[str] = set()
         self.moves: queue.Queue = queue.Queue()
@@ -130,7 +129,7 @@ class Dodger:
             report_errors(sock)
             for ttl in range(2, hops + 1):
                 payload = struct.pack("!HId", TRACE_FLOW, ttl, time.monotonic()).ljust(48, b"\0")
-                send_trace(sock, payload, (dst.address, self.dport), ttl)
+                send(sock, payload, (dst.address, self.dport), ttl)  # unsent: that hop stays unanswered
         deadline = time.monotonic() + ANSWER_WAIT_S
         while time.monotonic() < deadline and any(len(a) < hops - 1 for a in answers):
             time.sleep(0.005)
@@ -139,8 +138,7 @@ class Dodger:
         for sock in socks:
             report_errors(sock, False)
             self._collect([sock], [{}])  # the queue is empty now, so the flow's next send is not eaten
-        return [(self.host_link[src.label], *(self.addresses.get(a.get(ttl)) for ttl in range(2, hops + 1)),
-                 self.host_link[dst.label]) for a in answers]
+        return [self.names.path(src.label, [a.get(ttl) for ttl in range(2, hops + 1)], dst.label) for a in answers]
 
     @staticmethod
     def _collect(socks, answers) -> None:

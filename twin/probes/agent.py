@@ -28,7 +28,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from twin.probes.trace import DEFAULT_TTL, report_errors, send_with_ttl, time_exceeded
+from twin.probes.trace import DEFAULT_TTL, report_errors, send, time_exceeded
 
 MAGIC = b"FTWp"
 PROBE, ECHO, TRACE = 1, 2, 3
@@ -175,18 +175,8 @@ class Agent:
     def _send(self, sock, address, kind, ttl, src, dst, sport, now) -> None:
         self.seq += 1
         payload = HEADER.pack(MAGIC, kind, ttl, src, dst, sport, self.seq & 0xFFFFFFFF, now).ljust(PAYLOAD, b"\0")
-        for _attempt in range(2):
-            try:
-                if ttl == DEFAULT_TTL:
-                    sock.sendto(payload, (address, self.config["port"]))
-                else:
-                    send_with_ttl(sock, payload, (address, self.config["port"]), ttl)
-                return
-            except OSError:
-                # With IP_RECVERR, an ICMP error (a trace's time-exceeded) is also reported by the
-                # socket's next send, which then sends nothing: that consumed it, so send again.
-                # A second failure is real (no route): the probe counts as sent and lost.
-                continue
+        # A send that fails twice (no route) still counts as sent, and so as lost.
+        send(sock, payload, (address, self.config["port"]), ttl)
 
     def _send_due(self, now: float) -> float:
         """Send what is due; returns when the next probe is due."""

@@ -66,6 +66,18 @@ def address_links(fabric: Fabric) -> dict[str, str]:
     return table
 
 
+class PathNames:
+    """Link names of a discovered path: the source NIC's host link, the link each answering
+    switch's ingress address names (None where a hop did not answer), the destination's host link."""
+
+    def __init__(self, fabric: Fabric):
+        self.addresses = address_links(fabric)
+        self.host_link = {f"{l.b.node}:{l.b.ifname}": l.name for l in fabric.links if l.kind == "host"}
+
+    def path(self, src: str, offenders: list[str | None], dst: str) -> tuple[str | None, ...]:
+        return (self.host_link[src], *(self.addresses.get(a) if a else None for a in offenders), self.host_link[dst])
+
+
 class ProbeMesh:
     def __init__(self, runtime: Runtime, state: LabState, fabric: Fabric, name: str, pairs: str = "cover",
                  interval_ms: int = 100, report_ms: int = 500, refresh_s: float = 30.0, seed: int = 1,
@@ -75,8 +87,7 @@ class ProbeMesh:
         self.load = probe_load(self.plans, interval_ms)
         self.interval_ms, self.report_ms, self.refresh_s, self.grace_s = interval_ms, report_ms, refresh_s, grace_s
         self.directory = state.directory / "probes" / name
-        self.addresses = address_links(fabric)
-        self.host_link = {f"{link.b.node}:{link.b.ifname}": link.name for link in fabric.links if link.kind == "host"}
+        self.names = PathNames(fabric)
         self.pids: dict[str, int] = {}
         self.logs: dict[str, RankLog] = {}
         self.paths: dict[tuple[str, str, int], tuple[str | None, ...]] = {}  # latest
@@ -167,8 +178,7 @@ class ProbeMesh:
         kind = record["type"]
         if kind == "paths":
             for sport, hops in record["paths"].items():
-                links = (self.host_link[record["src"]], *(self.addresses.get(a) if a else None for a in hops),
-                         self.host_link[record["dst"]])
+                links = self.names.path(record["src"], hops, record["dst"])
                 key = (record["src"], record["dst"], int(sport))
                 self.paths[key] = links
                 self._history.setdefault(key, []).append((record["t"], links))

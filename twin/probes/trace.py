@@ -23,17 +23,20 @@ def report_errors(sock: socket.socket, on: bool = True) -> None:
     sock.setsockopt(socket.SOL_IP, IP_RECVERR, int(on))
 
 
-def send_with_ttl(sock: socket.socket, payload: bytes, address: tuple[str, int], ttl: int) -> None:
-    """One datagram with its own TTL (ancillary data), so other senders on the socket keep theirs."""
-    sock.sendmsg([payload], [(socket.SOL_IP, socket.IP_TTL, struct.pack("i", ttl))], 0, address)
-
-
-def send_trace(sock: socket.socket, payload: bytes, address: tuple[str, int], ttl: int) -> None:
-    """send_with_ttl, again once if the send only reported the previous trace's queued answer."""
-    try:
-        send_with_ttl(sock, payload, address, ttl)
-    except OSError:
-        send_with_ttl(sock, payload, address, ttl)
+def send(sock: socket.socket, payload: bytes, address: tuple[str, int], ttl: int = DEFAULT_TTL) -> bool:
+    """Send one datagram (a TTL other than the default goes as ancillary data, so other senders on
+    the socket keep theirs). A failed send may only have reported a queued ICMP error (see
+    above) and sent nothing, so it is tried once more; False if that fails too (no route)."""
+    for _attempt in range(2):
+        try:
+            if ttl == DEFAULT_TTL:
+                sock.sendto(payload, address)
+            else:
+                sock.sendmsg([payload], [(socket.SOL_IP, socket.IP_TTL, struct.pack("i", ttl))], 0, address)
+            return True
+        except OSError:
+            continue
+    return False
 
 
 def time_exceeded(sock: socket.socket) -> Iterator[tuple[bytes, str]]:

@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..mitigate.dodge import TRACE_FLOW, Dodger, Request
+from ..probes.trace import send
 from ..reach import Nic, fabric_nics, fabric_pairs
 from ..traffic import bound_udp_socket
 from .base import WorkloadContext
@@ -114,14 +115,7 @@ class Flows:
         for flow, (_src, dst) in enumerate(self.pairs):
             while done_sending[flow] < due:
                 payload = struct.pack("!HId", flow, bucket, time.monotonic()).ljust(48, b"\0")
-                for _attempt in range(2):
-                    try:
-                        senders[flow].sendto(payload, (dst.address, PORT))
-                        break
-                    except OSError:
-                        # no route right now: counted as sent, and so as lost; the first failure
-                        # may only report an ICMP error queued by a dodging trace, so try again
-                        continue
+                send(senders[flow], payload, (dst.address, PORT))  # unsent (no route): counted as lost
                 sent[(flow, bucket)] += 1
                 done_sending[flow] += 1
 
