@@ -15,6 +15,7 @@ SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util
 help:
 	@echo "make lab SCENARIO=silent-drop   run a fault drill (see scenarios/), results in results/"
 	@echo "make lab LAB=rail4        bring a lab up and leave it running (see labs/)"
+	@echo "  ... RUNTIME=docker      on containers instead of namespaces (needs make images)"
 	@echo "make down LAB=rail4       remove it, and everything it owns"
 	@echo "make test                 unit + integration tests (integration needs root)"
 	@echo "make e2e [QUICK=1]        every shipped scenario, graded; fails if an expectation fails"
@@ -39,9 +40,9 @@ venv: $(VENV)/.installed
 
 lab: deps venv
 ifdef SCENARIO
-	$(TWIN) run scenarios/$(SCENARIO).yaml
+	$(TWIN) run scenarios/$(SCENARIO).yaml $(if $(RUNTIME),--runtime $(RUNTIME))
 else
-	$(TWIN) lab up $(LAB)
+	$(TWIN) lab up $(LAB) $(if $(RUNTIME),--runtime $(RUNTIME))
 endif
 
 down: venv
@@ -61,19 +62,17 @@ test: deps venv
 
 # The fault drill: every scenario in scenarios/, graded. QUICK=1: shortened timelines (CI).
 e2e: deps venv
-	$(TWIN) e2e $(if $(QUICK),--quick) --results results/e2e
+	$(TWIN) e2e $(if $(QUICK),--quick) $(if $(RUNTIME),--runtime $(RUNTIME)) --results results/e2e
 
 # Container images, tagged with the project version: a debootstrapped Debian base (no registry
 # here), then the switch and host images from it. Docker's cache rebuilds only what changed.
-images: venv
+images: deps venv
 	@command -v docker >/dev/null && command -v debootstrap >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null; }
 	@docker info >/dev/null 2>&1 || { echo "no Docker daemon: start it (systemctl start docker, or dockerd &)"; exit 1; }
-	bash images/base.sh $(VERSION)
-	docker build -q --build-arg VERSION=$(VERSION) -t fabric-twin-switch:$(VERSION) images/switch
-	rm -rf build/wheels && $(VENV)/bin/pip wheel -q --wheel-dir build/wheels/deps .
-	mkdir -p build/wheels/project && mv build/wheels/deps/fabric_twin-*.whl build/wheels/project/
-	docker build -q --build-arg VERSION=$(VERSION) -f images/host/Dockerfile -t fabric-twin-host:$(VERSION) .
+	@# (pip's and the legacy builder's notices filtered out)
+	set -o pipefail; bash images/build.sh $(VERSION) $(VENV)/bin/python 2>&1 | \
+	  { grep -v '^WARNING: Location\|DEPRECATED\|buildx\|^ *https://\|^$$' || true; }
 
 golden: venv
 	UPDATE_GOLDEN=1 $(PYTEST) -q tests/unit/test_golden.py

@@ -24,3 +24,12 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "integration" in item.keywords:
                 item.add_marker(skip)
+        return
+    if any("docker" in item.keywords for item in items):
+        from twin.runtime.docker import daemon_running
+        if not daemon_running():
+            skip = pytest.mark.skip(reason="no Docker daemon: the docker tier runs where one is started "
+                                           "(`.ci/run` starts one; by hand: `dockerd &`)")
+            for item in items:
+                if "docker" in item.keywords:
+                    item.add_marker(skip)

@@ -18,6 +18,8 @@ from .errors import TwinError
 from .frr import vtysh_argv
 from .labs import open_lab, running_lab
 from .runtime import get_runtime
+from .runtime import names as runtime_names
+from .runtime.docker import container_labs
 from .runtime.netns import orphan_labs
 from .state import known_labs
 from .status import as_dict, lab_status
@@ -33,6 +35,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
+RUNTIME_OPTION = click.option("--runtime", type=click.Choice(runtime_names()), default=None,
+                               help="Run the lab on this runtime instead of the lab file's (netns, docker).")
+
+
 @cli.group()
 def lab() -> None:
     """Build, inspect and remove labs (see labs/*.yaml)."""
@@ -41,9 +47,11 @@ def lab() -> None:
 @lab.command("up")
 @click.argument("lab_ref", metavar="LAB")
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for convergence.")
-def lab_up(lab_ref: str, timeout: float) -> None:
+@RUNTIME_OPTION
+def lab_up(lab_ref: str, timeout: float, runtime: str | None) -> None:
     """Bring LAB (a name from labs/ or a path) up and wait until it has converged."""
     lab_file, fabric = open_lab(lab_ref)
+    fabric.runtime = runtime or fabric.runtime
     started = time.monotonic()
     with _progress_bar() as bar:
         state = deploy.up(lab_file, fabric, RichProgress(bar), timeout_s=timeout)
@@ -173,7 +181,8 @@ def lab_graph(lab_ref: str, output: Path | None) -> None:
 @click.option("--results", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
               help="Folder for the results (one sub-folder per run).")
 @click.option("--timeout", default=90.0, show_default=True, help="Seconds to wait for the lab to converge.")
-def run_cmd(scenario_ref: str, keep: bool, results: Path, timeout: float) -> None:
+@RUNTIME_OPTION
+def run_cmd(scenario_ref: str, keep: bool, results: Path, timeout: float, runtime: str | None) -> None:
     """Run a scenario: lab up, traffic, faults on schedule, results; always cleaned up after.
 
     SCENARIO is a file or a name from scenarios/. Exit 1 if a fault could not be applied on
@@ -186,6 +195,7 @@ def run_cmd(scenario_ref: str, keep: bool, results: Path, timeout: float) -> Non
     if not path.is_file() and Path("scenarios", f"{scenario_ref}.yaml").is_file():
         path = Path("scenarios", f"{scenario_ref}.yaml")
     scenario = load_scenario(path)
+    scenario.fabric.runtime = runtime or scenario.fabric.runtime
     with _progress_bar() as bar:
         result = runner.run(scenario, results, keep=keep, progress=RichProgress(bar), timeout_s=timeout)
     summary = reporting.write_all(result)
@@ -233,7 +243,8 @@ def _print_expectations(summary: dict) -> None:
               help="For CI: 3 s before the first fault, 3 s after the last clear, one bring-up per lab.")
 @click.option("--results", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
               help="Folder for the results (one sub-folder per run).")
-def e2e_cmd(scenarios: tuple[str, ...], quick: bool, results: Path) -> None:
+@RUNTIME_OPTION
+def e2e_cmd(scenarios: tuple[str, ...], quick: bool, results: Path, runtime: str | None) -> None:
     """The fault drill: run every scenario in scenarios/ (or the ones named) one after another
     and grade every expectation. Exit 1 if any scenario failed."""
     from .e2e import run_drill, scenario_files
@@ -243,6 +254,8 @@ def e2e_cmd(scenarios: tuple[str, ...], quick: bool, results: Path) -> None:
     if missing:
         raise TwinError(f"no such scenario: {', '.join(missing)}", hint="give files, or names from scenarios/")
     loaded = [load_scenario(f, quick=quick) for f in files]  # every file is valid before anything runs
+    for scenario in loaded:
+        scenario.fabric.runtime = runtime or scenario.fabric.runtime
 
     @contextmanager
     def progress():
@@ -437,7 +450,7 @@ def export_cmd(lab_ref: str, fmt: str, folder: Path) -> None:
 def cleanup() -> None:
     """Remove every lab this tool owns on this machine (and nothing else)."""
     labs = set(known_labs())
-    labs |= orphan_labs()
+    labs |= orphan_labs() | container_labs()
     if not labs:
         out.print("nothing to clean up")
     for name in sorted(labs):

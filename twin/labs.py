@@ -37,4 +37,6 @@ def running_lab(name: str) -> tuple[LabState, Fabric]:
         raise LabStateError(f"lab '{name}' has no saved lab file (status: {state.status})",
                             hint=f"twin lab down {name}")
     lab = load_lab(copy, runtime.names())
-    return state, build_fabric(lab)
+    fabric = build_fabric(lab)
+    fabric.runtime = state.runtime  # `--runtime` may have overridden the lab file's
+    return state, fabric

@@ -16,6 +16,21 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def children(pid: int) -> list[int]:
+    """Pids whose parent is `pid` (from /proc/<pid>/stat: this kernel has no .../children)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
 def cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:

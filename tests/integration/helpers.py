@@ -10,6 +10,7 @@ from pathlib import Path
 
 from twin import deploy
 from twin.labs import open_lab
+from twin.runtime.docker import labelled_containers
 from twin.runtime.netns import NETNS_DIR, namespace_prefix
 from twin.state import lab_dir
 
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def leftovers(lab: str) -> list[str]:
-    """Everything of `lab` still on the machine: namespaces, processes, files."""
+    """Everything of `lab` still on the machine: namespaces, processes, files, containers."""
     found = []
     prefix = namespace_prefix(lab)
     if os.path.isdir(NETNS_DIR):
@@ -33,13 +34,16 @@ def leftovers(lab: str) -> list[str]:
                 found.append(f"process {entry} {cmd[:80]!r}")
     if lab_dir(lab).exists():
         found.append(f"directory {lab_dir(lab)}")
+    found += [f"container {c.name}" for c in labelled_containers(lab)]
     return found
 
 
 @contextmanager
-def lab_running(ref: str):
-    """Bring a lab up; tear it down afterwards whatever happens, and check nothing is left."""
+def lab_running(ref: str, runtime: str | None = None):
+    """Bring a lab up (on `runtime`, else the lab file's); tear it down afterwards whatever
+    happens, and check nothing is left."""
     lab, fabric = open_lab(ref)
+    fabric.runtime = runtime or fabric.runtime
     try:
         state = deploy.up(lab, fabric, timeout_s=90)
         yield state, fabric

@@ -26,10 +26,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def lab():
-    with lab_running("mini"):
+def lab(runtime):
+    with lab_running("mini", runtime):
         state, fabric = running_lab("mini")
-        yield FaultContext(get_runtime("netns", "mini"), state, fabric, seed=7)
+        yield FaultContext(get_runtime(runtime, "mini"), state, fabric, seed=7)
 
 
 def nic(ctx, label):

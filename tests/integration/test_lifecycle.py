@@ -20,8 +20,8 @@ from .helpers import ROOT, lab_copy, lab_running, leftovers, twin_cli
 pytestmark = pytest.mark.integration
 
 
-def _start_up(ref: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "lab", "up", ref],
+def _start_up(ref: str, *options: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "lab", "up", ref, *options],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -105,3 +105,42 @@ def test_up_twice_is_refused(tmp_path):
     with lab_running(str(path)):
         result = twin_cli("lab", "up", str(path))
         assert result.returncode == 2 and "is already up" in result.stderr
+
+
+@pytest.mark.docker
+def test_docker_kill_9_during_up_then_down_leaves_no_container(tmp_path, docker_images):
+    path = lab_copy(tmp_path, "mini", "dcrash")
+    proc = _start_up(str(path), "--runtime", "docker")
+    try:
+        _wait_for_daemons("dcrash", 6)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert any(item.startswith("container ") for item in leftovers("dcrash"))
+        result = twin_cli("lab", "down", "dcrash")
+        assert result.returncode == 0, result.stderr
+    finally:
+        proc.kill()
+        twin_cli("lab", "down", "dcrash")
+    assert leftovers("dcrash") == []
+
+
+@pytest.mark.docker
+def test_docker_cleanup_finds_a_lab_by_its_labels_and_spares_other_containers(tmp_path, docker_images):
+    from twin.images import image_for
+    from twin.runtime.docker import client
+    api = client()
+    # Named like ours but not labelled: not ours.
+    foreign = api.containers.run(image_for("switch"), name=f"ftw-notours.{os.getpid()}", detach=True,
+                                 network_mode="none", command=["sleep", "infinity"])
+    try:
+        assert twin_cli("lab", "up", str(lab_copy(tmp_path, "mini", "dclean")), "--runtime", "docker").returncode == 0
+        subprocess.run(["rm", "-rf", str(lab_dir("dclean"))], check=True)  # the state is lost
+        result = twin_cli("cleanup")
+        assert result.returncode == 0 and "removed lab dclean: 8 nodes" in result.stdout, result.stdout
+        assert leftovers("dclean") == []
+        foreign.reload()
+        assert foreign.status == "running"
+    finally:
+        twin_cli("lab", "down", "dclean")
+        foreign.remove(force=True)
+        api.close()

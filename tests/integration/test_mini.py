@@ -16,14 +16,14 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def mini():
-    with lab_running("mini") as running:
+def mini(runtime):
+    with lab_running("mini", runtime) as running:
         yield running
 
 
 def test_converged_and_healthy(mini):
     state, fabric = mini
-    statuses = {s.name: s for s in lab_status(get_runtime("netns", "mini"), state, fabric)}
+    statuses = {s.name: s for s in lab_status(get_runtime(state.runtime, "mini"), state, fabric)}
     assert all(s.healthy for s in statuses.values()), [s for s in statuses.values() if not s.healthy]
     assert statuses["leaf-g1-r1"].bgp == {"spine-1": "Established", "spine-2": "Established"}
     assert len(statuses["spine-1"].bfd) == 2
@@ -31,8 +31,8 @@ def test_converged_and_healthy(mini):
 
 
 def test_all_pairs_reachable_with_real_packets(mini):
-    _state, fabric = mini
-    assert unreachable_pairs(get_runtime("netns", "mini"), fabric) == []
+    state, fabric = mini
+    assert unreachable_pairs(get_runtime(state.runtime, "mini"), fabric) == []
 
 
 def test_exec_passes_exit_code_through(mini):
@@ -53,7 +53,7 @@ def test_dead_daemon_is_reported(mini):
     bgpd = next(r for r in state.daemons() if r.name == "spine-1/bgpd")
     os.kill(bgpd.pid, signal.SIGKILL)
     time.sleep(0.2)
-    statuses = {s.name: s for s in lab_status(get_runtime("netns", "mini"), state, fabric)}
+    statuses = {s.name: s for s in lab_status(get_runtime(state.runtime, "mini"), state, fabric)}
     assert statuses["spine-1"].daemons["bgpd"] is False
     assert not statuses["spine-1"].healthy
     result = twin_cli("lab", "status", "mini")

@@ -39,8 +39,9 @@ def test_smoke_scenario_writes_results(tmp_path):
     assert report["telemetry"]["samples"] > 50 and report["telemetry"]["achieved_mean_ms"] < 150
 
 
-def test_training_job_hangs_on_a_black_hole_and_comes_back(tmp_path):
-    result = twin_cli("run", "scenarios/train-stall.yaml", "--results", str(tmp_path))
+def test_training_job_hangs_on_a_black_hole_and_comes_back(tmp_path, runtime):
+    """On both runtimes: on docker the ranks and probe agents run in the host containers."""
+    result = twin_cli("run", "scenarios/train-stall.yaml", "--results", str(tmp_path), "--runtime", runtime)
     assert result.returncode == 0, result.stdout + result.stderr
     assert leftovers("mini") == []
     (run_dir,) = tmp_path.iterdir()

@@ -27,10 +27,10 @@ KiB, MiB = 1024, 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def lab():
-    with lab_running("mini"):
+def lab(runtime):
+    with lab_running("mini", runtime):
         state, fabric = running_lab("mini")
-        yield FaultContext(get_runtime("netns", "mini"), state, fabric, seed=3)
+        yield FaultContext(get_runtime(runtime, "mini"), state, fabric, seed=3)
 
 
 def test_every_collective_returns_correct_data(lab):

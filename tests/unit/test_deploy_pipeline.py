@@ -32,6 +32,9 @@ class FakeRuntime:
     def resource_name(self, node):
         return f"fake-{self.lab}.{node}"
 
+    def preflight(self, nodes):
+        pass
+
     def create_node(self, node):
         recorded = json.loads((lab_dir(self.lab) / "state.json").read_text())["resources"]
         assert self.resource_name(node.name) in {r["name"] for r in recorded}, \

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from ..errors import TwinError
 from .base import ExecResult, Runtime
+from .docker import DockerRuntime
 from .netns import NetnsRuntime
 
 RuntimeFactory = Callable[[str], Runtime]
@@ -29,5 +30,6 @@ def get_runtime(name: str, lab: str) -> Runtime:
 
 
 register("netns", NetnsRuntime)
+register("docker", DockerRuntime)
 
 __all__ = ["ExecResult", "Runtime", "get_runtime", "names", "register"]

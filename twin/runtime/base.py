@@ -23,6 +23,9 @@ class ExecResult:
 class Runtime(Protocol):
     kind: str
 
+    def preflight(self, nodes: list[Node]) -> None:
+        """Raise if these nodes cannot be created (checked before anything is)."""
+
     def create_node(self, node: Node) -> None: ...
 
     def delete_node(self, name: str) -> None:

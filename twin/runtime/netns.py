@@ -37,6 +37,9 @@ class NetnsRuntime:
     def netns_path(self, node: str) -> str:
         return f"{NETNS_DIR}/{self.resource_name(node)}"
 
+    def preflight(self, nodes: list[Node]) -> None:
+        pass  # namespaces need nothing the general preflight does not check
+
     def create_node(self, node: Node) -> None:
         name = self.resource_name(node.name)
         if os.path.exists(self.netns_path(node.name)):
