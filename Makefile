@@ -9,8 +9,10 @@ VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' twin/__init__.py)
 # Debian packages the twin runs on (FRR for routing, iproute2/nftables/ethtool for the data
 # plane and faults, iperf3 for rate checks, util-linux for unshare, python3-venv for the venv).
 SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util-linux python3-venv
+# The dashboard's test drives a real headless browser.
+TEST_PACKAGES := chromium chromium-driver
 
-.PHONY: help deps venv lab down status test unit integration e2e images bench golden clean
+.PHONY: help deps test-deps packages venv lab down status test unit integration e2e images bench golden clean
 
 help:
 	@echo "make lab SCENARIO=silent-drop   run a fault drill (see scenarios/), results in results/"
@@ -24,7 +26,13 @@ help:
 	@echo "make golden               rewrite golden files after an intended model change"
 
 deps:
-	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@$(MAKE) -s packages PACKAGES="$(SYSTEM_PACKAGES)"
+
+test-deps:
+	@$(MAKE) -s packages PACKAGES="$(TEST_PACKAGES)"
+
+packages:
+	@missing=$$(for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:" $$missing; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
@@ -54,10 +62,10 @@ status: venv
 unit: venv
 	$(PYTEST) -q -m "not integration" tests
 
-integration: deps venv
+integration: deps test-deps venv
 	$(PYTEST) -q -m integration tests
 
-test: deps venv
+test: deps test-deps venv
 	$(PYTEST) -q tests
 
 # The fault drill: every scenario in scenarios/, graded. QUICK=1: shortened timelines (CI).
@@ -82,6 +90,8 @@ bench: deps venv
 	$(VENV)/bin/python bench/fault_convergence.py --runs 3 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/workloads.py --labs rail4 rail8 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/drills.py --out docs/benchmarks.md
+	@if docker info >/dev/null 2>&1; then $(VENV)/bin/python bench/runtimes.py --lab rail4 --runs 3 --out docs/benchmarks.md; \
+	else echo "no Docker daemon: skipped bench/runtimes.py (docker against netns)"; fi
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache build

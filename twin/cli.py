@@ -17,13 +17,15 @@ from .describe import describe
 from .errors import TwinError
 from .frr import vtysh_argv
 from .labs import open_lab, running_lab
+from .cli_train import train
 from .runtime import get_runtime
 from .runtime import names as runtime_names
 from .runtime.docker import container_labs
 from .runtime.netns import orphan_labs
+from .train.session import refuse_during_training
 from .state import known_labs
 from .status import as_dict, lab_status
-from .cli_workloads import bench, diagnose_cmd, probe, telemetry
+from .cli_workloads import bench, dashboard, diagnose_cmd, probe, telemetry
 from .cli_tools import RichProgress, console, out, progress_bar as _progress_bar
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -329,6 +331,7 @@ def fault() -> None:
 def _fault_context(name: str):
     from .faults.base import FaultContext
     state, fabric = running_lab(name)
+    refuse_during_training(state, "changing faults or drains by hand")
     return FaultContext(get_runtime(state.runtime, name), state, fabric)
 
 
@@ -376,6 +379,10 @@ def fault_list(name: str, as_json: bool) -> None:
     """List the faults active on LAB."""
     from .faults import engine
     state, _fabric = running_lab(name)
+    if state.sealed:
+        out.print(f"a training session is active on lab {name}: its faults are hidden "
+                  "(`twin train reveal` shows them)")
+        return
     faults = engine.active(state)
     if as_json:
         out.print_json(json.dumps(faults))
@@ -458,7 +465,7 @@ def cleanup() -> None:
         out.print(f"removed lab {name}: {report.nodes_removed} nodes, {report.daemons_stopped} daemons")
 
 
-for command in (bench, probe, telemetry, diagnose_cmd):
+for command in (bench, probe, telemetry, diagnose_cmd, dashboard, train):
     cli.add_command(command)
 
 

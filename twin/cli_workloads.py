@@ -22,6 +22,7 @@ from .labs import running_lab
 from .probes.plan import PAIR_MODES
 from .probes.run import run_probe_mesh
 from .runtime import get_runtime
+from .train.session import refuse_during_training
 from .telemetry.prometheus import registry_for
 from .telemetry.sampler import Sampler
 
@@ -201,6 +202,8 @@ def diagnose_cmd(words, duration, interval_ms, size, as_json) -> None:
     allreduce bandwidth between halves of the hosts, printing every step. Exit 1 when there
     is a suspect.
     """
+    state, _fabric = running_lab(words[-1])
+    refuse_during_training(state, "diagnose (it is a detector)")
     if words[0] == "slow-node":
         if len(words) != 2:
             raise click.UsageError("usage: twin diagnose slow-node LAB")
@@ -255,3 +258,26 @@ def _slow_node(name: str, size: str, as_json: bool) -> None:
         out.print("no slow host: the halves ran alike")
     if search.suspect:
         sys.exit(1)
+
+
+@click.command("dashboard")
+@click.argument("name", metavar="LAB")
+@click.option("--port", default=8470, show_default=True, help="Port on 127.0.0.1 (0: any free port).")
+def dashboard(name: str, port: int) -> None:
+    """Serve a live page of LAB on localhost until Ctrl-C: links coloured by utilisation and
+    probe loss, BGP/BFD sessions, collective step time and probe loss over the last minutes,
+    active faults (not during a training session). Loss needs a probe mesh running on the lab
+    (a scenario's or training session's, or `twin probe`)."""
+    from .dashboard.collect import Collector
+    from .dashboard.server import Dashboard
+    state, fabric = running_lab(name)
+    board = Dashboard(Collector(get_runtime(state.runtime, name), state, fabric), fabric, port=port)
+    board.start()
+    out.print(f"dashboard of lab {name}: {board.url}  (Ctrl-C to stop)")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        board.stop()

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
 class EventLog:
-    def __init__(self, path: Path, t0: float | None = None):
+    def __init__(self, path: Path, t0: float | None = None, encode: Callable[[str], str] | None = None):
+        """encode: applied to every line written (training sessions seal theirs)."""
         self.path = path
+        self._encode = encode or (lambda line: line)
         self.t0 = t0 if t0 is not None else time.monotonic()
         self._lock = threading.Lock()
         self._file = open(path, "a", buffering=1)
@@ -27,7 +30,7 @@ class EventLog:
     def emit(self, kind: str, t: float | None = None, **fields) -> dict:
         record = {"t": self.now() if t is None else round(t, 4), "kind": kind, **fields}
         with self._lock:
-            self._file.write(json.dumps(record, default=str) + "\n")
+            self._file.write(self._encode(json.dumps(record, default=str)) + "\n")
             self.records.append(record)
         for wanted, callback in self._subscribers:
             if wanted == kind:
@@ -43,7 +46,7 @@ class EventLog:
             for record in self.records:
                 record["t"] = round(record["t"] - delta, 4)
             self._file.close()
-            self.path.write_text("".join(json.dumps(r, default=str) + "\n" for r in self.records))
+            self.path.write_text("".join(self._encode(json.dumps(r, default=str)) + "\n" for r in self.records))
             self._file = open(self.path, "a", buffering=1)
 
     def close(self) -> None:

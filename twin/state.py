@@ -13,6 +13,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .seal import key_of, seal, unseal
+
 DEFAULT_RUN_ROOT = "/run/fabric-twin"
 
 
@@ -39,6 +41,7 @@ class LabState:
     timings_s: dict[str, float] = field(default_factory=dict)
     faults: list[dict] = field(default_factory=list)  # active faults: spec + what undoes them
     drains: list[str] = field(default_factory=list)  # links taken out of service (mitigate/drain.py)
+    sealed: bool = False  # a training session: `faults` is written sealed (twin/seal.py)
 
     @property
     def directory(self) -> Path:
@@ -50,7 +53,10 @@ class LabState:
     def save(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         tmp = self.directory / "state.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=1))
+        data = asdict(self)
+        if self.sealed:
+            data["faults"] = seal(key_of(self.directory), json.dumps(data["faults"]))
+        tmp.write_text(json.dumps(data, indent=1))
         os.replace(tmp, self.directory / "state.json")
 
     def record(self, resource: Resource) -> Resource:
@@ -78,6 +84,8 @@ def load_state(lab: str) -> LabState | None:
         # so this is only a foreign or damaged file; treat the lab as known but empty.
         return LabState(lab=lab, runtime="netns", lab_file="", status="failed")
     raw["resources"] = [Resource(**r) for r in raw.get("resources", [])]
+    if raw.get("sealed") and isinstance(raw.get("faults"), str):
+        raw["faults"] = json.loads(unseal(key_of(lab_dir(lab)), raw["faults"]))
     return LabState(**raw)
 
 

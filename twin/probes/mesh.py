@@ -17,6 +17,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..collectives.launcher import RankLog
 from ..errors import TwinError
@@ -106,6 +107,26 @@ class ProbeMesh:
         self._thread = threading.Thread(target=self._follow, name=f"probes-{name}", daemon=True)
 
     # --- lifecycle ------------------------------------------------------------------------
+    @classmethod
+    def following(cls, runtime: Runtime, state: LabState, fabric: Fabric, directory: Path) -> ProbeMesh:
+        """Read the results of a mesh another process runs (its agents' output files), without
+        starting or stopping anything: listeners get its intervals as they are counted."""
+        configs = {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))}
+        if not configs:
+            raise TwinError(f"{directory} holds no probe agent configuration")
+        first = next(iter(configs.values()))
+        mesh = cls(runtime, state, fabric, directory.name, interval_ms=first["interval_ms"],
+                   report_ms=first["report_ms"], grace_s=first["grace_s"])
+        mesh.directory, mesh.epoch = directory, first["epoch"]
+        mesh.logs = {host: RankLog(Path(config["output"])) for host, config in configs.items()}
+        mesh._thread.start()
+        return mesh
+
+    def unfollow(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
     def start(self) -> None:
         if self.directory.exists():
             raise TwinError(f"a probe mesh named {self.name} already runs on lab {self.state.lab}",

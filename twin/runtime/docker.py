@@ -186,8 +186,8 @@ class DockerRuntime(NetnsRuntime):
         raise RuntimeBackendError(f"nsenter did not start the command within {timeout_s} s")
 
     def owned(self) -> list[str]:
-        names = {c.labels[LABEL_NODE] for c in labelled_containers(self.lab)}
-        return sorted(names | set(super().owned()))  # also a namespace whose container is gone
+        # Containers only: a namespace whose container is gone is the netns runtime's to remove.
+        return sorted(c.labels[LABEL_NODE] for c in labelled_containers(self.lab))
 
     def container_pid(self, node: str) -> int:
         return self._container_pid(node, required=True)

@@ -1,0 +1,85 @@
+"""The dashboard in a real headless browser (Debian's chromium, driven by selenium): every node
+drawn, and a link carrying a silent drop turns to the loss colour within seconds."""
+
+import shutil
+import time
+
+import pytest
+
+from twin.dashboard.collect import Collector
+from twin.dashboard.server import Dashboard
+from twin.faults import engine
+from twin.faults.base import FaultContext
+from twin.labs import running_lab
+from twin.probes.mesh import ProbeMesh
+from twin.runtime import get_runtime
+
+from .helpers import ROOT, lab_running
+
+pytestmark = pytest.mark.integration
+ARTIFACTS = ROOT / "artifacts"  # kept after the run (git-ignored)
+LOSSY_ENDS = {"leaf-g1-r1", "spine-1"}
+
+
+@pytest.fixture
+def browser():
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        pytest.skip("needs Debian's chromium and chromium-driver (`make test` installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    yield driver
+    driver.quit()
+
+
+def _classes(driver, link: str) -> set[str]:
+    element = driver.find_element("css selector", f'[data-link="{link}"]')
+    return set(element.get_attribute("class").split())
+
+
+def test_dashboard_draws_the_fabric_and_shows_a_silent_drop(browser, tmp_path):
+    with lab_running("mini"):
+        state, fabric = running_lab("mini")
+        runtime = get_runtime(state.runtime, "mini")
+        lossy = next(l.name for l in fabric.links if {l.a.node, l.b.node} == LOSSY_ENDS)
+        mesh = ProbeMesh(runtime, state, fabric, "dashboard-test", interval_ms=50, report_ms=500)
+        mesh.start()
+        board = Dashboard(Collector(runtime, state, fabric), fabric)
+        ctx = FaultContext(runtime, state, fabric)
+        try:
+            mesh.wait_for_paths()
+            board.start()
+            browser.get(board.url)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and "updated" not in browser.find_element("id", "status").text:
+                time.sleep(0.2)
+            drawn = {e.get_attribute("data-node") for e in browser.find_elements("css selector", "[data-node]")}
+            assert drawn == set(fabric.nodes)
+            assert len(browser.find_elements("css selector", "[data-link]")) == len(fabric.links)
+            time.sleep(3)  # healthy: a few seconds of clean probes
+            assert not any("loss" in _classes(browser, l.name) for l in fabric.links)
+
+            timing, params = engine.parse({"id": "dash-drop", "kind": "silent_drop", "link": lossy,
+                                           "direction": "both", "loss_pct": 30})
+            engine.inject(ctx, timing, params)
+            injected = time.monotonic()
+            while time.monotonic() - injected < 10 and "loss" not in _classes(browser, lossy):
+                time.sleep(0.2)
+            took = time.monotonic() - injected
+            ARTIFACTS.mkdir(exist_ok=True)
+            browser.save_screenshot(str(ARTIFACTS / "dashboard-silent-drop.png"))
+            assert "loss" in _classes(browser, lossy), f"not in the loss colour {took:.1f} s after the drop"
+            assert "fault" in _classes(browser, lossy)  # the fault marker, outside training
+            assert "dash-drop (silent_drop)" in browser.find_element("id", "status").text
+            # Links on no lossy path keep their colour (the spine-2 plane carries none of them).
+            assert not any("loss" in _classes(browser, l.name) for l in fabric.links if "spine-2" in l.name)
+            print(f"loss colour {took:.1f} s after the drop")  # shown with -s; the screenshot is in artifacts/
+        finally:
+            if state.faults:
+                engine.clear(ctx, "dash-drop")
+            board.stop()
+            mesh.stop()

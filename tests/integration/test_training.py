@@ -1,0 +1,88 @@
+"""A scripted trainee: a level-2 session on mini with a fixed seed, investigated only with the
+commands a person would run (`twin lab show`, `twin lab exec ... nft`), answered, graded."""
+
+import json
+import os
+import re
+
+import pytest
+
+from twin.state import lab_dir
+
+from .helpers import leftovers, twin_cli
+
+pytestmark = pytest.mark.integration
+SEED = 1  # level 2 on mini: a silent drop on one leaf-spine link (the test never reads this)
+
+
+def _cli(*args, env):
+    return twin_cli(*args, env=env)
+
+
+def _dropping_ports(env) -> list[tuple[str, str, int]]:
+    """(switch, port, packets dropped): read off every switch's `nft list ruleset`, as a person would."""
+    lab = json.loads(_cli("lab", "show", "mini", "--json", env=env).stdout)
+    found = []
+    for node in (n["name"] for n in lab["nodes"] if n["role"] != "host"):
+        device = None
+        for line in _cli("lab", "exec", "mini", node, "--", "nft", "list", "ruleset", env=env).stdout.splitlines():
+            hooked = re.search(r'device "([^"]+)"', line)
+            device = hooked.group(1) if hooked else device
+            counted = re.search(r"counter packets (\d+) .* drop", line)
+            if counted and int(counted.group(1)) > 0 and device:
+                found.append((node, device, int(counted.group(1))))
+    return found
+
+
+def _link_of(port: tuple[str, str], env) -> str:
+    lab = json.loads(_cli("lab", "show", "mini", "--json", env=env).stdout)
+    for link in lab["links"]:
+        for end in ("a", "b"):
+            if (link[end]["node"], link[end]["ifname"]) == port:
+                return f"{link['a']['node']} -- {link['b']['node']}"
+    raise AssertionError(f"no link has port {port}")
+
+
+def test_scripted_trainee_finds_a_silent_drop_with_counters(tmp_path):
+    env = {**os.environ, "FABRIC_TWIN_SCORES": str(tmp_path / "scores")}
+    started = _cli("train", "start", "--level", "2", "--lab", "mini", "--seed", str(SEED),
+                   "--trainee", "scripted", env=env)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert "Pingmesh" in started.stdout and "Briefing" in started.stdout
+
+        # Nothing the trainee can run through twin, nor the state files, gives the answer away.
+        listed = _cli("fault", "list", "mini", env=env)
+        assert "training session is active" in listed.stdout and "silent" not in listed.stdout
+        assert _cli("diagnose", "mini", env=env).returncode == 2
+        assert _cli("fault", "clear", "mini", "--all", env=env).returncode == 2
+        for path in [lab_dir("mini") / "state.json", *(lab_dir("mini") / "training").glob("*")]:
+            if path.is_file():
+                assert "silent_drop" not in path.read_text(errors="replace"), path
+
+        # The investigation: which switch port drops packets?
+        dropping = _dropping_ports(env)
+        assert dropping, "the counters show no drop"
+        switch, port, _packets = max(dropping, key=lambda d: d[2])
+        link = _link_of((switch, port), env)
+
+        wrong = _cli("train", "answer", "--kind", "bitflip", "--link", link, env=env)
+        assert wrong.returncode == 1 and "WRONG" in wrong.stdout and "place is right" in wrong.stdout
+        hint = _cli("train", "hint", env=env)
+        assert hint.returncode == 0 and hint.stdout.startswith("hint 1")
+        right = _cli("train", "answer", "--kind", "silent_drop", "--link", link, env=env)
+        assert right.returncode == 0 and "RIGHT" in right.stdout, right.stdout + right.stderr
+
+        session = json.loads((lab_dir("mini") / "training" / "session.json").read_text())
+        assert session["hints"] == 1 and [a["right"] for a in session["attempts"]] == [False, True]
+        history = json.loads((tmp_path / "scores" / "scripted.json").read_text())
+        assert history[-1]["score"] == 100 - 15 - 10 and history[-1]["found"] == 1
+
+        revealed = _cli("train", "reveal", env=env)
+        assert "silent_drop on link" in revealed.stdout and "probe-localizer named" in revealed.stdout
+        scores = _cli("train", "scores", env=env)
+        assert "scripted" in scores.stdout and "75" in scores.stdout
+    finally:
+        stopped = _cli("train", "stop", "--lab", "mini", env=env)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert leftovers("mini") == []

@@ -1,0 +1,139 @@
+"""Training sessions without a lab: the pools, grading, scores, hints, runbooks, sealing, briefing."""
+
+import json
+import re
+
+import pytest
+
+from twin.errors import TwinError
+from twin.faults import kinds
+from twin.labs import open_lab
+from twin.seal import new_key, seal, unseal
+from twin.state import LabState, load_state
+from twin.train import hints, pools
+from twin.train.briefing import briefing
+from twin.train.session import Session, grade, record_score, load_scores
+
+
+@pytest.fixture(scope="module")
+def rail4():
+    return open_lab("rail4")[1]
+
+
+@pytest.fixture(scope="module")
+def mini():
+    return open_lab("mini")[1]
+
+
+def test_same_seed_same_fault_other_seeds_differ(rail4):
+    assert pools.draw(rail4, 2, 7) == pools.draw(rail4, 2, 7)
+    assert len({json.dumps(pools.draw(rail4, 2, seed)) for seed in range(20)}) > 5
+
+
+@pytest.mark.parametrize("level, allowed", [
+    (1, {"link_down", "switch_down", "bgp_down"}),
+    (2, {"silent_drop", "bitflip", "blackhole", "slow_node"}),
+    (3, {"silent_drop", "bitflip", "blackhole", "slow_node", "pfc_storm"}),
+])
+def test_each_level_draws_from_its_pool_only(rail4, mini, level, allowed):
+    for fabric in (rail4, mini):
+        drawn = [e for seed in range(40) for e in pools.draw(fabric, level, seed)]
+        assert {e["kind"] for e in drawn} <= allowed
+        assert all(re.fullmatch(r"t\d", e["id"]) for e in drawn)  # ids that say nothing
+
+
+def test_level3_covers_partial_drops_storms_pairs_and_superspines(rail4):
+    sessions = [pools.draw(rail4, 3, seed) for seed in range(60)]
+    assert any(e.get("flows_pct") for s in sessions for e in s)
+    assert any(e["kind"] == "pfc_storm" and e["propagate"] for s in sessions for e in s)
+    assert any(len(s) == 2 for s in sessions)
+    assert any("superspine" in e.get("link", "") for s in sessions for e in s)
+
+
+def _session():
+    return Session(lab="rail4", trainee="t", level=2, injected=1000.0)
+
+
+FAULT = {"id": "t1", "kind": "silent_drop", "link": "leaf-g1-r1 -- spine-r1-s1", "loss_pct": 5}
+
+
+def test_grading_needs_place_and_kind_either_link_order():
+    session = _session()
+    assert not grade(session, [FAULT], "silent_drop", "leaf-g1-r2 -- spine-r2-s1", None).location_right
+    kind_wrong = grade(session, [FAULT], "bitflip", "spine-r1-s1 -- leaf-g1-r1", None)
+    assert kind_wrong.location_right and not kind_wrong.right
+    assert grade(session, [FAULT], "silent_drop", "spine-r1-s1 -- leaf-g1-r1", None).right
+    assert session.finished and session.found == ["t1"]
+    assert session.score == 100 - 2 * 10
+
+
+def test_two_faults_need_two_right_answers_and_hints_cost():
+    second = {"id": "t2", "kind": "slow_node", "node": "host-g2-h1", "rate_pct": 20}
+    session = _session()
+    session.hints = 2
+    assert grade(session, [FAULT, second], "slow_node", None, "host-g2-h1").right
+    assert not session.finished
+    assert grade(session, [FAULT, second], "silent_drop", FAULT["link"], None).right
+    assert session.finished and session.score == 100 - 2 * 15
+
+
+def test_a_revealed_unfinished_session_scores_zero_and_history_is_per_trainee(tmp_path, monkeypatch):
+    monkeypatch.setenv("FABRIC_TWIN_SCORES", str(tmp_path))
+    session = _session()
+    session.revealed = True
+    record_score(session, {"seed": 3, "faults": [FAULT]})
+    session.trainee = "other"
+    record_score(session, {"seed": 4, "faults": [FAULT]})
+    scores = load_scores(None)
+    assert sorted(scores) == ["other", "t"] and scores["t"][0]["score"] == 0 and scores["t"][0]["seed"] == 3
+    assert list(load_scores("other")) == ["other"]
+
+
+def test_every_fault_kind_has_a_complete_runbook():
+    for kind in kinds():
+        text = hints.runbook_path(kind).read_text()
+        for section in ("## Symptoms", "## What reveals it", "## How production tooling finds it",
+                        "## Mitigation", "## Hints"):
+            assert section in text, f"{kind}: {section}"
+        assert len(hints.runbook_hints(kind)) >= 2, kind
+
+
+def test_hints_go_from_what_to_where_then_run_out(rail4):
+    sequence = [hints.hint(rail4, FAULT, n) for n in range(5)]
+    assert sequence[0] == hints.runbook_hints("silent_drop")[0]
+    assert sequence[1] == "Look at the links between the leaf and spine tiers."
+    assert sequence[3] == "One end of it is leaf-g1-r1."
+    assert sequence[4] is None
+
+
+def test_seal_round_trip_and_a_changed_blob_is_refused():
+    key = b"k" * 32
+    blob = seal(key, '{"kind": "silent_drop"}')
+    assert "silent" not in blob and unseal(key, blob) == '{"kind": "silent_drop"}'
+    tampered = blob[:-4] + ("AAAA" if blob[-4:] != "AAAA" else "BBBB")
+    with pytest.raises(TwinError, match="does not match"):
+        unseal(key, tampered)
+
+
+def test_a_sealed_state_hides_its_faults_on_disk_and_loads_them_back(run_dir):
+    state = LabState(lab="sealed", runtime="netns", lab_file="x")
+    state.directory.mkdir(parents=True)
+    new_key(state.directory)
+    state.sealed = True
+    state.faults.append(dict(FAULT))
+    state.save()
+    assert "silent_drop" not in (state.directory / "state.json").read_text()
+    assert load_state("sealed").faults == [FAULT]
+
+
+def test_briefing_speaks_of_symptoms_not_causes():
+    events = [{"kind": "fault", "op": "applied", "actual_s": 10.0, "t": 10.0}]
+    events += [{"kind": "collective", "t": t / 2, "rank": t % 4, "step_s": 0.2, "comm_s": 0.05} for t in range(0, 20)]
+    events += [{"kind": "collective", "t": 10.5 + t / 2, "rank": t % 4, "step_s": 0.3,
+                "comm_s": 0.15 if t % 4 == 3 else 0.1} for t in range(20)]
+    events += [{"kind": "probe", "t": 11.0, "sent": 100, "lost": 5,
+                "lossy": ["host-g1-h1:nic1 -> host-g2-h1:nic1 :10001"]}]
+    text = briefing(events, onset_wall=0.0)
+    assert "step time up 50 %" in text and "ranks 3" in text
+    assert "5.0 % of probes lost" in text and "host-g1-h1" in text
+    assert "silent" not in text and "spine" not in text

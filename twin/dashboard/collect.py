@@ -1,0 +1,188 @@
+"""What the dashboard shows, gathered from the running lab by background threads.
+
+- utilisation: interface byte counters (once a second), per link the busier direction
+- loss: the probe meshes running on the lab (the training loop's, a scenario's, `twin probe`),
+  followed from their agents' files; a link's loss is the lowest loss of any probed path
+  through it over the last few seconds (a link is as good as its best path: if every path
+  over it loses, it does)
+- sessions: BGP and BFD state per switch (vtysh JSON, every 2 s)
+- step times: the collective jobs' rank logs; probe loss over time
+- faults: the lab state's active faults, never during a training session
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections import deque
+
+from ..collectives.launcher import RankLog
+from ..errors import TwinError
+from ..labs import running_lab
+from ..model import Fabric, link_key
+from ..probes.mesh import Interval, ProbeMesh, address_links
+from ..status import lab_status
+from ..telemetry.counters import CounterReader
+
+LOSS_WINDOW_S = 5.0
+CHART_S = 180.0
+MIN_PROBES = 5  # a path needs this many probes in the window to speak for its links
+
+
+class Collector:
+    def __init__(self, runtime, state, fabric: Fabric):
+        self.runtime, self.state, self.fabric = runtime, state, fabric
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.util: dict[str, float] = {}
+        self.loss: dict[str, float] = {}
+        self.sessions: list[dict] = []
+        self.steps: deque = deque()
+        self.probe_loss: deque = deque()
+        self.faults: list[dict] | None = None
+        self.training = False
+        self._reader: CounterReader | None = None
+        self._last_snap = None
+        self._intervals: deque = deque()
+        self._meshes: dict[str, ProbeMesh] = {}
+        self._rank_logs: dict[str, RankLog] = {}
+        self._bfd_link = address_links(fabric)
+        self._link_names = {link_key(l.name): l.name for l in fabric.links}  # fault targets name links either way
+        self._threads = [threading.Thread(target=self._loop, args=(period, step), daemon=True)
+                         for period, step in ((1.0, self._counters), (2.0, self._sessions),
+                                              (1.0, self._follow_files), (1.0, self._faults))]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        for mesh in self._meshes.values():
+            mesh.unfollow()
+        if self._reader:
+            self._reader.close()
+
+    def _loop(self, period: float, step) -> None:
+        while not self._stop.is_set():
+            try:
+                step()
+            except (OSError, TwinError, KeyError, ValueError):
+                pass  # a lab changing under us (a switch down, a mesh ending): next round
+            self._stop.wait(period)
+
+    # --- sources ---------------------------------------------------------------------------
+    def _counters(self) -> None:
+        self._reader = self._reader or CounterReader(self.runtime, self.fabric)
+        snap = self._reader.read(checksums=False, qdiscs=False)
+        last, self._last_snap = self._last_snap, snap
+        if last is None:
+            return
+        dt = snap.t - last.t
+        util = {}
+        for link in self.fabric.links:
+            rates = []
+            for end in (link.a, link.b):
+                now, before = snap.interfaces.get((end.node, end.ifname)), last.interfaces.get((end.node, end.ifname))
+                if now and before:
+                    rates.append((now["tx_bytes"] - before["tx_bytes"]) * 8 / dt / self.fabric.rate_bps)
+            util[link.name] = round(max(rates, default=0.0), 3)
+        with self._lock:
+            self.util = util
+
+    def _sessions(self) -> None:
+        rows = []
+        for status in lab_status(self.runtime, self.state, self.fabric):
+            bfd_by_link = {self._bfd_link.get(peer): state for peer, state in status.bfd.items()}
+            for peer, bgp in sorted(status.bgp.items()):
+                link = next((l.name for l in self.fabric.links_of(status.name)
+                             if peer in (l.a.node, l.b.node)), None)
+                rows.append({"switch": status.name, "peer": peer, "link": link, "bgp": bgp,
+                             "bfd": bfd_by_link.get(link, "-")})
+        with self._lock:
+            self.sessions = rows
+
+    def _follow_files(self) -> None:
+        directory = self.state.directory
+        for mesh_dir in sorted((directory / "probes").glob("*")) if (directory / "probes").is_dir() else []:
+            if mesh_dir.name not in self._meshes and any(mesh_dir.glob("*.json")):
+                mesh = ProbeMesh.following(self.runtime, self.state, self.fabric, mesh_dir)
+                mesh.listeners.append(self._interval)
+                self._meshes[mesh_dir.name] = mesh
+        for log in sorted(directory.glob("jobs/*/rank-0.jsonl")):
+            self._rank_logs.setdefault(str(log), RankLog(log))
+        for log in self._rank_logs.values():
+            for record in log.read():
+                if record.get("event") == "iter":
+                    with self._lock:
+                        self.steps.append((record["t"], record["step_s"]))
+        self._trim()
+
+    def _faults(self) -> None:
+        state, _fabric = running_lab(self.state.lab)
+        with self._lock:
+            self.faults = None if state.sealed else [
+                {"id": f["id"], "kind": f["kind"], "since_s": round(time.time() - f["applied_at"]),
+                 "targets": [self._link_names.get(link_key(t), t) if "--" in t else t for t in f["targets"]]}
+                for f in state.faults]
+            self.training = state.sealed
+
+    def _interval(self, interval: Interval) -> None:
+        sent = sum(s.sent for s in interval.samples)
+        lost = sum(s.lost for s in interval.samples)
+        with self._lock:
+            self._intervals.append(interval)
+            if sent:
+                self.probe_loss.append((interval.t, 100.0 * lost / sent))
+            while self._intervals and self._intervals[0].t < interval.t - LOSS_WINDOW_S:
+                self._intervals.popleft()
+            paths: dict[tuple, list] = {}
+            for iv in self._intervals:
+                for s in iv.samples:
+                    entry = paths.setdefault((s.src, s.dst, s.sport, s.links), [0, 0])
+                    entry[0] += s.sent
+                    entry[1] += s.lost
+            loss: dict[str, float] = {}
+            for (_src, _dst, _sport, links), (n_sent, n_lost) in paths.items():
+                if n_sent < MIN_PROBES:
+                    continue
+                for link in links:
+                    if link:
+                        loss[link] = min(loss.get(link, 100.0), 100.0 * n_lost / n_sent)
+            self.loss = {k: round(v, 2) for k, v in loss.items()}
+
+    def _trim(self) -> None:
+        horizon = time.monotonic() - CHART_S
+        with self._lock:
+            for series in (self.steps, self.probe_loss):
+                while series and series[0][0] < horizon:
+                    series.popleft()
+
+    # --- the page's view ---------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        now = time.monotonic()
+        with self._lock:
+            steps = _per_second(self.steps, now)
+            return {
+                "lab": self.state.lab, "updated": time.time(), "training": self.training,
+                "links": {l.name: {"util": self.util.get(l.name, 0.0), "loss_pct": self.loss.get(l.name),
+                                   "down": any(s["link"] == l.name and s["bgp"] != "Established"
+                                               for s in self.sessions)}
+                          for l in self.fabric.links},
+                "sessions": list(self.sessions),
+                "steps": steps,
+                "probe_loss": [[round(t - now, 1), round(v, 2)] for t, v in self.probe_loss],
+                "faults": self.faults,
+            }
+
+
+def _per_second(points, now: float) -> list[list[float]]:
+    """Median step time per second, as [seconds ago (negative), value]."""
+    buckets: dict[int, list[float]] = {}
+    for t, value in points:
+        buckets.setdefault(int(t - now), []).append(value)
+    return [[second, round(statistics.median(values), 4)] for second, values in sorted(buckets.items())]

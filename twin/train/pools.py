@@ -1,0 +1,114 @@
+"""What a training level hides: fault entries drawn from the level's pool with a seeded rng.
+
+Level 1: faults routing sees (link down, switch down, BGP session down).
+Level 2: faults routing does not see (silent drop, bit flip, black hole, slow node).
+Level 3: the hard ones: drops on a subset of flows only, PFC pause storms that spread, two
+faults at once, faults on superspine links.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from ..faults import engine
+from ..model import Fabric, link_key
+
+LEVELS = (1, 2, 3)
+LINK_KINDS = {"silent_drop", "bitflip", "link_down", "bgp_down", "flap", "pfc_pause"}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Where a fault is, as a trainee would name it."""
+    kind: str
+    link: str | None = None
+    node: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"link {self.link}" if self.link else f"node {self.node}"
+
+
+def answer_of(entry: dict) -> Answer:
+    if entry["kind"] in LINK_KINDS:
+        return Answer(entry["kind"], link=link_key(entry["link"]))
+    return Answer(entry["kind"], node=entry["node"])
+
+
+def _fabric_links(fabric: Fabric, tier: str | None = None) -> list[str]:
+    links = [l for l in fabric.links if l.kind != "host"]
+    if tier:
+        links = [l for l in links if tier in (fabric.nodes[l.a.node].role, fabric.nodes[l.b.node].role)]
+    return sorted(l.name for l in links)
+
+
+def _spines(fabric: Fabric) -> list[str]:
+    return sorted(n.name for n in fabric.by_role("spine"))
+
+
+def _host_behind_leaf(fabric: Fabric, rng: random.Random) -> tuple[str, str]:
+    link = rng.choice(sorted((l for l in fabric.links if l.kind == "host"), key=lambda l: l.name))
+    return link.a.node, link.b.node  # (leaf, host)
+
+
+def _level1(fabric: Fabric, rng: random.Random) -> list[dict]:
+    kind = rng.choice(["link_down", "switch_down", "bgp_down"])
+    if kind == "switch_down":
+        return [{"kind": kind, "node": rng.choice(_spines(fabric))}]
+    return [{"kind": kind, "link": rng.choice(_fabric_links(fabric))}]
+
+
+def _level2(fabric: Fabric, rng: random.Random, links: list[str] | None = None) -> list[dict]:
+    kind = rng.choice(["silent_drop", "bitflip", "blackhole", "slow_node"])
+    links = links or _fabric_links(fabric)
+    if kind == "silent_drop":
+        return [{"kind": kind, "link": rng.choice(links), "direction": "both", "loss_pct": rng.choice([5, 10, 20])}]
+    if kind == "bitflip":
+        return [{"kind": kind, "link": rng.choice(links), "direction": "both", "rate_pct": rng.choice([5, 10])}]
+    if kind == "blackhole":
+        leaf, host = _host_behind_leaf(fabric, rng)
+        return [{"kind": kind, "node": leaf, "host": host}]
+    return [{"kind": kind, "node": rng.choice(sorted(n.name for n in fabric.hosts)),
+             "rate_pct": rng.choice([20, 30])}]
+
+
+def _level3(fabric: Fabric, rng: random.Random) -> list[dict]:
+    choice = rng.choice(["flows", "storm", "two", "superspine"])
+    if choice == "flows":
+        return [{"kind": "silent_drop", "link": rng.choice(_fabric_links(fabric)), "direction": "both",
+                 "loss_pct": 100, "flows_pct": rng.choice([10, 20])}]
+    if choice == "storm":
+        host, nic = rng.choice(sorted((n, e.ifname) for n, e in fabric.host_nics()))
+        return [{"kind": "pfc_storm", "node": host, "nic": nic, "propagate": True, "xoff_kb": 4, "xon_kb": 1,
+                 "watchdog_ms": 2000}]
+    if choice == "superspine" and fabric.by_role("superspine"):
+        return _level2(fabric, rng, _fabric_links(fabric, "superspine"))
+    first = _level2(fabric, rng)
+    for _attempt in range(20):  # a second fault that touches nothing the first does
+        second = _level2(fabric, rng)
+        if not set(_targets(first[0], fabric)) & set(_targets(second[0], fabric)):
+            return first + second
+    return first
+
+
+def _targets(entry: dict, fabric: Fabric) -> list[str]:
+    timing, params = engine.parse({"id": "x", **entry})
+    return engine.targets(timing, params, fabric)
+
+
+POOLS = {1: _level1, 2: _level2, 3: _level3}
+
+
+def draw(fabric: Fabric, level: int, seed: int) -> list[dict]:
+    """The hidden faults of a session: validated fault entries with ids t1, t2 (ids that say nothing)."""
+    rng = random.Random(f"{fabric.name}/{level}/{seed}")
+    entries = [{"id": f"t{number}", **entry} for number, entry in enumerate(POOLS[level](fabric, rng), 1)]
+    for entry in entries:
+        _targets(entry, fabric)  # every entry resolves on this lab
+    return entries
+
+
+def onset_delay_s(seed: int) -> float:
+    """When the fault comes, after the training job and the probes are running: a surprise."""
+    return round(random.Random(f"onset/{seed}").uniform(5.0, 15.0), 1)
