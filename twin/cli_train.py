@@ -226,7 +226,7 @@ def train_reveal(lab: str | None) -> None:
         out.print(f"  {answer.kind} on {answer.where} ({detail}) - {found}")
     out.print("[bold]Timeline[/] (seconds since the job started):")
     onset = min((e["actual_s"] for e in applied.values()), default=0.0)
-    for e in events:
+    for e in sorted(events, key=lambda e: e["t"]):
         if e["kind"] == "fault":
             out.print(f"  {e['t']:7.2f}  fault {e.get('fault_kind', '')} {e['op']}"
                       + (f" on {', '.join(e['targets'])}" if e.get("targets") else ""))

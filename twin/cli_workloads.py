@@ -202,18 +202,17 @@ def diagnose_cmd(words, duration, interval_ms, size, as_json) -> None:
     allreduce bandwidth between halves of the hosts, printing every step. Exit 1 when there
     is a suspect.
     """
-    state, _fabric = running_lab(words[-1])
-    refuse_during_training(state, "diagnose (it is a detector)")
-    if words[0] == "slow-node":
-        if len(words) != 2:
-            raise click.UsageError("usage: twin diagnose slow-node LAB")
-        _slow_node(words[1], size, as_json)
-        return
-    if len(words) != 1:
+    if words[0] == "slow-node" and len(words) != 2:
+        raise click.UsageError("usage: twin diagnose slow-node LAB")
+    if words[0] != "slow-node" and len(words) != 1:
         raise click.UsageError(f"unexpected {' '.join(words[1:])!r}: use `twin diagnose LAB` or "
                                "`twin diagnose slow-node LAB`")
-    name = words[0]
+    name = words[-1]
     state, fabric = running_lab(name)
+    refuse_during_training(state, "diagnose (it is a detector)")
+    if words[0] == "slow-node":
+        _slow_node(name, size, as_json)
+        return
     with progress_bar() as bar:
         found = diagnose(get_runtime(state.runtime, name), state, fabric, duration, interval_ms, RichProgress(bar))
     if as_json:

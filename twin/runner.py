@@ -23,6 +23,7 @@ from .scenario import Scenario
 from .signals import deferred_interrupts, sigterm_as_interrupt
 from .state import load_state
 from .telemetry.sampler import Sampler
+from .train.session import refuse_during_training
 from .workloads import WORKLOAD_KINDS, WorkloadContext
 
 SCHEDULE_TOLERANCE_S = 0.05
@@ -64,6 +65,8 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
     fabric = scenario.fabric
     lab_file = load_lab(scenario.lab_path, names())
     existing = load_state(fabric.name)
+    if existing is not None:
+        refuse_during_training(existing, "running a scenario on it")
     if existing is not None and not keep:
         raise LabStateError(f"lab '{fabric.name}' is already up",
                             hint=f"use --keep to run on it, or `twin lab down {fabric.name}`")

@@ -137,3 +137,19 @@ def test_briefing_speaks_of_symptoms_not_causes():
     assert "step time up 50 %" in text and "ranks 3" in text
     assert "5.0 % of probes lost" in text and "host-g1-h1" in text
     assert "silent" not in text and "spine" not in text
+
+
+def test_briefing_reports_a_hang_that_began_just_before_the_onset():
+    events = [{"kind": "fault", "op": "applied", "actual_s": 8.0, "t": 8.0}]
+    events += [{"kind": "collective", "t": t / 2, "rank": t % 2, "step_s": 0.3, "comm_s": 0.1} for t in range(16)]
+    events += [{"kind": "collective", "t": 0.2, "rank": 2, "step_s": 0.3, "comm_s": 0.1}]
+    events += [{"kind": "hang", "t": 7.9, "rank": r, "waited_s": 4.2} for r in (0, 1)]
+    text = briefing(events, onset_wall=0.0)
+    assert "hung at" in text and "timed out after 4 s" in text and "rank(s) 0, 1)" in text
+
+
+def test_a_black_hole_is_found_at_its_switch_or_on_the_switch_link_toward_its_host():
+    hole = {"id": "t1", "kind": "blackhole", "node": "leaf-g1-r1", "host": "host-g1-h1"}
+    assert grade(_session(), [hole], "blackhole", None, "leaf-g1-r1").right
+    assert grade(_session(), [hole], "blackhole", "host-g1-h1 -- leaf-g1-r1", None).right
+    assert not grade(_session(), [hole], "blackhole", "leaf-g1-r1 -- spine-r1-s1", None).location_right

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 from ..procs import terminate
+from ..seal import key_of, seal, unseal
 from ..state import LabState, Resource
 from .base import FaultContext
 
@@ -42,14 +43,22 @@ def stop(ctx: FaultContext, fault_id: str) -> dict:
             terminate([resource.pid], grace_s=5.0)
         ctx.state.resources.remove(resource)
     ctx.state.save()
-    path = report_path(ctx.state, fault_id)
-    return json.loads(path.read_text()) if path.is_file() else {}
+    return read_report(ctx.state, fault_id)
+
+
+def read_report(state: LabState, fault_id: str) -> dict:
+    path = report_path(state, fault_id)
+    if not path.is_file():
+        return {}
+    text = path.read_text()
+    return json.loads(unseal(key_of(state.directory), text) if state.sealed else text)
 
 
 def write_report(state: LabState, fault_id: str, report: dict) -> None:
     path = report_path(state, fault_id)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report))
+    text = json.dumps(report)
+    tmp.write_text(seal(key_of(state.directory), text) if state.sealed else text)  # a training session's
     tmp.replace(path)
 
 

@@ -19,14 +19,17 @@ def briefing(events: list[dict], onset_wall: float) -> str:
     steps = [e for e in events if e["kind"] == "collective"]
     before = [e["step_s"] for e in steps if onset - 20 <= e["t"] < onset]
     after = [e for e in steps if e["t"] >= onset + 0.5]
-    hangs = [e for e in events if e["kind"] == "hang" and e["t"] >= onset]
+    # A hang record is timed at the start of the collective that then waited: count it when
+    # the waiting reached past the onset.
+    hangs = [e for e in events if e["kind"] == "hang" and e["t"] + e.get("waited_s", 0) >= onset]
     lines = []
     world = len({e["rank"] for e in steps}) or "?"
     if hangs:
         first = sorted({e["rank"] for e in hangs if e["t"] <= min(h["t"] for h in hangs) + 1})
-        lines.append(f"Job owner: the training job ({world} ranks) hung at {_clock(onset_wall + min(h['t'] for h in hangs) - onset)}: "
-                     f"an allreduce timed out after {hangs[0].get('waited_s', 0):.0f} s (first reported by rank(s) "
-                     f"{', '.join(map(str, first))}), and restarting the process group keeps failing.")
+        lines.append(f"Job owner: the training job ({world} ranks) hung at {_clock(onset_wall + max(min(h['t'] for h in hangs) - onset, 0))}: "
+                     f"an allreduce timed out after {hangs[0].get('waited_s', 0):.0f} s (first reported by "
+                     + ("every rank" if len(first) == world else f"rank(s) {', '.join(map(str, first))}")
+                     + "), and restarting the process group keeps failing.")
     elif before and after:
         base, now = statistics.median(before), statistics.median(e["step_s"] for e in after)
         change = 100 * (now / base - 1)
@@ -41,6 +44,9 @@ def briefing(events: list[dict], onset_wall: float) -> str:
         else:
             lines.append(f"Job owner: the training job ({world} ranks) looks normal: step time {base:.2f} s -> "
                          f"{now:.2f} s.")
+    elif before:
+        lines.append(f"Job owner: no training step has finished since {since} ({world} ranks; "
+                     f"{statistics.median(before):.2f} s per step before).")
     probes = [e for e in events if e["kind"] == "probe" and e["t"] >= onset + 0.5]
     sent, lost = sum(e["sent"] for e in probes), sum(e["lost"] for e in probes)
     if lost:

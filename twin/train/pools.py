@@ -24,6 +24,10 @@ class Answer:
     kind: str
     link: str | None = None
     node: str | None = None
+    also: str | None = None  # another right place: a black hole's link toward its host
+
+    def at(self, link: str | None, node: str | None) -> bool:
+        return (link, node) == (self.link, self.node) or (link is not None and link == self.also)
 
     @property
     def where(self) -> str:
@@ -33,7 +37,8 @@ class Answer:
 def answer_of(entry: dict) -> Answer:
     if entry["kind"] in LINK_KINDS:
         return Answer(entry["kind"], link=link_key(entry["link"]))
-    return Answer(entry["kind"], node=entry["node"])
+    also = link_key(f"{entry['node']} -- {entry['host']}") if entry.get("host") else None
+    return Answer(entry["kind"], node=entry["node"], also=also)
 
 
 def _fabric_links(fabric: Fabric, tier: str | None = None) -> list[str]:

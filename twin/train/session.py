@@ -121,7 +121,7 @@ def grade(session: Session, entries: list[dict], kind: str, link: str | None, no
     """Right when kind and place match a fault not yet found; location alone is reported too."""
     given = Answer(kind, link=link_key(link) if link else None, node=node)
     open_faults = [(e["id"], answer_of(e)) for e in entries if e["id"] not in session.found]
-    located = [(fid, a) for fid, a in open_faults if (a.link, a.node) == (given.link, given.node)]
+    located = [(fid, a) for fid, a in open_faults if a.at(given.link, given.node)]
     right = next((fid for fid, a in located if a.kind == kind), None)
     attempt = Attempt(t=round(time.time() - (session.injected or session.started), 1), kind=kind,
                       where=given.where, right=right is not None, location_right=bool(located))
