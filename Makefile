@@ -68,9 +68,10 @@ integration: deps test-deps venv
 test: deps test-deps venv
 	$(PYTEST) -q tests
 
-# The fault drill: every scenario in scenarios/, graded. QUICK=1: shortened timelines (CI).
+# The fault drill: every scenario in scenarios/, graded. QUICK=1: shortened timelines (CI);
+# E2E_LABS=rail4: only the scenarios on those labs.
 e2e: deps venv
-	$(TWIN) e2e $(if $(QUICK),--quick) $(if $(RUNTIME),--runtime $(RUNTIME)) --results results/e2e
+	$(TWIN) e2e $(if $(QUICK),--quick) $(if $(RUNTIME),--runtime $(RUNTIME)) $(foreach l,$(E2E_LABS),--lab $(l)) --results results/e2e
 
 # Container images, tagged with the project version: a debootstrapped Debian base (no registry
 # here), then the switch and host images from it. Docker's cache rebuilds only what changed.

@@ -245,8 +245,11 @@ def _print_expectations(summary: dict) -> None:
               help="For CI: 3 s before the first fault, 3 s after the last clear, one bring-up per lab.")
 @click.option("--results", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
               help="Folder for the results (one sub-folder per run).")
+@click.option("--lab", "labs", multiple=True, metavar="LAB",
+              help="Only the scenarios on this lab (repeatable); default: every lab.")
 @RUNTIME_OPTION
-def e2e_cmd(scenarios: tuple[str, ...], quick: bool, results: Path, runtime: str | None) -> None:
+def e2e_cmd(scenarios: tuple[str, ...], quick: bool, results: Path, labs: tuple[str, ...],
+            runtime: str | None) -> None:
     """The fault drill: run every scenario in scenarios/ (or the ones named) one after another
     and grade every expectation. Exit 1 if any scenario failed."""
     from .e2e import run_drill, scenario_files
@@ -256,6 +259,11 @@ def e2e_cmd(scenarios: tuple[str, ...], quick: bool, results: Path, runtime: str
     if missing:
         raise TwinError(f"no such scenario: {', '.join(missing)}", hint="give files, or names from scenarios/")
     loaded = [load_scenario(f, quick=quick) for f in files]  # every file is valid before anything runs
+    unknown = set(labs) - {s.fabric.name for s in loaded}
+    if unknown:
+        raise TwinError(f"no scenario runs on lab {', '.join(sorted(unknown))}",
+                        hint="labs of the scenarios: " + ", ".join(sorted({s.fabric.name for s in loaded})))
+    loaded = [s for s in loaded if not labs or s.fabric.name in labs]
     for scenario in loaded:
         scenario.fabric.runtime = runtime or scenario.fabric.runtime
 
