@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .errors import TwinError
 from .seal import key_of, seal, unseal
 
 DEFAULT_RUN_ROOT = "/run/fabric-twin"
@@ -85,7 +86,12 @@ def load_state(lab: str) -> LabState | None:
         return LabState(lab=lab, runtime="netns", lab_file="", status="failed")
     raw["resources"] = [Resource(**r) for r in raw.get("resources", [])]
     if raw.get("sealed") and isinstance(raw.get("faults"), str):
-        raw["faults"] = json.loads(unseal(key_of(lab_dir(lab)), raw["faults"]))
+        try:
+            raw["faults"] = json.loads(unseal(key_of(lab_dir(lab)), raw["faults"]))
+        except TwinError:
+            # The key is gone or the blob damaged: the faults cannot be read back, but teardown
+            # must still work (removing the nodes removes every fault with them).
+            raw["faults"], raw["sealed"] = [], False
     return LabState(**raw)
 
 

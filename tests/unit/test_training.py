@@ -124,6 +124,9 @@ def test_a_sealed_state_hides_its_faults_on_disk_and_loads_them_back(run_dir):
     state.save()
     assert "silent_drop" not in (state.directory / "state.json").read_text()
     assert load_state("sealed").faults == [FAULT]
+    (state.directory / "training.key").unlink()  # lost: teardown must still be able to read the state
+    damaged = load_state("sealed")
+    assert damaged.faults == [] and not damaged.sealed and damaged.resources == state.resources
 
 
 def test_briefing_speaks_of_symptoms_not_causes():

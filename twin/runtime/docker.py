@@ -117,7 +117,7 @@ class DockerRuntime(NetnsRuntime):
         if os.path.exists(self.netns_path(node.name)):
             raise RuntimeBackendError(f"network namespace {name} already exists",
                                       hint=f"another run of lab '{self.lab}' left it: twin lab down {self.lab}")
-        image = check_image(self.api, image_kind(node.is_switch))
+        image = image_for(image_kind(node.is_switch))  # checked by preflight
         run_dir = str(lab_dir(self.lab))
         try:
             container = self.api.containers.run(
