@@ -41,8 +41,8 @@ def _classes(driver, link: str) -> set[str]:
     return set(element.get_attribute("class").split())
 
 
-def test_dashboard_draws_the_fabric_and_shows_a_silent_drop(browser, tmp_path):
-    with lab_running("mini"):
+def test_dashboard_draws_the_fabric_and_shows_a_silent_drop(browser, runtime):
+    with lab_running("mini", runtime):
         state, fabric = running_lab("mini")
         runtime = get_runtime(state.runtime, "mini")
         lossy = next(l.name for l in fabric.links if {l.a.node, l.b.node} == LOSSY_ENDS)
@@ -71,7 +71,7 @@ def test_dashboard_draws_the_fabric_and_shows_a_silent_drop(browser, tmp_path):
                 time.sleep(0.2)
             took = time.monotonic() - injected
             ARTIFACTS.mkdir(exist_ok=True)
-            browser.save_screenshot(str(ARTIFACTS / "dashboard-silent-drop.png"))
+            browser.save_screenshot(str(ARTIFACTS / f"dashboard-silent-drop-{state.runtime}.png"))
             assert "loss" in _classes(browser, lossy), f"not in the loss colour {took:.1f} s after the drop"
             assert "fault" in _classes(browser, lossy)  # the fault marker, outside training
             assert "dash-drop (silent_drop)" in browser.find_element("id", "status").text

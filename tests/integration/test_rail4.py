@@ -1,4 +1,5 @@
-"""rail4 (3-tier, 4 rails) on the real kernel: ECMP, BGP, BFD, per-NIC routing, shaping within 5%."""
+"""rail4 (3-tier, 4 rails) on the real kernel: ECMP, BGP, BFD, per-NIC routing, shaping within 5%.
+On both runtimes: the docker tier runs the same fabric as 22 containers."""
 
 import json
 import subprocess
@@ -18,14 +19,19 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def rail4():
-    with lab_running("rail4") as running:
+def rail4(runtime):
+    with lab_running("rail4", runtime) as running:
         yield running
+
+
+def _runtime(rail4):
+    state, _fabric = rail4
+    return get_runtime(state.runtime, "rail4")
 
 
 def test_bgp_bfd_ecmp_everywhere(rail4):
     state, fabric = rail4
-    statuses = {s.name: s for s in lab_status(get_runtime("netns", "rail4"), state, fabric)}
+    statuses = {s.name: s for s in lab_status(_runtime(rail4), state, fabric)}
     for status in statuses.values():
         assert set(status.bgp.values()) == {"Established"}, status
         assert set(status.bfd.values()) == {"up"}, status
@@ -36,11 +42,11 @@ def test_bgp_bfd_ecmp_everywhere(rail4):
 
 def test_all_pairs_reachable(rail4):
     _state, fabric = rail4
-    assert unreachable_pairs(get_runtime("netns", "rail4"), fabric) == []
+    assert unreachable_pairs(_runtime(rail4), fabric) == []
 
 
 def test_traffic_from_nic_r_leaves_through_nic_r(rail4):
-    runtime = get_runtime("netns", "rail4")
+    runtime = _runtime(rail4)
     for rail in (1, 3):
         source = f"10.{rail}.0.1"  # host-g1-h1 nic<rail>
         got = runtime.exec("host-g1-h1", ["ip", "-j", "route", "get", "10.2.0.7", "from", source])
@@ -49,7 +55,7 @@ def test_traffic_from_nic_r_leaves_through_nic_r(rail4):
 
 def test_every_link_direction_is_shaped(rail4):
     _state, fabric = rail4
-    runtime = get_runtime("netns", "rail4")
+    runtime = _runtime(rail4)
     for node in fabric.nodes:
         with IPRoute(netns=runtime.netns_path(node), flags=0) as ipr:
             for link in fabric.links_of(node):
@@ -60,7 +66,7 @@ def test_every_link_direction_is_shaped(rail4):
 def test_achieved_rate_within_5_percent(rail4):
     """A real TCP flow across leaf -> spine -> superspine -> spine -> leaf."""
     _state, fabric = rail4
-    runtime = get_runtime("netns", "rail4")
+    runtime = _runtime(rail4)
     server_ns = runtime.resource_name("host-g2-h2")
     server = subprocess.Popen(["ip", "netns", "exec", server_ns, "iperf3", "-s", "-1", "-B", "10.2.0.7"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -78,7 +84,7 @@ def test_achieved_rate_within_5_percent(rail4):
 
 def test_bfd_runs_with_the_lab_timers_and_guards_bgp(rail4):
     state, fabric = rail4
-    runtime = get_runtime("netns", "rail4")
+    runtime = _runtime(rail4)
     from twin.frr import vtysh_json
     peers = vtysh_json(runtime, state, "spine-r1-s1", "show bfd peers json")
     assert len(peers) == 4
@@ -100,7 +106,7 @@ def test_ranks_use_their_own_rail_even_toward_another_rail(rail4):
     from twin.collectives.bench import run_bench
 
     state, fabric = rail4
-    runtime = get_runtime("netns", "rail4")
+    runtime = _runtime(rail4)
     cross = run_bench(runtime, state, fabric, "allreduce", [1 << 20], ranks="hosts:host-g1-h1,host-g2-h2",
                       iters=2, warmup=0)
     rail = run_bench(runtime, state, fabric, "allreduce", [1 << 20], ranks="rail:2", iters=2, warmup=0)
@@ -115,7 +121,7 @@ def test_probe_paths_cover_every_link_no_ecmp_polarization(rail4):
     from twin.probes.run import run_probe_mesh
 
     state, fabric = rail4
-    summary = run_probe_mesh(get_runtime("netns", "rail4"), state, fabric, duration_s=2, interval_ms=200)
+    summary = run_probe_mesh(_runtime(rail4), state, fabric, duration_s=2, interval_ms=200)
     assert summary["uncovered"] == []
     # 208 equal-cost paths over the probed pairs; each pair's ports hit all of its paths with
     # probability 0.99, so a path or two may go unprobed (never a link: the test above)

@@ -1,5 +1,6 @@
 """A scripted trainee: a level-2 session on mini with a fixed seed, investigated only with the
-commands a person would run (`twin lab show`, `twin lab exec ... nft`), answered, graded."""
+commands a person would run (`twin lab show`, `twin lab exec ... nft`), answered, graded.
+On both runtimes (on docker the job, the pingmesh and the trainee's commands run in containers)."""
 
 import json
 import os
@@ -43,10 +44,10 @@ def _link_of(port: tuple[str, str], env) -> str:
     raise AssertionError(f"no link has port {port}")
 
 
-def test_scripted_trainee_finds_a_silent_drop_with_counters(tmp_path):
+def test_scripted_trainee_finds_a_silent_drop_with_counters(tmp_path, runtime):
     env = {**os.environ, "FABRIC_TWIN_SCORES": str(tmp_path / "scores")}
     started = _cli("train", "start", "--level", "2", "--lab", "mini", "--seed", str(SEED),
-                   "--trainee", "scripted", env=env)
+                   "--trainee", "scripted", "--runtime", runtime, env=env)
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         assert "Pingmesh" in started.stdout and "Briefing" in started.stdout
@@ -56,6 +57,10 @@ def test_scripted_trainee_finds_a_silent_drop_with_counters(tmp_path):
         assert "training session is active" in listed.stdout and "silent" not in listed.stdout
         assert _cli("diagnose", "mini", env=env).returncode == 2
         assert _cli("fault", "clear", "mini", "--all", env=env).returncode == 2
+        metrics = tmp_path / "metrics.jsonl"  # telemetry keeps the twin's own fault counters out
+        assert _cli("telemetry", "mini", "--duration", "1.5", "--out", str(metrics), env=env).returncode == 0
+        samples = [json.loads(line) for line in metrics.read_text().splitlines()[1:]]
+        assert samples and all(s["faults"] == {} for s in samples), samples[-1]["faults"]
         for path in [lab_dir("mini") / "state.json", *(lab_dir("mini") / "training").glob("*")]:
             if path.is_file():
                 assert "silent_drop" not in path.read_text(errors="replace"), path

@@ -8,7 +8,7 @@ import pytest
 from twin.errors import TwinError
 from twin.faults import kinds
 from twin.labs import open_lab
-from twin.seal import new_key, seal, unseal
+from twin.seal import key_of, new_key, seal, unseal
 from twin.state import LabState, load_state
 from twin.train import hints, pools
 from twin.train.briefing import briefing
@@ -106,13 +106,17 @@ def test_hints_go_from_what_to_where_then_run_out(rail4):
     assert sequence[4] is None
 
 
-def test_seal_round_trip_and_a_changed_blob_is_refused():
-    key = b"k" * 32
+def test_seal_round_trip_and_a_changed_blob_or_another_key_is_refused(tmp_path):
+    (tmp_path / "other").mkdir()
+    key = new_key(tmp_path)
+    assert key_of(tmp_path) == key and (tmp_path / "training.key").stat().st_mode & 0o077 == 0
     blob = seal(key, '{"kind": "silent_drop"}')
     assert "silent" not in blob and unseal(key, blob) == '{"kind": "silent_drop"}'
-    tampered = blob[:-4] + ("AAAA" if blob[-4:] != "AAAA" else "BBBB")
-    with pytest.raises(TwinError, match="does not match"):
-        unseal(key, tampered)
+    middle = len(blob) // 2
+    tampered = blob[:middle] + ("A" if blob[middle] != "A" else "B") + blob[middle + 1:]
+    for wrong_key, damaged in ((key, tampered), (new_key(tmp_path / "other"), blob), (key, "not a blob")):
+        with pytest.raises(TwinError, match="does not match"):
+            unseal(wrong_key, damaged)
 
 
 def test_a_sealed_state_hides_its_faults_on_disk_and_loads_them_back(run_dir):
