@@ -59,14 +59,21 @@ down: venv
 status: venv
 	$(TWIN) lab status $(LAB)
 
+# Two pytest-xdist workers: every test on the netns runtime in one, the docker tier in the
+# other (their labs have different names; tests/conftest.py groups them). Tests that act on
+# every lab of the machine (`twin cleanup`) run alone afterwards. The slowest are listed.
+PARALLEL := -n 2 --dist loadgroup --durations=12
+
 unit: venv
 	$(PYTEST) -q -m "not integration" tests
 
 integration: deps test-deps venv
-	$(PYTEST) -q -m integration tests
+	$(PYTEST) -q $(PARALLEL) -m "integration and not machine_wide" tests
+	$(PYTEST) -q -m "integration and machine_wide" tests
 
 test: deps test-deps venv
-	$(PYTEST) -q tests
+	$(PYTEST) -q $(PARALLEL) -m "not machine_wide" tests
+	$(PYTEST) -q -m machine_wide tests
 
 # The fault drill: every scenario in scenarios/, graded. QUICK=1: shortened timelines (CI);
 # E2E_LABS=rail4: only the scenarios on those labs.

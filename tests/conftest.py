@@ -13,7 +13,16 @@ def run_dir(tmp_path, monkeypatch):
     return tmp_path / "run"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
+    # `make test` runs two pytest-xdist workers (--dist loadgroup). A lab's name is machine-wide:
+    # the tests that bring up the shipped labs under their own names (mini, rail4: the netns
+    # tier) share one worker; the docker tier (d-mini, d-rail4) and the tests that bring up
+    # copies under names of their own (marker own_labs) share the other.
+    for item in items:
+        if "integration" in item.keywords:
+            renamed = item.get_closest_marker("docker") or item.get_closest_marker("own_labs")
+            item.add_marker(pytest.mark.xdist_group("renamed-labs" if renamed else "shipped-labs"))
     reason = None
     if os.geteuid() != 0:
         reason = "integration tests need root (network namespaces, veth, FRR)"
@@ -33,3 +42,13 @@ def pytest_collection_modifyitems(config, items):
             for item in items:
                 if "docker" in item.keywords:
                     item.add_marker(skip)
+
+
+def pytest_collection_finish(session):
+    # A pytest whose node ids drop xdist's group suffix (9.2, pytest-xdist issue 1386) would
+    # spread one tier over both workers: two labs of the same name at once. Refuse instead.
+    if session.config.getoption("dist", "no") == "loadgroup":
+        ungrouped = [i.nodeid for i in session.items if "integration" in i.keywords and "@" not in i.nodeid]
+        if ungrouped:
+            raise pytest.UsageError(f"--dist loadgroup did not group {ungrouped[0]}: this pytest and "
+                                    "pytest-xdist do not work together; use the versions pyproject.toml pins")

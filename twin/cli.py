@@ -16,7 +16,7 @@ from . import __version__, deploy
 from .describe import describe
 from .errors import TwinError
 from .frr import vtysh_argv
-from .labs import open_lab, running_lab
+from .labs import lab_model, open_lab, running_lab
 from .cli_train import train
 from .runtime import get_runtime
 from .runtime import names as runtime_names
@@ -99,8 +99,9 @@ def lab_list() -> None:
 @click.argument("lab_ref", metavar="LAB")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def lab_show(lab_ref: str, as_json: bool) -> None:
-    """Print LAB's nodes, links, addresses and ASNs (no root needed, nothing is created)."""
-    _lab_file, fabric = open_lab(lab_ref)
+    """Print LAB's nodes, links, addresses and ASNs (a running lab by name, else a lab file;
+    no root needed, nothing is created)."""
+    fabric = lab_model(lab_ref)
     if as_json:
         out.print_json(json.dumps({
             "name": fabric.name,
@@ -168,9 +169,9 @@ def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="PNG or SVG file (default: LAB.png).")
 def lab_graph(lab_ref: str, output: Path | None) -> None:
-    """Draw LAB's fabric by tier and rail to a PNG or SVG file."""
+    """Draw LAB's fabric (a running lab by name, else a lab file) by tier and rail to a PNG or SVG file."""
     from .draw import draw
-    _lab_file, fabric = open_lab(lab_ref)
+    fabric = lab_model(lab_ref)
     output = output or Path(f"{fabric.name}.png")
     if output.suffix.lower() not in (".png", ".svg"):
         raise TwinError(f"cannot write {output}: unknown picture format", hint="use a .png or .svg file name")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from . import runtime
 from .build import build_fabric
 from .errors import LabStateError
-from .labfile import LabFile, load_lab, resolve_lab_path
+from .labfile import LAB_NAME_PATTERN, LabFile, load_lab, resolve_lab_path
 from .model import Fabric
 from .state import LabState, load_state
 
@@ -25,6 +26,15 @@ def search_dirs() -> list[Path]:
 def open_lab(name_or_path: str) -> tuple[LabFile, Fabric]:
     lab = load_lab(resolve_lab_path(name_or_path, search_dirs()), runtime.names())
     return lab, build_fabric(lab)
+
+
+def lab_model(ref: str) -> Fabric:
+    """The model of a lab that is up, by name (as it runs: it may have come from any path);
+    otherwise of a lab file, by name or path."""
+    state = load_state(ref) if re.fullmatch(LAB_NAME_PATTERN, ref) else None
+    if state is not None and (state.directory / LAB_COPY).is_file():
+        return running_lab(ref)[1]
+    return open_lab(ref)[1]
 
 
 def running_lab(name: str) -> tuple[LabState, Fabric]:

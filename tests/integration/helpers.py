@@ -57,6 +57,19 @@ def twin_cli(*args, **kwargs) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=ROOT, **kwargs)
 
 
+def lab_name(ref: str) -> str:
+    """The name of the lab a name or a lab file's path refers to."""
+    return open_lab(ref)[1].name
+
+
+def scenario_on(tmp_path: Path, scenario: str, lab_ref: str) -> Path:
+    """A copy of a shipped scenario that runs on another lab (a name or a lab file's path)."""
+    lines = (ROOT / "scenarios" / f"{scenario}.yaml").read_text().splitlines(keepends=True)
+    path = tmp_path / f"{scenario}.yaml"
+    path.write_text("".join(f"lab: {lab_ref}\n" if line.startswith("lab:") else line for line in lines))
+    return path
+
+
 def lab_copy(tmp_path: Path, source: str, name: str) -> Path:
     """A copy of a shipped lab under another name (labs with different names run side by side)."""
     text = (ROOT / "labs" / f"{source}.yaml").read_text().replace(f"name: {source}", f"name: {name}")

@@ -41,10 +41,10 @@ def _classes(driver, link: str) -> set[str]:
     return set(element.get_attribute("class").split())
 
 
-def test_dashboard_draws_the_fabric_and_shows_a_silent_drop(browser, runtime):
-    with lab_running("mini", runtime):
-        state, fabric = running_lab("mini")
-        runtime = get_runtime(state.runtime, "mini")
+def test_dashboard_draws_the_fabric_and_shows_a_silent_drop(browser, runtime, lab_ref):
+    with lab_running(lab_ref("mini"), runtime) as (up, _fabric):
+        state, fabric = running_lab(up.lab)
+        runtime = get_runtime(state.runtime, up.lab)
         lossy = next(l.name for l in fabric.links if {l.a.node, l.b.node} == LOSSY_ENDS)
         mesh = ProbeMesh(runtime, state, fabric, "dashboard-test", interval_ms=50, report_ms=500)
         mesh.start()

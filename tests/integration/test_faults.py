@@ -26,10 +26,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def lab(runtime):
-    with lab_running("mini", runtime):
-        state, fabric = running_lab("mini")
-        yield FaultContext(get_runtime(runtime, "mini"), state, fabric, seed=7)
+def lab(runtime, lab_ref):
+    with lab_running(lab_ref("mini"), runtime) as (up, _fabric):
+        state, fabric = running_lab(up.lab)
+        yield FaultContext(get_runtime(runtime, up.lab), state, fabric, seed=7)
 
 
 def nic(ctx, label):

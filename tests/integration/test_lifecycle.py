@@ -17,7 +17,7 @@ from twin.state import lab_dir
 
 from .helpers import ROOT, lab_copy, lab_running, leftovers, twin_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_labs]  # crash, intr, side-a, ...
 
 
 def _start_up(ref: str, *options: str) -> subprocess.Popen:
@@ -85,6 +85,7 @@ def test_two_labs_side_by_side(tmp_path):
         assert twin_cli("lab", "status", "side-a").returncode == 0
 
 
+@pytest.mark.machine_wide
 def test_cleanup_touches_only_what_it_owns(tmp_path):
     foreign = f"not-ours-{os.getpid()}"
     netns.create(foreign)
@@ -125,6 +126,7 @@ def test_docker_kill_9_during_up_then_down_leaves_no_container(tmp_path, docker_
 
 
 @pytest.mark.docker
+@pytest.mark.machine_wide
 def test_docker_cleanup_finds_a_lab_by_its_labels_and_spares_other_containers(tmp_path, docker_images):
     from twin.images import image_for
     from twin.runtime.docker import client

@@ -16,14 +16,14 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def mini(runtime):
-    with lab_running("mini", runtime) as running:
+def mini(runtime, lab_ref):
+    with lab_running(lab_ref("mini"), runtime) as running:
         yield running
 
 
 def test_converged_and_healthy(mini):
     state, fabric = mini
-    statuses = {s.name: s for s in lab_status(get_runtime(state.runtime, "mini"), state, fabric)}
+    statuses = {s.name: s for s in lab_status(get_runtime(state.runtime, fabric.name), state, fabric)}
     assert all(s.healthy for s in statuses.values()), [s for s in statuses.values() if not s.healthy]
     assert statuses["leaf-g1-r1"].bgp == {"spine-1": "Established", "spine-2": "Established"}
     assert len(statuses["spine-1"].bfd) == 2
@@ -32,17 +32,19 @@ def test_converged_and_healthy(mini):
 
 def test_all_pairs_reachable_with_real_packets(mini):
     state, fabric = mini
-    assert unreachable_pairs(get_runtime(state.runtime, "mini"), fabric) == []
+    assert unreachable_pairs(get_runtime(state.runtime, fabric.name), fabric) == []
 
 
 def test_exec_passes_exit_code_through(mini):
-    assert twin_cli("lab", "exec", "mini", "host-g1-h1", "--", "sh", "-c", "exit 7").returncode == 7
-    ping = twin_cli("lab", "exec", "mini", "host-g1-h1", "--", "ping", "-c", "1", "-W", "2", "10.1.0.7")
+    _state, fabric = mini
+    assert twin_cli("lab", "exec", fabric.name, "host-g1-h1", "--", "sh", "-c", "exit 7").returncode == 7
+    ping = twin_cli("lab", "exec", fabric.name, "host-g1-h1", "--", "ping", "-c", "1", "-W", "2", "10.1.0.7")
     assert ping.returncode == 0, ping.stdout + ping.stderr
 
 
 def test_status_cli_healthy(mini):
-    result = twin_cli("lab", "status", "mini")
+    _state, fabric = mini
+    result = twin_cli("lab", "status", fabric.name)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "leaf-g1-r1" in result.stdout
 
@@ -53,8 +55,8 @@ def test_dead_daemon_is_reported(mini):
     bgpd = next(r for r in state.daemons() if r.name == "spine-1/bgpd")
     os.kill(bgpd.pid, signal.SIGKILL)
     time.sleep(0.2)
-    statuses = {s.name: s for s in lab_status(get_runtime(state.runtime, "mini"), state, fabric)}
+    statuses = {s.name: s for s in lab_status(get_runtime(state.runtime, fabric.name), state, fabric)}
     assert statuses["spine-1"].daemons["bgpd"] is False
     assert not statuses["spine-1"].healthy
-    result = twin_cli("lab", "status", "mini")
+    result = twin_cli("lab", "status", fabric.name)
     assert result.returncode == 1 and "dead: bgpd" in result.stdout

@@ -19,14 +19,14 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def rail4(runtime):
-    with lab_running("rail4", runtime) as running:
+def rail4(runtime, lab_ref):
+    with lab_running(lab_ref("rail4"), runtime) as running:
         yield running
 
 
 def _runtime(rail4):
-    state, _fabric = rail4
-    return get_runtime(state.runtime, "rail4")
+    state, fabric = rail4
+    return get_runtime(state.runtime, fabric.name)
 
 
 def test_bgp_bfd_ecmp_everywhere(rail4):

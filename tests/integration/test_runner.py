@@ -12,7 +12,7 @@ import pytest
 
 from twin.state import lab_dir
 
-from .helpers import ROOT, lab_copy, leftovers, twin_cli
+from .helpers import ROOT, lab_copy, lab_name, leftovers, scenario_on, twin_cli
 
 pytestmark = pytest.mark.integration
 
@@ -39,12 +39,14 @@ def test_smoke_scenario_writes_results(tmp_path):
     assert report["telemetry"]["samples"] > 50 and report["telemetry"]["achieved_mean_ms"] < 150
 
 
-def test_training_job_hangs_on_a_black_hole_and_comes_back(tmp_path, runtime):
+def test_training_job_hangs_on_a_black_hole_and_comes_back(tmp_path, runtime, lab_ref):
     """On both runtimes: on docker the ranks and probe agents run in the host containers."""
-    result = twin_cli("run", "scenarios/train-stall.yaml", "--results", str(tmp_path), "--runtime", runtime)
+    scenario = scenario_on(tmp_path, "train-stall", lab_ref("mini"))
+    results = tmp_path / "results"
+    result = twin_cli("run", str(scenario), "--results", str(results), "--runtime", runtime)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert leftovers("mini") == []
-    (run_dir,) = tmp_path.iterdir()
+    assert leftovers(lab_name(lab_ref("mini"))) == []
+    (run_dir,) = results.iterdir()
     assert {"probes.jsonl", "metrics.jsonl"} <= {p.name for p in run_dir.iterdir()}
     report = json.loads((run_dir / "report.json").read_text())
     fault = report["faults"][0]  # black hole from 8 s to 16 s, collective timeout 3 s
@@ -112,10 +114,10 @@ expect:
     assert failure is not None and "no detector named" in failure.get("message")
 
 
-def _scenario(tmp_path, lab_name):
-    lab = lab_copy(tmp_path, "mini", lab_name)
-    path = tmp_path / f"{lab_name}-scenario.yaml"
-    path.write_text(f"""name: {lab_name}
+def _scenario(tmp_path, name):
+    lab = lab_copy(tmp_path, "mini", name)
+    path = tmp_path / f"{name}-scenario.yaml"
+    path.write_text(f"""name: {name}
 lab: {lab}
 duration_s: 60
 workloads:
@@ -157,6 +159,7 @@ def _wait_fault_active(lab, err_path, timeout_s=60):
     pytest.fail("the fault never became active: " + err_path.read_text()[-2000:])
 
 
+@pytest.mark.own_labs
 def test_ctrl_c_mid_scenario_clears_faults_and_tears_down(tmp_path):
     proc = _start_run(_scenario(tmp_path, "runint"), tmp_path)
     try:
@@ -169,6 +172,7 @@ def test_ctrl_c_mid_scenario_clears_faults_and_tears_down(tmp_path):
         twin_cli("lab", "down", "runint")
 
 
+@pytest.mark.own_labs
 def test_kill_9_mid_scenario_then_down_leaves_nothing(tmp_path):
     proc = _start_run(_scenario(tmp_path, "runkill"), tmp_path)
     try:
@@ -183,6 +187,7 @@ def test_kill_9_mid_scenario_then_down_leaves_nothing(tmp_path):
         twin_cli("lab", "down", "runkill")
 
 
+@pytest.mark.own_labs
 def test_second_signal_during_cleanup_does_not_cut_it_short(tmp_path):
     proc = _start_run(_scenario(tmp_path, "runtwice"), tmp_path)
     try:

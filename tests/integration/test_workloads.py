@@ -27,10 +27,10 @@ KiB, MiB = 1024, 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def lab(runtime):
-    with lab_running("mini", runtime):
-        state, fabric = running_lab("mini")
-        yield FaultContext(get_runtime(runtime, "mini"), state, fabric, seed=3)
+def lab(runtime, lab_ref):
+    with lab_running(lab_ref("mini"), runtime) as (up, _fabric):
+        state, fabric = running_lab(up.lab)
+        yield FaultContext(get_runtime(runtime, up.lab), state, fabric, seed=3)
 
 
 def test_every_collective_returns_correct_data(lab):
@@ -119,7 +119,7 @@ def test_counters_follow_traffic_and_are_served_to_prometheus(lab):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "telemetry", "mini",
+    server = subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "telemetry", lab.fabric.name,
                                "--serve", "--port", str(port)], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:

@@ -26,6 +26,22 @@ def test_show_json():
     assert len(data["nodes"]) == 8 and len(data["links"]) == 8
 
 
+def test_show_finds_a_running_lab_by_name_whatever_file_it_came_from(tmp_path, run_dir):
+    import json
+    import os
+
+    from twin.labs import LAB_COPY
+    from twin.state import LabState
+    state = LabState(lab="elsewhere", runtime="netns", lab_file=str(tmp_path / "gone.yaml"), status="up")
+    state.save()  # the lab's saved copy, as `up` keeps it: not in labs/, its file since moved
+    (state.directory / LAB_COPY).write_text((ROOT / "labs" / "mini.yaml").read_text().replace("name: mini", "name: elsewhere"))
+    env = {**os.environ, "FABRIC_TWIN_RUN_DIR": str(run_dir)}
+    result = subprocess.run([sys.executable, "-c", "from twin.cli import main; main()", "lab", "show", "elsewhere",
+                             "--json"], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["name"] == "elsewhere"
+
+
 def test_unknown_lab_lists_known_ones():
     result = twin("lab", "show", "nosuch")
     assert result.returncode == 2
