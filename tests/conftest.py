@@ -17,12 +17,16 @@ def run_dir(tmp_path, monkeypatch):
 def pytest_collection_modifyitems(config, items):
     # `make test` runs two pytest-xdist workers (--dist loadgroup). A lab's name is machine-wide:
     # the tests that bring up the shipped labs under their own names (mini, rail4: the netns
-    # tier) share one worker; the docker tier (d-mini, d-rail4) and the tests that bring up
-    # copies under names of their own (marker own_labs) share the other.
+    # tier) share one worker, the docker tier (d-mini, d-rail4; it also builds the images) the
+    # other. Tests that bring up copies under names of their own (marker own_labs) go to
+    # whichever worker is free.
     for item in items:
-        if "integration" in item.keywords:
-            renamed = item.get_closest_marker("docker") or item.get_closest_marker("own_labs")
-            item.add_marker(pytest.mark.xdist_group("renamed-labs" if renamed else "shipped-labs"))
+        if "integration" not in item.keywords:
+            continue
+        if item.get_closest_marker("docker"):
+            item.add_marker(pytest.mark.xdist_group("docker-tier"))
+        elif not item.get_closest_marker("own_labs"):
+            item.add_marker(pytest.mark.xdist_group("shipped-labs"))
     reason = None
     if os.geteuid() != 0:
         reason = "integration tests need root (network namespaces, veth, FRR)"
@@ -48,7 +52,8 @@ def pytest_collection_finish(session):
     # A pytest whose node ids drop xdist's group suffix (9.2, pytest-xdist issue 1386) would
     # spread one tier over both workers: two labs of the same name at once. Refuse instead.
     if session.config.getoption("dist", "no") == "loadgroup":
-        ungrouped = [i.nodeid for i in session.items if "integration" in i.keywords and "@" not in i.nodeid]
+        ungrouped = [i.nodeid for i in session.items if "integration" in i.keywords and "@" not in i.nodeid
+                     and not i.get_closest_marker("own_labs")]
         if ungrouped:
             raise pytest.UsageError(f"--dist loadgroup did not group {ungrouped[0]}: this pytest and "
                                     "pytest-xdist do not work together; use the versions pyproject.toml pins")

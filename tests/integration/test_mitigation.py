@@ -1,7 +1,7 @@
 """Mitigation on a real lab: hash dodging moves lossy flows to source ports whose discovered
 paths avoid the bad link (and their loss stops, routing untouched); isolation drains the link a
 detector names (BGP shut on both ends) and puts it back when the fault clears; `twin lab drain`
-and `undrain` by hand."""
+and `undrain` by hand. On both runtimes (on docker `vtysh` runs in the switch containers)."""
 
 import json
 import sys
@@ -14,7 +14,7 @@ from twin.runtime import get_runtime
 from twin.state import load_state
 from twin.status import lab_status
 
-from .helpers import lab_running, leftovers, twin_cli
+from .helpers import lab_name, lab_running, leftovers, twin_cli
 
 pytestmark = pytest.mark.integration
 BAD = "leaf-g1-r1 -- spine-1"
@@ -42,9 +42,9 @@ def run_scenario(tmp_path, text: str, *args: str) -> tuple[dict, list[dict], str
     return json.loads((run_dir / "report.json").read_text()), events, result.stdout
 
 
-def test_hash_dodging_moves_lossy_flows_off_the_bad_link_and_their_loss_stops(tmp_path):
+def test_hash_dodging_moves_lossy_flows_off_the_bad_link_and_their_loss_stops(tmp_path, runtime, lab_ref):
     report, events, stdout = run_scenario(tmp_path, f"""name: dodge
-lab: mini
+lab: {lab_ref("mini")}
 duration_s: 14
 workloads:
   - kind: flows
@@ -53,8 +53,8 @@ workloads:
     dodge: true
 {bad_optic(9)}expect:
   - recover: {{workload: flows, within_s: 6}}
-""")
-    assert leftovers("mini") == []
+""", "--runtime", runtime)
+    assert leftovers(lab_name(lab_ref("mini"))) == []
     fault = report["faults"][0]
     moves = [e for e in events if e["kind"] == "dodge" and e["moved"]]
     assert moves and "hash dodging:" in stdout
@@ -84,28 +84,28 @@ def wait_for(check, timeout_s: float = 20.0):
 
 
 @pytest.fixture(scope="module")
-def mini():
-    with lab_running("mini") as (state, fabric):
+def mini(runtime, lab_ref):
+    with lab_running(lab_ref("mini"), runtime) as (state, fabric):
         yield state, fabric
 
 
 def test_drain_and_undrain_by_hand(mini):
     state, fabric = mini
-    refused = twin_cli("lab", "drain", "mini", "leaf-g1-r1 -- host-g1-h1")
+    refused = twin_cli("lab", "drain", fabric.name, "leaf-g1-r1 -- host-g1-h1")
     assert refused.returncode != 0 and "host link" in refused.stderr + refused.stdout
-    drained = twin_cli("lab", "drain", "mini", f"spine-1 -- leaf-g1-r1")
+    drained = twin_cli("lab", "drain", fabric.name, f"spine-1 -- leaf-g1-r1")
     assert drained.returncode == 0, drained.stderr
-    assert load_state("mini").drains == [link_key(BAD)]
+    assert load_state(fabric.name).drains == [link_key(BAD)]
     down = wait_for(lambda: sorted(n for n, _ in unhealthy_sessions(state, fabric)))
     assert down == ["leaf-g1-r1", "spine-1"]  # the session, shut on both of its ends
-    last = twin_cli("lab", "drain", "mini", "leaf-g1-r1 -- spine-2")
+    last = twin_cli("lab", "drain", fabric.name, "leaf-g1-r1 -- spine-2")
     assert last.returncode != 0 and "without a spine link" in last.stderr + last.stdout
-    assert twin_cli("lab", "undrain", "mini", BAD).returncode == 0
-    assert load_state("mini").drains == []
+    assert twin_cli("lab", "undrain", fabric.name, BAD).returncode == 0
+    assert load_state(fabric.name).drains == []
     assert wait_for(lambda: not unhealthy_sessions(state, fabric)), unhealthy_sessions(state, fabric)
 
 
-def test_isolation_drains_what_a_detector_names_and_restores_it_at_the_clear(mini, tmp_path):
+def test_isolation_drains_what_a_detector_names_and_restores_it_at_the_clear(mini, tmp_path, lab_ref):
     state, fabric = mini
     controller = tmp_path / "controller.py"  # names the bad link half a second after onset
     controller.write_text("import json, os, time\n"
@@ -114,7 +114,7 @@ def test_isolation_drains_what_a_detector_names_and_restores_it_at_the_clear(min
                           f"print(json.dumps({{'kind': 'silent_drop', 'link': '{BAD}'}}), flush=True)\n"
                           "time.sleep(60)\n")
     report, events, stdout = run_scenario(tmp_path, f"""name: isolation
-lab: mini
+lab: {lab_ref("mini")}
 duration_s: 12
 workloads:
   - kind: flows
@@ -136,5 +136,5 @@ expect:
     assert fault["bgp_downs"] >= 1 and fault["route_changes"] >= 1  # routing moved off the drained link
     assert report["expectations"][0]["status"] == "pass"
     assert "isolation: drained" in stdout
-    assert load_state("mini").drains == []  # put back into service: sessions come up again
+    assert load_state(fabric.name).drains == []  # put back into service: sessions come up again
     assert wait_for(lambda: not unhealthy_sessions(state, fabric)), unhealthy_sessions(state, fabric)

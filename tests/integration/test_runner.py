@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
@@ -17,11 +18,19 @@ from .helpers import ROOT, lab_copy, lab_name, leftovers, scenario_on, twin_cli
 pytestmark = pytest.mark.integration
 
 
-def test_smoke_scenario_writes_results(tmp_path):
-    result = twin_cli("run", "scenarios/smoke.yaml", "--results", str(tmp_path))
+def _run_shipped(tmp_path, scenario: str, runtime: str, lab_ref) -> tuple[subprocess.CompletedProcess, Path]:
+    """Run a shipped scenario of mini on this tier's copy of mini; check nothing is left; its results folder."""
+    results = tmp_path / "results"
+    result = twin_cli("run", str(scenario_on(tmp_path, scenario, lab_ref("mini"))), "--results", str(results),
+                      "--runtime", runtime)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert leftovers("mini") == []
-    (run_dir,) = tmp_path.iterdir()
+    assert leftovers(lab_name(lab_ref("mini"))) == []
+    (run_dir,) = results.iterdir()
+    return result, run_dir
+
+
+def test_smoke_scenario_writes_results(tmp_path, runtime, lab_ref):
+    _result, run_dir = _run_shipped(tmp_path, "smoke", runtime, lab_ref)
     assert {p.name for p in run_dir.iterdir()} == {"events.jsonl", "report.json", "junit.xml",
                                                    "timeline.png", "topology.png", "metrics.jsonl",
                                                    "index.html"}
@@ -40,13 +49,8 @@ def test_smoke_scenario_writes_results(tmp_path):
 
 
 def test_training_job_hangs_on_a_black_hole_and_comes_back(tmp_path, runtime, lab_ref):
-    """On both runtimes: on docker the ranks and probe agents run in the host containers."""
-    scenario = scenario_on(tmp_path, "train-stall", lab_ref("mini"))
-    results = tmp_path / "results"
-    result = twin_cli("run", str(scenario), "--results", str(results), "--runtime", runtime)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert leftovers(lab_name(lab_ref("mini"))) == []
-    (run_dir,) = results.iterdir()
+    """On docker the ranks and probe agents run in the host containers."""
+    result, run_dir = _run_shipped(tmp_path, "train-stall", runtime, lab_ref)
     assert {"probes.jsonl", "metrics.jsonl"} <= {p.name for p in run_dir.iterdir()}
     report = json.loads((run_dir / "report.json").read_text())
     fault = report["faults"][0]  # black hole from 8 s to 16 s, collective timeout 3 s
@@ -66,18 +70,15 @@ def test_training_job_hangs_on_a_black_hole_and_comes_back(tmp_path, runtime, la
     assert (suite.get("tests"), suite.get("failures")) == ("4", "0")
 
 
-def test_external_detector_is_graded_like_the_builtin(tmp_path):
-    result = twin_cli("run", "scenarios/external-detector.yaml", "--results", str(tmp_path))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert leftovers("mini") == []
-    (run_dir,) = tmp_path.iterdir()
+def test_external_detector_is_graded_like_the_builtin(tmp_path, runtime, lab_ref):
+    _result, run_dir = _run_shipped(tmp_path, "external-detector", runtime, lab_ref)
     report = json.loads((run_dir / "report.json").read_text())
     link_state = report["detectors"]["link-state"]
     assert link_state["right"] == 1 and link_state["wrong"] == 0 and link_state["detect_s"]["cut-fibre"] < 1
     assert "probe-localizer" in report["detectors"]  # listed even with nothing to say
     assert [e["status"] for e in report["expectations"]] == ["pass", "pass"]
     page = (run_dir / "index.html").read_text()
-    assert "external-detector on mini: <span class=\"pass\">passed" in page
+    assert f"external-detector on {lab_name(lab_ref('mini'))}: <span class=\"pass\">passed" in page
     assert "link-state" in page and 'src="timeline.png"' in page and 'href="events.jsonl"' in page
 
 
@@ -140,9 +141,9 @@ faults:
     return path
 
 
-def _start_run(path, tmp_path):
+def _start_run(path, tmp_path, *options):
     return subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "run", str(path),
-                             "--results", str(tmp_path / "results")],
+                             "--results", str(tmp_path / "results"), *options],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "run.err", "w"))
 
 
@@ -173,18 +174,22 @@ def test_ctrl_c_mid_scenario_clears_faults_and_tears_down(tmp_path):
 
 
 @pytest.mark.own_labs
-def test_kill_9_mid_scenario_then_down_leaves_nothing(tmp_path):
-    proc = _start_run(_scenario(tmp_path, "runkill"), tmp_path)
+def test_kill_9_mid_scenario_then_down_leaves_nothing(tmp_path, runtime):
+    """On docker the agents, ranks and daemons that outlive the runner are in containers."""
+    name = {"netns": "runkill", "docker": "d-runkill"}[runtime]
+    proc = _start_run(_scenario(tmp_path, name), tmp_path, "--runtime", runtime)
     try:
-        _wait_fault_active("runkill", tmp_path / "run.err")
+        _wait_fault_active(name, tmp_path / "run.err")
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        assert any("process" in item for item in leftovers("runkill"))  # the agent outlived the runner
-        assert twin_cli("lab", "down", "runkill").returncode == 0
-        assert leftovers("runkill") == []
+        assert any("process" in item for item in leftovers(name))  # the agent outlived the runner
+        if runtime == "docker":
+            assert any(item.startswith("container ") for item in leftovers(name))
+        assert twin_cli("lab", "down", name).returncode == 0
+        assert leftovers(name) == []
     finally:
         proc.kill()
-        twin_cli("lab", "down", "runkill")
+        twin_cli("lab", "down", name)
 
 
 @pytest.mark.own_labs
