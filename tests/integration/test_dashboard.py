@@ -1,6 +1,7 @@
 """The dashboard in a real headless browser (Debian's chromium, driven by selenium): every node
 drawn, and a link carrying a silent drop turns to the loss colour within seconds."""
 
+import os
 import shutil
 import time
 
@@ -22,16 +23,19 @@ LOSSY_ENDS = {"leaf-g1-r1", "spine-1"}
 
 
 @pytest.fixture
-def browser():
+def browser(tmp_path):
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         pytest.skip("needs Debian's chromium and chromium-driver (`make test` installs them)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000",
+                 f"--user-data-dir={tmp_path / 'profile'}"):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    # chromium leaves a singleton directory in $TMPDIR after it quits: keep it in the test's own.
+    service = Service(shutil.which("chromedriver"), env={**os.environ, "TMPDIR": str(tmp_path)})
+    driver = webdriver.Chrome(service=service, options=options)
     yield driver
     driver.quit()
 
