@@ -3,6 +3,7 @@ drawn, and a link carrying a silent drop turns to the loss colour within seconds
 
 import os
 import shutil
+import tempfile
 import time
 
 import pytest
@@ -23,21 +24,29 @@ LOSSY_ENDS = {"leaf-g1-r1", "spine-1"}
 
 
 @pytest.fixture
-def browser(tmp_path):
+def browser():
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         pytest.skip("needs Debian's chromium and chromium-driver (`make test` installs them)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+    # chromium leaves its profile and a singleton directory in $TMPDIR after it quits: give it a
+    # directory of its own, removed afterwards. A short path: the singleton is a unix socket
+    # (108 bytes at most), too long under pytest-xdist's tmp_path.
+    scratch = tempfile.mkdtemp(prefix="ftw-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000",
-                 f"--user-data-dir={tmp_path / 'profile'}"):
+                 f"--user-data-dir={scratch}/profile"):
         options.add_argument(flag)
-    # chromium leaves a singleton directory in $TMPDIR after it quits: keep it in the test's own.
-    service = Service(shutil.which("chromedriver"), env={**os.environ, "TMPDIR": str(tmp_path)})
-    driver = webdriver.Chrome(service=service, options=options)
-    yield driver
-    driver.quit()
+    service = Service(shutil.which("chromedriver"), env={**os.environ, "TMPDIR": scratch})
+    try:
+        driver = webdriver.Chrome(service=service, options=options)
+        try:
+            yield driver
+        finally:
+            driver.quit()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _classes(driver, link: str) -> set[str]:
