@@ -59,9 +59,10 @@ down: venv
 status: venv
 	$(TWIN) lab status $(LAB)
 
-# Two pytest-xdist workers: every test on the netns runtime in one, the docker tier in the
-# other (their labs have different names; tests/conftest.py groups them). Tests that act on
-# every lab of the machine (`twin cleanup`) run alone afterwards. The slowest are listed.
+# Two pytest-xdist workers: the tests on the shipped labs (netns) in one, the docker tier (its
+# labs renamed d-*) in the other, tests with labs of their own in either (tests/conftest.py
+# groups them). Tests that act on every lab of the machine (`twin cleanup`) run alone
+# afterwards. The slowest are listed.
 PARALLEL := -n 2 --dist loadgroup --durations=12
 
 unit: venv

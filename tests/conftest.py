@@ -52,8 +52,7 @@ def pytest_collection_finish(session):
     # A pytest whose node ids drop xdist's group suffix (9.2, pytest-xdist issue 1386) would
     # spread one tier over both workers: two labs of the same name at once. Refuse instead.
     if session.config.getoption("dist", "no") == "loadgroup":
-        ungrouped = [i.nodeid for i in session.items if "integration" in i.keywords and "@" not in i.nodeid
-                     and not i.get_closest_marker("own_labs")]
+        ungrouped = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
         if ungrouped:
             raise pytest.UsageError(f"--dist loadgroup did not group {ungrouped[0]}: this pytest and "
                                     "pytest-xdist do not work together; use the versions pyproject.toml pins")

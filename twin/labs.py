@@ -31,9 +31,11 @@ def open_lab(name_or_path: str) -> tuple[LabFile, Fabric]:
 def lab_model(ref: str) -> Fabric:
     """The model of a lab that is up, by name (as it runs: it may have come from any path);
     otherwise of a lab file, by name or path."""
-    state = load_state(ref) if re.fullmatch(LAB_NAME_PATTERN, ref) else None
-    if state is not None and (state.directory / LAB_COPY).is_file():
-        return running_lab(ref)[1]
+    if re.fullmatch(LAB_NAME_PATTERN, ref) and load_state(ref) is not None:
+        try:
+            return running_lab(ref)[1]
+        except LabStateError:
+            pass  # up, but no saved copy (it failed early): the lab file is all there is
     return open_lab(ref)[1]
 
 

@@ -4,24 +4,22 @@ The docker tier brings up renamed copies of the shipped labs (`d-mini`, `d-rail4
 is machine-wide (namespaces, containers, the run directory), and `make test` runs the two tiers
 side by side in two pytest-xdist workers."""
 
+import subprocess
 from collections.abc import Callable
 
 import pytest
 
 from twin.errors import RuntimeBackendError
 
-from .helpers import ROOT, lab_copy
+from .helpers import DOCKER_LAB_PREFIX, ROOT, lab_copy
 
 # Module fixtures that bring a lab up take these params: every test of the module runs on both.
 RUNTIMES = ["netns", pytest.param("docker", marks=pytest.mark.docker)]
-DOCKER_LAB_PREFIX = "d-"
 
 
 @pytest.fixture(scope="session")
 def docker_images():
     """The images this code runs on, built (`make images`, cached layers) when missing or stale."""
-    import subprocess
-
     from twin.runtime.docker import check_image, client
     api = client()
     try:

@@ -15,6 +15,8 @@ from twin.runtime.netns import NETNS_DIR, namespace_prefix
 from twin.state import lab_dir
 
 ROOT = Path(__file__).resolve().parents[2]
+# The docker tier's copies of the shipped labs and its own labs: d-mini, d-rail4, d-runkill.
+DOCKER_LAB_PREFIX = "d-"
 
 
 def leftovers(lab: str) -> list[str]:

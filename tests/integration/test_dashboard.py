@@ -12,7 +12,6 @@ from twin.dashboard.collect import Collector
 from twin.dashboard.server import Dashboard
 from twin.faults import engine
 from twin.faults.base import FaultContext
-from twin.labs import running_lab
 from twin.probes.mesh import ProbeMesh
 from twin.runtime import get_runtime
 
@@ -55,9 +54,8 @@ def _classes(driver, link: str) -> set[str]:
 
 
 def test_dashboard_draws_the_fabric_and_shows_a_silent_drop(browser, runtime, lab_ref):
-    with lab_running(lab_ref("mini"), runtime) as (up, _fabric):
-        state, fabric = running_lab(up.lab)
-        runtime = get_runtime(state.runtime, up.lab)
+    with lab_running(lab_ref("mini"), runtime) as (state, fabric):
+        runtime = get_runtime(state.runtime, fabric.name)
         lossy = next(l.name for l in fabric.links if {l.a.node, l.b.node} == LOSSY_ENDS)
         mesh = ProbeMesh(runtime, state, fabric, "dashboard-test", interval_ms=50, report_ms=500)
         mesh.start()

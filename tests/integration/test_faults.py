@@ -12,7 +12,6 @@ from twin import converge, nft, snapshot
 from twin.converge import fib_next_hops
 from twin.faults import engine
 from twin.faults.base import FaultContext
-from twin.labs import running_lab
 from twin.progress import NullProgress
 from twin.reach import fabric_nics, unreachable_pairs
 from twin.runtime import get_runtime
@@ -27,9 +26,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def lab(runtime, lab_ref):
-    with lab_running(lab_ref("mini"), runtime) as (up, _fabric):
-        state, fabric = running_lab(up.lab)
-        yield FaultContext(get_runtime(runtime, up.lab), state, fabric, seed=7)
+    with lab_running(lab_ref("mini"), runtime) as (state, fabric):
+        yield FaultContext(get_runtime(runtime, fabric.name), state, fabric, seed=7)
 
 
 def nic(ctx, label):

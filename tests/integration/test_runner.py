@@ -13,7 +13,7 @@ import pytest
 
 from twin.state import lab_dir
 
-from .helpers import ROOT, lab_copy, lab_name, leftovers, scenario_on, twin_cli
+from .helpers import DOCKER_LAB_PREFIX, ROOT, lab_copy, lab_name, leftovers, scenario_on, twin_cli
 
 pytestmark = pytest.mark.integration
 
@@ -176,7 +176,7 @@ def test_ctrl_c_mid_scenario_clears_faults_and_tears_down(tmp_path):
 @pytest.mark.own_labs
 def test_kill_9_mid_scenario_then_down_leaves_nothing(tmp_path, runtime):
     """On docker the agents, ranks and daemons that outlive the runner are in containers."""
-    name = {"netns": "runkill", "docker": "d-runkill"}[runtime]
+    name = "runkill" if runtime == "netns" else DOCKER_LAB_PREFIX + "runkill"
     proc = _start_run(_scenario(tmp_path, name), tmp_path, "--runtime", runtime)
     try:
         _wait_fault_active(name, tmp_path / "run.err")

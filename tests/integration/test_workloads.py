@@ -14,7 +14,6 @@ from twin.collectives.bench import run_bench
 from twin.collectives.metrics import OPS
 from twin.faults import engine
 from twin.faults.base import FaultContext
-from twin.labs import running_lab
 from twin.probes.mesh import ProbeMesh
 from twin.probes.run import run_probe_mesh
 from twin.runtime import get_runtime
@@ -28,9 +27,8 @@ KiB, MiB = 1024, 1024 * 1024
 
 @pytest.fixture(scope="module")
 def lab(runtime, lab_ref):
-    with lab_running(lab_ref("mini"), runtime) as (up, _fabric):
-        state, fabric = running_lab(up.lab)
-        yield FaultContext(get_runtime(runtime, up.lab), state, fabric, seed=3)
+    with lab_running(lab_ref("mini"), runtime) as (state, fabric):
+        yield FaultContext(get_runtime(runtime, fabric.name), state, fabric, seed=3)
 
 
 def test_every_collective_returns_correct_data(lab):

@@ -7,9 +7,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def twin(*args, cwd=ROOT):
+def twin(*args, cwd=ROOT, env=None):
     return subprocess.run([sys.executable, "-c", "from twin.cli import main; main()", *args],
-                          capture_output=True, text=True, cwd=cwd)
+                          capture_output=True, text=True, cwd=cwd, env=env)
 
 
 def test_show_prints_nodes_links_addresses_asns():
@@ -35,9 +35,7 @@ def test_show_finds_a_running_lab_by_name_whatever_file_it_came_from(tmp_path, r
     state = LabState(lab="elsewhere", runtime="netns", lab_file=str(tmp_path / "gone.yaml"), status="up")
     state.save()  # the lab's saved copy, as `up` keeps it: not in labs/, its file since moved
     (state.directory / LAB_COPY).write_text((ROOT / "labs" / "mini.yaml").read_text().replace("name: mini", "name: elsewhere"))
-    env = {**os.environ, "FABRIC_TWIN_RUN_DIR": str(run_dir)}
-    result = subprocess.run([sys.executable, "-c", "from twin.cli import main; main()", "lab", "show", "elsewhere",
-                             "--json"], capture_output=True, text=True, cwd=ROOT, env=env)
+    result = twin("lab", "show", "elsewhere", "--json", env={**os.environ, "FABRIC_TWIN_RUN_DIR": str(run_dir)})
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["name"] == "elsewhere"
 
