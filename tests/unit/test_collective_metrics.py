@@ -3,6 +3,7 @@
 import pytest
 
 from twin.collectives.metrics import Measurement, aligned_size, bus_factor, human_size, size_sweep
+from twin.collectives.worker import hang_cause
 
 MiB = 1024 * 1024
 
@@ -50,3 +51,15 @@ def test_aligned_size_splits_evenly():
     assert aligned_size(5, 4) == 16  # never below one element per rank
     assert human_size(8 * MiB) == "8MiB"
     assert human_size(1000) == "1000B"
+
+
+@pytest.mark.parametrize("error, cause", [
+    ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 3000ms "
+     "for recv operation to complete", "timeout"),
+    ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+     "[10.1.0.5]:3259. This is typically caused by a remote worker crashing.", "peer_closed"),
+    ("[enforce fail at ../torch/csrc/distributed/c10d/ProcessGroupGloo.cpp] bad address", "error"),
+])
+def test_a_hang_is_told_apart_by_gloos_first_line(error, cause):
+    """Messages as gloo printed them in a train-stall run."""
+    assert hang_cause(error) == cause

@@ -155,6 +155,14 @@ def test_briefing_reports_a_hang_that_began_just_before_the_onset():
     assert "hung at" in text and "timed out after 4 s" in text and "rank(s) 0, 1)" in text
 
 
+def test_briefing_quotes_the_timeout_not_a_rank_whose_peer_gave_up_first():
+    events = [{"kind": "fault", "op": "applied", "actual_s": 8.0, "t": 8.0}]
+    events += [{"kind": "collective", "t": t / 2, "rank": t % 2, "step_s": 0.3, "comm_s": 0.1} for t in range(16)]
+    events += [{"kind": "hang", "t": 8.1, "rank": 0, "waited_s": 1.4, "cause": "peer_closed"},
+               {"kind": "hang", "t": 7.9, "rank": 1, "waited_s": 3.1, "cause": "timeout"}]
+    assert "timed out after 3 s" in briefing(events, onset_wall=0.0)
+
+
 def test_a_black_hole_is_found_at_its_switch_or_on_the_switch_link_toward_its_host():
     hole = {"id": "t1", "kind": "blackhole", "node": "leaf-g1-r1", "host": "host-g1-h1"}
     assert grade(_session(), [hole], "blackhole", None, "leaf-g1-r1").right

@@ -129,8 +129,9 @@ class Rank:
             try:
                 comm_s = self.run_op(buffers)
             except RuntimeError as exc:  # gloo: timed out, or a peer's connection broke
+                error = str(exc).splitlines()[0][:200]
                 self.emit(event="hang", t=op_start, waited_s=round(time.monotonic() - op_start, 3),
-                          iter=iteration, error=str(exc).splitlines()[0][:200])
+                          iter=iteration, error=error, cause=hang_cause(error))
                 self._recover()
                 continue
             self.emit(event="iter", iter=iteration, t=step_start, comm_s=round(comm_s, 5),
@@ -147,6 +148,17 @@ class Rank:
                 continue
             self.emit(event="recovered", t=time.monotonic(), took_s=round(time.monotonic() - started, 3))
             return
+
+
+def hang_cause(error: str) -> str:
+    """`timeout` when this rank's own timer ran out; `peer_closed` when another rank gave up first
+    and tore its connections down (that rank may have started the collective later, so it
+    waited less than the timeout)."""
+    if "Timed out" in error:
+        return "timeout"
+    if "Connection closed" in error or "Connection reset" in error:
+        return "peer_closed"
+    return "error"
 
 
 def main() -> None:

@@ -26,8 +26,11 @@ def briefing(events: list[dict], onset_wall: float) -> str:
     world = len({e["rank"] for e in steps}) or "?"
     if hangs:
         first = sorted({e["rank"] for e in hangs if e["t"] <= min(h["t"] for h in hangs) + 1})
+        # Ranks whose peer gave up first waited less than the timeout: quote a rank's own timer.
+        timed_out = [e for e in hangs if e.get("cause") == "timeout"] or hangs
+        waited = max(e.get("waited_s", 0) for e in timed_out)
         lines.append(f"Job owner: the training job ({world} ranks) hung at {_clock(onset_wall + max(min(h['t'] for h in hangs) - onset, 0))}: "
-                     f"an allreduce timed out after {hangs[0].get('waited_s', 0):.0f} s (first reported by "
+                     f"an allreduce timed out after {waited:.0f} s (first reported by "
                      + ("every rank" if len(first) == world else f"rank(s) {', '.join(map(str, first))}")
                      + "), and restarting the process group keeps failing.")
     elif before and after:

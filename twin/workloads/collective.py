@@ -116,4 +116,4 @@ class Collective:
                     self.connected += 1
                 events.emit(kind if kind != "connected" else "rank_connected", t=t, workload=self.name,
                             rank=record["rank"], nic=nic, gen=record["gen"],
-                            **{k: v for k, v in record.items() if k in ("waited_s", "took_s", "error", "iter")})
+                            **{k: v for k, v in record.items() if k in ("waited_s", "took_s", "error", "cause", "iter")})
