@@ -107,5 +107,6 @@ def mitigation(records: list[dict]) -> dict | None:
     return {"dodges": {"moved": len(moved), "avoided_all": sum(1 for r in moved if r.get("avoided")),
                        "not_moved": len(dodges) - len(moved),
                        "after_a_verdict": sum(1 for r in moved if r.get("because") == "named by a detector"),
+                       "before_a_loss": sum(1 for r in moved if r.get("trigger") == "verdict"),
                        "first_s": moved[0]["t"] if moved else None, "last_s": moved[-1]["t"] if moved else None},
             "isolation": isolation}

@@ -32,6 +32,21 @@ def bad_optic(duration_s: float) -> str:
 """
 
 
+def controller(tmp_path, at_s: float, isolate: bool = False) -> str:
+    """The scenario's detectors: an external one that names BAD at `at_s`."""
+    script = tmp_path / "controller.py"
+    script.write_text("import json, os, time\n"
+                      "start = float(os.environ['FABRIC_TWIN_START_EPOCH'])\n"
+                      f"time.sleep(max(0, start + {at_s} - time.time()))\n"
+                      f"print(json.dumps({{'kind': 'silent_drop', 'link': '{BAD}'}}), flush=True)\n"
+                      "time.sleep(60)\n")
+    return f"""detectors:
+  - command: ["{sys.executable}", "{script}"]
+    name: controller
+    isolate: {str(isolate).lower()}
+"""
+
+
 def run_scenario(tmp_path, text: str, *args: str) -> tuple[dict, list[dict], str]:
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(text)
@@ -68,6 +83,34 @@ workloads:
         assert after and all(r["received"] == r["sent"] for r in after), (move["flow"], after)
     assert fault["route_changes"] == 0 and fault["bfd_downs"] == 0  # routing never reacted
     assert report["expectations"][0]["status"] == "pass"
+
+
+def test_a_verdict_moves_the_flows_crossing_the_named_link_before_they_lose_packets(tmp_path, runtime, lab_ref):
+    """At 2 packets/s a flow's first loss at 5 % comes after 10 s on average: the flows that
+    move soon after the controller names BAD (0.5 s after onset) are moved by the sweep."""
+    report, events, stdout = run_scenario(tmp_path, f"""name: sweep
+lab: {lab_ref("mini")}
+duration_s: 10
+workloads:
+  - kind: flows
+    pps: 2
+    flows_per_pair: 4
+    dodge: true
+{bad_optic(5)}{controller(tmp_path, 3.5)}""", "--runtime", runtime)
+    assert leftovers(lab_name(lab_ref("mini"))) == []
+    (verdict,) = [e for e in events if e["kind"] == "verdict"]
+    (sweep,) = [e for e in events if e["kind"] == "dodge_sweep"]  # one new name: one sweep
+    assert verdict["t"] <= sweep["t"] < verdict["t"] + 1.5
+    assert sweep["suspects"] == [link_key(BAD)] and sweep["crossing"] >= 1
+    swept = [e for e in events if e["kind"] == "dodge" and e.get("trigger") == "verdict"]
+    assert len(swept) == sweep["crossing"]  # each flow found crossing BAD was acted on
+    for move in swept:
+        assert move["because"] == "named by a detector" and sweep["t"] <= move["t"] < verdict["t"] + 1.5
+        assert link_key(BAD) in {link_key(link) for link in move["from_path"] if link}
+    moved = [move for move in swept if move["moved"]]  # 8 fresh ports all on BAD: 1 in 256
+    assert moved and all(link_key(BAD) not in {link_key(link) for link in move["to_path"]} for move in moved)
+    assert report["mitigation"]["dodges"]["before_a_loss"] == len(moved)
+    assert f"{len(moved)} before losing a packet" in stdout
 
 
 def unhealthy_sessions(state, fabric) -> list[tuple[str, str]]:
@@ -107,12 +150,6 @@ def test_drain_and_undrain_by_hand(mini):
 
 def test_isolation_drains_what_a_detector_names_and_restores_it_at_the_clear(mini, tmp_path, lab_ref):
     state, fabric = mini
-    controller = tmp_path / "controller.py"  # names the bad link half a second after onset
-    controller.write_text("import json, os, time\n"
-                          "start = float(os.environ['FABRIC_TWIN_START_EPOCH'])\n"
-                          "time.sleep(max(0, start + 3.5 - time.time()))\n"
-                          f"print(json.dumps({{'kind': 'silent_drop', 'link': '{BAD}'}}), flush=True)\n"
-                          "time.sleep(60)\n")
     report, events, stdout = run_scenario(tmp_path, f"""name: isolation
 lab: {lab_ref("mini")}
 duration_s: 12
@@ -120,11 +157,7 @@ workloads:
   - kind: flows
     pps: 50
     flows_per_pair: 4
-{bad_optic(5)}detectors:
-  - command: ["{sys.executable}", "{controller}"]
-    name: controller
-    isolate: true
-expect:
+{bad_optic(5)}{controller(tmp_path, 3.5, isolate=True)}expect:
   - recover: {{workload: flows, within_s: 3}}
 """, "--keep")
     fault = report["faults"][0]

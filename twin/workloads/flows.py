@@ -3,8 +3,9 @@
 Every flow sends `pps` small datagrams per second from one NIC to another (bound to the NIC,
 so it leaves through its rail). Each interval the workload emits, per flow, how many packets
 sent in that interval arrived and the longest delay among them, once they had time to arrive:
-a drop shows as loss, a pause as delay. With `dodge`, a flow that loses packets moves to a
-source port whose path avoids the suspected link (twin/mitigate/dodge.py).
+a drop shows as loss, a pause as delay. With `dodge`, a flow that loses packets, or whose path
+crosses a link a detector has named, moves to a source port whose path avoids the suspected
+link (twin/mitigate/dodge.py).
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ class FlowsParams(BaseModel):
     interval_ms: int = Field(500, ge=100, le=10000, description="reporting interval")
     flows_per_pair: int = Field(1, ge=1, le=16,
                                 description="flows (source ports) per NIC pair; more spread over ECMP paths")
-    dodge: bool = Field(False, description="hash dodging: a flow that loses packets moves to a source port "
-                                           "whose path (found by path discovery) avoids the suspected link")
+    dodge: bool = Field(False, description="hash dodging: a flow that loses packets, or crosses a link a "
+                                           "detector named, moves to a source port whose path (found by path "
+                                           "discovery) avoids the suspected link")
 
 
 def choose_pairs(nics: list[Nic], mode: str) -> list[tuple[Nic, Nic]]:
@@ -145,15 +147,22 @@ class Flows:
                                  max_delay_ms=round(delay.pop((flow, bucket), 0.0) * 1000, 2))
 
     def _dodge(self, state: "_DodgeState", elapsed, interval, senders, sent, got) -> None:
-        """Adopt the dodger's moves; ask it to move flows that lost packets in the last finished interval."""
+        """Adopt the dodger's moves; ask it to move flows that lost packets in the last finished
+        interval, and to sweep every idle flow when a detector has named something new."""
         while not self.dodger.moves.empty():
-            flow, sock = self.dodger.moves.get()
-            if sock is not None:
-                sock.setblocking(False)
-                senders[flow].close()
-                senders[flow] = sock
-            state.pending.discard(flow)
-            state.quiet_until[flow] = int(elapsed / interval) + 1  # packets already sent may still be lost
+            move = self.dodger.moves.get()
+            if move.sock is not None:
+                move.sock.setblocking(False)
+                senders[move.flow].close()
+                senders[move.flow] = move.sock
+            state.pending.discard(move.flow)
+            if move.settled:
+                state.quiet_until[move.flow] = int(elapsed / interval) + 1  # packets already sent may still be lost
+        if self.dodger.named != state.named:
+            state.named = self.dodger.named
+            idle = [flow for flow in range(len(self.pairs)) if flow not in state.pending]
+            state.pending.update(idle)
+            self.dodger.sweep([Request(flow, self.label(flow), *self.pairs[flow], senders[flow]) for flow in idle])
         while (state.checked + 1) * interval + DODGE_WAIT_S < elapsed:
             bucket = state.checked
             state.checked += 1
@@ -170,3 +179,4 @@ class _DodgeState:
         self.checked = first  # next interval to look at
         self.pending: set[int] = set()  # flows the dodger is working on
         self.quiet_until = [0] * flows  # first interval whose loss counts again, per flow
+        self.named = 0  # the dodger's `named` when the flows were last swept
