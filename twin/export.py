@@ -62,7 +62,7 @@ def _node(fabric: Fabric, node: Node) -> dict:
 
 
 def _daemon(daemon: str) -> str:
-    extra = f" --bfdctl /var/run/frr/bfdd.sock" if daemon == "bfdd" else ""
+    extra = " --bfdctl /var/run/frr/bfdd.sock" if daemon == "bfdd" else ""
     return f"/usr/lib/frr/{daemon} -d -u frr -g frr -f {FRR_DIR_IN_CONTAINER}/{daemon}.conf{extra}"
 
 

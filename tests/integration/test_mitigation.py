@@ -136,7 +136,7 @@ def test_drain_and_undrain_by_hand(mini):
     state, fabric = mini
     refused = twin_cli("lab", "drain", fabric.name, "leaf-g1-r1 -- host-g1-h1")
     assert refused.returncode != 0 and "host link" in refused.stderr + refused.stdout
-    drained = twin_cli("lab", "drain", fabric.name, f"spine-1 -- leaf-g1-r1")
+    drained = twin_cli("lab", "drain", fabric.name, "spine-1 -- leaf-g1-r1")
     assert drained.returncode == 0, drained.stderr
     assert load_state(fabric.name).drains == [link_key(BAD)]
     down = wait_for(lambda: sorted(n for n, _ in unhealthy_sessions(state, fabric)))
