@@ -60,7 +60,7 @@ def collectives(records: list[dict], windows: list[tuple[float, float]], settle_
             "baseline": base, "fault_windows": per_window,
             "hangs": len({(h["gen"]) for h in hangs}),
             "hang_events": [{"t": h["t"], "rank": h["rank"], "gen": h["gen"], "waited_s": h["waited_s"],
-                             "cause": h.get("cause", "error")} for h in hangs[:50]],
+                             "cause": h["cause"]} for h in hangs[:50]],
             "first_hang_s": min((h["t"] for h in hangs), default=None),
             "recovered_s": max((r["t"] for r in recovered), default=None),
             "wrong": sum(s["wrong"] for s in items),

@@ -32,6 +32,21 @@ def bad_optic(duration_s: float) -> str:
 """
 
 
+def flows(pps: int, dodge: bool = False) -> str:
+    """The scenario's workloads: 4 flows between every pair of NICs."""
+    return f"""workloads:
+  - kind: flows
+    pps: {pps}
+    flows_per_pair: 4
+    dodge: {str(dodge).lower()}
+"""
+
+
+def links_of(path: list[str | None]) -> set[str]:
+    """The links of a discovered path (None: a hop that did not answer), by key."""
+    return {link_key(link) for link in path if link}
+
+
 def controller(tmp_path, at_s: float, isolate: bool = False) -> str:
     """The scenario's detectors: an external one that names BAD at `at_s`."""
     script = tmp_path / "controller.py"
@@ -61,12 +76,7 @@ def test_hash_dodging_moves_lossy_flows_off_the_bad_link_and_their_loss_stops(tm
     report, events, stdout = run_scenario(tmp_path, f"""name: dodge
 lab: {lab_ref("mini")}
 duration_s: 14
-workloads:
-  - kind: flows
-    pps: 50
-    flows_per_pair: 4
-    dodge: true
-{bad_optic(9)}expect:
+{flows(50, dodge=True)}{bad_optic(9)}expect:
   - recover: {{workload: flows, within_s: 6}}
 """, "--runtime", runtime)
     assert leftovers(lab_name(lab_ref("mini"))) == []
@@ -74,9 +84,9 @@ workloads:
     moves = [e for e in events if e["kind"] == "dodge" and e["moved"]]
     assert moves and "hash dodging:" in stdout
     for move in moves:
-        before = {link_key(link) for link in move["from_path"] if link}
-        assert link_key(BAD) in before or None in move["from_path"]  # a trace across the bad link may be lost
-        assert link_key(BAD) not in {link_key(link) for link in move["to_path"]}, move  # found by discovery
+        # a trace across the bad link may be lost
+        assert link_key(BAD) in links_of(move["from_path"]) or None in move["from_path"]
+        assert link_key(BAD) not in links_of(move["to_path"]), move  # found by discovery
         assert fault["applied_s"] <= move["t"] <= fault["cleared_s"]
         after = [r for r in events if r["kind"] == "flow" and r["flow"] == move["flow"]
                  and move["t"] < r["t"] and r["t"] + r["span_s"] <= fault["cleared_s"]]
@@ -91,12 +101,7 @@ def test_a_verdict_moves_the_flows_crossing_the_named_link_before_they_lose_pack
     report, events, stdout = run_scenario(tmp_path, f"""name: sweep
 lab: {lab_ref("mini")}
 duration_s: 10
-workloads:
-  - kind: flows
-    pps: 2
-    flows_per_pair: 4
-    dodge: true
-{bad_optic(5)}{controller(tmp_path, 3.5)}""", "--runtime", runtime)
+{flows(2, dodge=True)}{bad_optic(5)}{controller(tmp_path, 3.5)}""", "--runtime", runtime)
     assert leftovers(lab_name(lab_ref("mini"))) == []
     (verdict,) = [e for e in events if e["kind"] == "verdict"]
     (sweep,) = [e for e in events if e["kind"] == "dodge_sweep"]  # one new name: one sweep
@@ -106,9 +111,9 @@ workloads:
     assert len(swept) == sweep["crossing"]  # each flow found crossing BAD was acted on
     for move in swept:
         assert move["because"] == "named by a detector" and sweep["t"] <= move["t"] < verdict["t"] + 1.5
-        assert link_key(BAD) in {link_key(link) for link in move["from_path"] if link}
+        assert link_key(BAD) in links_of(move["from_path"])
     moved = [move for move in swept if move["moved"]]  # 8 fresh ports all on BAD: 1 in 256
-    assert moved and all(link_key(BAD) not in {link_key(link) for link in move["to_path"]} for move in moved)
+    assert moved and all(link_key(BAD) not in links_of(move["to_path"]) for move in moved)
     assert report["mitigation"]["dodges"]["before_a_loss"] == len(moved)
     assert f"{len(moved)} before losing a packet" in stdout
 
@@ -153,11 +158,7 @@ def test_isolation_drains_what_a_detector_names_and_restores_it_at_the_clear(min
     report, events, stdout = run_scenario(tmp_path, f"""name: isolation
 lab: {lab_ref("mini")}
 duration_s: 12
-workloads:
-  - kind: flows
-    pps: 50
-    flows_per_pair: 4
-{bad_optic(5)}{controller(tmp_path, 3.5, isolate=True)}expect:
+{flows(50)}{bad_optic(5)}{controller(tmp_path, 3.5, isolate=True)}expect:
   - recover: {{workload: flows, within_s: 3}}
 """, "--keep")
     fault = report["faults"][0]
