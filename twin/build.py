@@ -17,7 +17,7 @@ from ipaddress import IPv4Interface, IPv4Network
 from .errors import LabFileError, Problem
 from .labfile import LabFile
 from .model import IFNAMSIZ, Endpoint, Fabric, Link, Node
-from .units import parse_rate_bps, parse_time_s
+from .units import parse_rate_bps, parse_size_bytes, parse_time_s
 
 LOOPBACKS = IPv4Network("10.255.0.0/16")
 FABRIC_LINKS = IPv4Network("10.0.0.0/16")
@@ -158,6 +158,10 @@ def build_fabric(lab: LabFile) -> Fabric:
         delay_s=parse_time_s(spec.links.delay) if spec.links.delay else None,
         bfd_interval_ms=spec.routing.bfd.interval_ms, bfd_multiplier=spec.routing.bfd.multiplier,
         ecmp_hash=spec.routing.ecmp_hash, runtime=spec.runtime,
+        pfc=spec.links.pfc, pfc_watchdog_ms=spec.links.pfc_watchdog_ms,
+        buffer_bytes=parse_size_bytes(spec.links.buffer) if spec.links.buffer else None,
+        pfc_xoff_bytes=parse_size_bytes(spec.links.pfc_xoff) if spec.links.pfc_xoff else None,
+        pfc_xon_bytes=parse_size_bytes(spec.links.pfc_xon) if spec.links.pfc_xon else None,
     )
     for _name, step in STEPS:
         step(fabric, lab)

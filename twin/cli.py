@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 import sys
 import time
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from .runtime.docker import container_labs
 from .runtime.netns import orphan_labs
 from .train.session import refuse_during_training
 from .state import known_labs
-from .status import as_dict, lab_status
+from .status import as_dict, lab_status, queue_status
 from .cli_workloads import bench, dashboard, diagnose_cmd, probe, telemetry
 from .cli_tools import RichProgress, console, out, progress_bar as _progress_bar
 
@@ -120,9 +121,11 @@ def lab_show(lab_ref: str, as_json: bool) -> None:
 def lab_status_cmd(name: str, as_json: bool) -> None:
     """Per switch: BGP sessions, BFD peers, ECMP next hops, daemon health. Exit 1 if anything is unhealthy."""
     state, fabric = running_lab(name)
-    statuses = lab_status(get_runtime(state.runtime, name), state, fabric)
+    runtime = get_runtime(state.runtime, name)
+    statuses = lab_status(runtime, state, fabric)
+    queues = queue_status(runtime, state, fabric)
     if as_json:
-        out.print_json(json.dumps(as_dict(statuses)))
+        out.print_json(json.dumps({"switches": as_dict(statuses), "queues": asdict(queues) | {"healthy": queues.healthy}}))
     else:
         table = Table(title=f"lab {name} ({state.status})")
         for column in ("switch", "daemons", "BGP established", "BFD up", "ECMP complete", "problems"):
@@ -141,8 +144,34 @@ def lab_status_cmd(name: str, as_json: bool) -> None:
         out.print(table)
         if state.drains:
             out.print(f"drained on purpose (BGP shut; `twin lab undrain {name} --all`): {', '.join(state.drains)}")
-    if not all(s.healthy for s in statuses):
+        print_queues(queues)
+    if not all(s.healthy for s in statuses) or not queues.healthy:
         sys.exit(1)
+
+
+def print_queues(queues) -> None:
+    if not queues.lossless:
+        out.print("queues: lossy (links.pfc: false): a full queue drops")
+    elif not queues.controller:
+        out.print("queues: lossless, but [red]the PFC controller is not running[/]: ports are neither paused "
+                  "nor resumed (`twin lab down` and up again)")
+    else:
+        reaction = queues.reaction
+        out.print(f"queues: lossless (PFC); controller reaction p50 {reaction.get('p50_us', '-')} us, "
+                  f"p99 {reaction.get('p99_us', '-')} us over {reaction.get('events', 0)} events")
+    if queues.ports:
+        table = Table(title="ports that paused, were paused, went above XOFF or dropped (since the lab came up)")
+        for column in ("port", "pauses received", "XOFF sent", "paused s", "held now", "queue now",
+                       "queue peak", "above XOFF", "queue drops", "watchdog"):
+            table.add_column(column)
+        for row in queues.ports:
+            drops = row["queue_drops"]
+            table.add_row(row["port"], str(row["rx_pause"]), str(row["tx_pause"]), f"{row['paused_s']:.3f}",
+                          "[yellow]yes[/]" if row["paused"] else "", str(row["queue"]), str(row["queue_peak"]),
+                          str(row["xoff_times"]), f"[red]{drops}[/]" if drops else "0", str(row["watchdog"] or ""))
+        out.print(table)
+    for error in queues.errors[-3:]:
+        out.print(f"PFC controller: {error}")
 
 
 @lab.command("exec", context_settings={"ignore_unknown_options": True})

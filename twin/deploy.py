@@ -1,6 +1,6 @@
 """Bring a lab up (ordered steps, each recorded before it acts) and tear it down.
 
-up:   namespaces -> sysctls -> links -> interfaces, routing, shaping -> FRR -> convergence
+up:   namespaces -> sysctls -> links -> interfaces, routing, shaping -> PFC controller -> FRR -> convergence
 down: daemons by recorded pid -> every node carrying this lab's prefix -> the lab directory
 A failure or Ctrl-C during `up` tears down whatever was built.
 """
@@ -17,11 +17,14 @@ from dataclasses import dataclass
 
 from pyroute2 import IPRoute
 
-from . import converge, frr, netconf, preflight, shaping
+from . import converge, frr, netconf, offload, preflight, shaping
 from .errors import LabStateError, RuntimeBackendError
 from .labfile import LabFile
 from .model import Fabric
 from .procs import alive, cmdline, terminate
+from .pfc import client as pfc_client
+from .pfc.thresholds import queue_limit
+from .pfc.topology import Port
 from .progress import NullProgress, Progress
 from .runtime import Runtime, get_runtime, names
 from .signals import deferred_interrupts, sigterm_as_interrupt
@@ -103,9 +106,15 @@ def _build(fabric: Fabric, runtime: Runtime, state: LabState, progress: Progress
                 indexes = netconf.configure_interfaces(ipr, fabric, node)
                 if node.role == "host":
                     netconf.configure_host_routing(ipr, fabric, node, indexes)
-                for index in indexes.values():
-                    shaping.shape(ipr, index, fabric.rate_bps)
+                for ifname, index in indexes.items():
+                    shaping.shape(ipr, index, fabric.rate_bps, queue_limit(fabric, Port(node.name, ifname)))
+            if node.role == "host":
+                offload.segment_in_software(runtime.netns_path(node.name), list(indexes))
             progress.advance()
+    if fabric.pfc:
+        with _timed(state, "pfc"):
+            progress.phase("PFC: queue programs and controller", None)
+            pfc_client.start(state)
     switches = fabric.switches
     with _timed(state, "frr-start"):
         progress.phase("FRR daemons", len(switches) * len(frr.DAEMONS))

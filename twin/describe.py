@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from .model import Fabric
+from .pfc.thresholds import for_port
+from .pfc.topology import ports
 from .units import format_rate
 
 ROLE_ORDER = {"superspine": 0, "spine": 1, "leaf": 2, "host": 3}
@@ -14,6 +16,7 @@ def describe(fabric: Fabric) -> str:
         f"runtime {fabric.runtime}",
         f"links: {format_rate(fabric.rate_bps)}, mtu {fabric.mtu}; "
         f"BFD {fabric.bfd_interval_ms} ms x {fabric.bfd_multiplier}; ECMP hash {fabric.ecmp_hash}",
+        queues(fabric),
         f"{len(fabric.switches)} switches, {len(fabric.hosts)} hosts, {len(fabric.links)} links",
         "",
         "nodes:",
@@ -29,3 +32,15 @@ def describe(fabric: Fabric) -> str:
         lines.append(f"  {link.a.node}:{link.a.ifname} {link.a.address}  --  "
                      f"{link.b.node}:{link.b.ifname} {link.b.address}")
     return "\n".join(lines) + "\n"
+
+
+def queues(fabric: Fabric) -> str:
+    """One line: lossless or lossy, and the switch ports' thresholds and buffers."""
+    limits = [for_port(fabric, p) for p in ports(fabric) if fabric.nodes[p.node].is_switch]
+    buffers = sorted({t.buffer for t in limits})
+    size = f"{buffers[0] // 1000} KB" if len(buffers) == 1 else f"{buffers[0] // 1000}-{buffers[-1] // 1000} KB"
+    if not fabric.pfc:
+        return f"queues: lossy (a full queue drops), buffer {size} per switch port"
+    watchdog = f", watchdog {fabric.pfc_watchdog_ms} ms" if fabric.pfc_watchdog_ms else ""
+    return (f"queues: lossless (PFC), xoff {limits[0].xoff // 1000} KB, xon {limits[0].xon // 1000} KB, "
+            f"buffer {size} per switch port{watchdog}")

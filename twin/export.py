@@ -17,11 +17,13 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from . import __version__
+from . import __version__, shaping
 from .build import rail_network
 from .collectives.identity import rank_uid
 from .model import IFNAMSIZ, Fabric, Node
 from .netconf import HOST_TABLE_BASE, node_sysctls
+from .pfc.thresholds import queue_limit
+from .pfc.topology import Port
 from .render import render_bfd_binding, render_switch
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")  # container names (containerlab's node names)
@@ -82,16 +84,21 @@ def _host_routing(fabric: Fabric, node: Node) -> list[str]:
 
 
 def _shaping(fabric: Fabric, node: Node) -> list[str]:
-    """HTB at the line rate on each of the node's ports, run on the host in the node's namespace."""
+    """HTB at the line rate on each of the node's ports and its data queue sized as the twin sizes
+    it, run on the host in the node's namespace. (The PFC controller does not run there: an
+    exported lab's queues drop when full, as with `pfc: false`.)"""
     netns = f"clab-{fabric.name}-{node.name}"
     rate = f"{fabric.rate_bps}bit"
     commands = []
     for link in fabric.links_of(node.name):
         dev = link.endpoint(node.name).ifname
         tc = f"ip netns exec {netns} tc"
+        limit = queue_limit(fabric, Port(node.name, dev))
         commands += [f"{tc} qdisc replace dev {dev} root handle 1: htb default 10",
                      f"{tc} class replace dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate}",
-                     f"{tc} class replace dev {dev} parent 1:1 classid 1:10 htb rate {rate} ceil {rate}"]
+                     f"{tc} class replace dev {dev} parent 1:1 classid 1:10 htb rate {rate} ceil {rate}",
+                     f"{tc} qdisc replace dev {dev} parent 1:10 handle 20: tbf rate {shaping.GATE_OPEN_RATE} "
+                     f"burst {shaping.GATE_OPEN_BURST} limit {limit}"]
     return commands
 
 

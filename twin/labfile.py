@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .errors import LabFileError, Problem, TwinError
-from .units import parse_rate_bps, parse_time_s
+from .units import parse_rate_bps, parse_size_bytes, parse_time_s
 from .yamlsrc import SourceMap, read_yaml, validate
 
 LAB_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,11}$"
@@ -31,8 +31,15 @@ def _check_time(value: str) -> str:
     return value
 
 
+def _check_size(value: str) -> str:
+    if not 1_000 <= parse_size_bytes(value) <= 1_000_000_000:
+        raise ValueError("a queue size must be between 1KB and 1GB, e.g. 256KB")
+    return value
+
+
 Rate = Annotated[str, AfterValidator(_check_rate)]
 Duration = Annotated[str, AfterValidator(_check_time)]
+Size = Annotated[str, AfterValidator(_check_size)]
 
 
 class _Strict(BaseModel):
@@ -54,6 +61,16 @@ class LinksSpec(_Strict):
     rate: Rate = Field("200mbit", description="line rate of every link, e.g. 200mbit")
     mtu: int = Field(9000, ge=1280, le=9216, description="MTU of every link, 1280 to 9216")
     delay: Duration | None = Field(None, description="one-way delay per link, e.g. 20us (needs netem)")
+    pfc: bool = Field(True, description="true: lossless, a filling queue pauses its senders (PFC); "
+                                        "false: lossy, a full queue drops")
+    buffer: Size | None = Field(None, description="egress queue of every switch port, e.g. 512KB "
+                                                  "(default: XOFF plus headroom for each port's senders)")
+    pfc_xoff: Size | None = Field(None, description="queue above which the senders are paused, e.g. 50KB "
+                                                    "(default: 2 ms of line rate, at least 4 frames)")
+    pfc_xon: Size | None = Field(None, description="queue below which they resume (default: half of XOFF)")
+    pfc_watchdog_ms: int | None = Field(None, ge=10, le=60000,
+                                        description="a queue paused this long stops honouring pauses "
+                                                    "and drops (a PFC watchdog); omitted = off")
 
 
 class BfdSpec(_Strict):
@@ -70,7 +87,7 @@ class LabSpec(_Strict):
     name: str = Field(pattern=LAB_NAME_PATTERN,
                       description="lowercase letter, then up to 11 of a-z 0-9 -; prefixes every object")
     fabric: FabricSpec = Field(description="tiers, groups, rails, hosts_per_group, spines_per_plane")
-    links: LinksSpec = Field(default_factory=LinksSpec, description="rate, mtu")
+    links: LinksSpec = Field(default_factory=LinksSpec, description="rate, mtu, pfc, buffer")
     routing: RoutingSpec = Field(default_factory=RoutingSpec, description="bfd, ecmp_hash")
     runtime: str = Field("netns", description="netns (default) or docker")
 
@@ -108,6 +125,19 @@ def _semantic_problems(lab: LabFile, runtimes: list[str]) -> list[Problem]:
     if fabric.groups * fabric.hosts_per_group > 32768:
         problem(("fabric", "hosts_per_group"), "more than 32768 hosts per rail do not fit the rail's /16",
                 "lower groups or hosts_per_group")
+    links = spec.links
+    if not links.pfc:
+        for key in ("pfc_xoff", "pfc_xon", "pfc_watchdog_ms"):
+            if getattr(links, key) is not None:
+                problem(("links", key), f"{key} needs a lossless fabric", "remove it, or set `pfc: true`")
+    xoff = parse_size_bytes(links.pfc_xoff) if links.pfc_xoff else None
+    xon = parse_size_bytes(links.pfc_xon) if links.pfc_xon else None
+    if xoff is not None and xon is not None and xon >= xoff:
+        problem(("links", "pfc_xon"), f"pfc_xon ({links.pfc_xon}) must be below pfc_xoff ({links.pfc_xoff})",
+                "resume below the pause threshold, e.g. half of it")
+    if links.buffer and xoff is not None and parse_size_bytes(links.buffer) <= xoff:
+        problem(("links", "buffer"), f"buffer ({links.buffer}) must be larger than pfc_xoff ({links.pfc_xoff})",
+                "the buffer holds XOFF plus what arrives while the pause takes hold")
     if spec.runtime not in runtimes:
         problem(("runtime",), f"unknown runtime '{spec.runtime}'",
                 f"valid runtimes: {', '.join(runtimes)}")

@@ -81,6 +81,11 @@ class Fabric:
     ecmp_hash: Literal["l3", "l4"]
     runtime: str
     delay_s: float | None = None
+    pfc: bool = True  # lossless: PFC-like pauses instead of congestion drops (pfc/)
+    buffer_bytes: int | None = None  # per switch port; None = derived (pfc/thresholds.py)
+    pfc_xoff_bytes: int | None = None
+    pfc_xon_bytes: int | None = None
+    pfc_watchdog_ms: int | None = None
     nodes: dict[str, Node] = field(default_factory=dict)
     links: list[Link] = field(default_factory=list)
     graph: nx.Graph = field(default_factory=nx.Graph)

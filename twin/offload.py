@@ -46,3 +46,26 @@ def snmp(netns_path: str) -> dict[str, int]:
         for name, value in zip(names.split(), values.split(":", 1)[1].split()):
             counters[f"{proto}.{name}"] = int(value)
     return counters
+
+
+# Segmentation offloads of host NICs. A veth passes a TCP or UDP GSO super-packet (up to 64 KB)
+# through the fabric as one packet, so a 1 % drop would take out forty frames at once and a
+# queue would count one packet where a switch sees forty. With these off, hosts segment in
+# software after their own queue (GSO stays on) and every packet in the fabric is a frame of
+# the lab's MTU, as on real links.
+SEGMENTATION_FEATURES = ("tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segmentation",
+                         "tx-tcp6-segmentation", "tx-tcp-accecn-segmentation", "tx-udp-segmentation")
+
+
+def segment_in_software(netns_path: str, ifnames: list[str]) -> None:
+    with in_netns(netns_path):
+        ethtool = Ethtool()
+    try:
+        for ifname in ifnames:
+            features = ethtool.get_features(ifname)
+            for name in SEGMENTATION_FEATURES:
+                if name in features.features:
+                    features.features[name].enable = False
+            ethtool.set_features(ifname, features)
+    finally:
+        ethtool.close()

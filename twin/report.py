@@ -88,9 +88,12 @@ def analyse(result: RunResult) -> dict:
         "probes": workload_report.probes(records, windows),
         "telemetry": next((r["stats"] for r in records if r["kind"] == "telemetry"), None),
         "mitigation": workload_report.mitigation(records),
+        "fabric": workload_report.fabric(records, windows, result.scenario.fabric.pfc),
         "expectations": [],  # graded below, from everything above
         "transport_note": "flows and probes are UDP and collectives are gloo over TCP, not RoCE: TCP "
                           "retransmits selectively, so loss costs far less here than on a go-back-N RDMA NIC",
+        "fabric_note": ("lossless: a full queue pauses its senders (PFC emulated on the kernel's queues)"
+                        if result.scenario.fabric.pfc else "lossy (links.pfc: false): a full queue drops"),
     }
 
 
@@ -142,7 +145,9 @@ def write_timeline(result: RunResult, report: dict, path: Path) -> None:
     delay = [max(r["max_delay_ms"] for r in flows if r["t"] == t) for t in times]
     probe_rows = [r for r in records if r["kind"] == "probe"]
     steps = workload_report.step_series(records)
-    panels = 2 * bool(flows) + bool(probe_rows) + bool(steps) or 1
+    paused_t, paused_n = workload_report.paused_series(records)
+    show_pfc = any(paused_n)
+    panels = 2 * bool(flows) + bool(probe_rows) + bool(steps) + show_pfc or 1
     fig, axes = plt.subplots(panels, 1, figsize=(11, 2.75 * panels + 0.5), sharex=True, squeeze=False)
     axes = list(axes[:, 0])
     top, bottom = axes[0], axes[-1]
@@ -168,6 +173,10 @@ def write_timeline(result: RunResult, report: dict, path: Path) -> None:
                 ax.axvspan(c["first_hang_s"], c["recovered_s"] or report["duration_s"], color="#d62728", alpha=0.15)
         ax.set_ylabel("step s (slowest rank)")
         ax.legend(fontsize=7, loc="upper left", title="red: hung until recovered", title_fontsize=7)
+    if show_pfc:  # congestion spreading: how many link directions PFC holds
+        ax = next(free)
+        ax.plot(paused_t, paused_n, color="#8c564b", drawstyle="steps-post")
+        ax.set_ylabel("directions paused (PFC)")
     bottom.set_xlabel("seconds since scenario start")
     for fault in report["faults"]:
         start = fault["applied_s"] if fault["applied_s"] is not None else fault["scheduled_s"]

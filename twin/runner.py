@@ -22,6 +22,7 @@ from .runtime import get_runtime, names
 from .scenario import Scenario
 from .signals import deferred_interrupts, sigterm_as_interrupt
 from .state import load_state
+from .telemetry.fabric import FabricWatch
 from .telemetry.sampler import Sampler
 from .train.session import refuse_during_training
 from .workloads import WORKLOAD_KINDS, WorkloadContext
@@ -82,7 +83,7 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
         monitor = RoutingMonitor(runtime, state, fabric, events)
         sampler = Sampler(runtime, state, fabric, scenario.spec.telemetry_ms, directory / "metrics.jsonl") \
             if scenario.spec.telemetry_ms else None
-        workloads, detectors, isolator = [], None, None
+        workloads, detectors, isolator, watch = [], None, None, None
         wctx = WorkloadContext(runtime, state, fabric, events, scenario.spec.seed, run_id=directory.name)
         try:
             monitor.start()
@@ -101,8 +102,10 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
             detectors.start(time.time())
             if sampler:
                 sampler.start()
+            watch = FabricWatch(runtime, state, fabric, events)
+            watch.start()
             events.emit("scenario", op="start", name=scenario.spec.name, lab=fabric.name)
-            _run_timeline(ctx, scenario, events, result, progress, isolator)
+            _run_timeline(ctx, scenario, events, result, progress, isolator, watch)
         except KeyboardInterrupt:
             result.interrupted = True
             events.emit("scenario", op="interrupted")
@@ -116,6 +119,8 @@ def run(scenario: Scenario, results_root: Path, keep: bool = False, progress: Pr
                 if sampler:
                     events.emit("telemetry", stats=sampler.stop())
                 _clear_remaining(ctx, events, result)
+                if watch:
+                    watch.stop()
                 if isolator:
                     try:
                         isolator.restore()
@@ -144,7 +149,7 @@ def _wait_ready(workloads: list, progress: Progress, timeout_s: float = 120.0) -
 
 
 def _run_timeline(ctx: FaultContext, scenario: Scenario, events: EventLog, result: RunResult,
-                  progress: Progress, isolator: Isolator | None) -> None:
+                  progress: Progress, isolator: Isolator | None, watch: FabricWatch) -> None:
     duration = scenario.spec.duration_s
     steps = []
     for fault in scenario.faults:
@@ -171,8 +176,10 @@ def _run_timeline(ctx: FaultContext, scenario: Scenario, events: EventLog, resul
             events.emit("fault", op="applied", id=timing.id, fault_kind=timing.kind,
                         scheduled_s=at_s, actual_s=timing.applied_s, took_s=timing.apply_took_s,
                         targets=fault.targets, error=timing.error)
+            watch.mark()
         elif timing.error is None:
             _clear(ctx, events, timing, at_s)
+            watch.mark()
             if isolator:  # the repaired link goes back into service, as an operator would do
                 isolator.restore(fault.targets)
     _sleep_until(events, scenario.spec.duration_s, progress, shown)

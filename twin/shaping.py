@@ -2,7 +2,9 @@
 
     1:    htb root, default class 1:10
     1:1   the link: rate = ceil = line rate
-    1:10  data: rate = ceil = line rate; what faults pause (PFC) or slow down
+    1:10  data: rate = ceil = line rate; what faults slow down
+      20:   its queue: a TBF gate, open far above the line rate (HTB shapes), holding up to the
+            port's buffer; PFC closes it to pause the port (pfc/gate.py)
     1:20  control: ARP, BGP (TCP 179) and BFD (UDP 3784); guaranteed 1% of the line rate,
           may borrow up to all of it
 
@@ -18,6 +20,9 @@ ROOT_HANDLE = 0x10000  # 1:
 LINK_HANDLE = 0x10001  # 1:1
 CLASS_HANDLE = 0x10010  # 1:10, data
 CONTROL_HANDLE = 0x10020  # 1:20, control plane
+GATE_HANDLE = 0x200000  # 20:, the data class's queue
+GATE_OPEN_RATE = "10gbit"
+GATE_OPEN_BURST = 256 * 1024  # larger than a GSO super-packet, which TBF would otherwise split
 CONTROL_SHARE = 0.01
 ETH_P_ARP, ETH_P_IP = 0x0806, 0x0800
 IPPROTO_TCP, IPPROTO_UDP = 6, 17
@@ -39,11 +44,14 @@ CONTROL_FILTERS = [
 ]
 
 
-def shape(ipr: IPRoute, index: int, rate_bps: int) -> None:
+def shape(ipr: IPRoute, index: int, rate_bps: int, queue_bytes: int) -> None:
+    """HTB at the line rate, the data class's queue of `queue_bytes`, the control class."""
     line = f"{rate_bps}bit"
     ipr.tc("add", "htb", index, handle=ROOT_HANDLE, default=0x10)
     ipr.tc("add-class", "htb", index, handle=LINK_HANDLE, parent=ROOT_HANDLE, rate=line, ceil=line)
     set_class_rate(ipr, index, rate_bps, command="add-class")
+    ipr.tc("add", "tbf", index, handle=GATE_HANDLE, parent=CLASS_HANDLE, rate=GATE_OPEN_RATE,
+           burst=GATE_OPEN_BURST, limit=queue_bytes)
     control = f"{max(int(rate_bps * CONTROL_SHARE), 8000)}bit"
     ipr.tc("add-class", "htb", index, handle=CONTROL_HANDLE, parent=LINK_HANDLE, rate=control, ceil=line)
     for prio, (protocol, keys) in enumerate(CONTROL_FILTERS, start=1):

@@ -1,4 +1,5 @@
-"""`twin lab status`: per switch BGP sessions, BFD peers, ECMP completeness, daemon health (vtysh JSON)."""
+"""`twin lab status`: per switch BGP sessions, BFD peers, ECMP completeness, daemon health (vtysh JSON);
+the fabric's queues: PFC controller, pauses and queue drops per port."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from .ecmp import expected_next_hops
 from .errors import RuntimeBackendError
 from .frr import daemon_health, vtysh_json
 from .model import Fabric
+from .pfc import client as pfc_client
+from .pfc import counters as pfc_counters
 from .runtime import Runtime
 from .state import LabState
+from .telemetry.counters import CounterReader
 
 
 @dataclass
@@ -63,3 +67,37 @@ def lab_status(runtime: Runtime, state: LabState, fabric: Fabric) -> list[Switch
 
 def as_dict(statuses: list[SwitchStatus]) -> list[dict]:
     return [asdict(s) | {"healthy": s.healthy} for s in statuses]
+
+
+@dataclass
+class QueueStatus:
+    lossless: bool
+    controller: bool  # the PFC controller runs (lossless labs)
+    reaction: dict = field(default_factory=dict)  # the controller's reaction times
+    errors: list[str] = field(default_factory=list)
+    ports: list[dict] = field(default_factory=list)  # ports with pauses, a held egress or queue drops
+
+    @property
+    def healthy(self) -> bool:
+        return self.controller or not self.lossless
+
+
+def queue_status(runtime: Runtime, state: LabState, fabric: Fabric) -> QueueStatus:
+    """Per port: PFC pauses received and sent, paused time, held now, queue now and at most, and the
+    packets its queue dropped (qdisc counters) since the lab came up."""
+    document = pfc_counters.read(state.directory)
+    pfc = pfc_counters.ports(document)
+    with CounterReader(runtime, fabric) as reader:
+        drops = {key: values.get("qdisc_drops", 0)
+                 for key, values in reader.read(checksums=False, qdiscs=True).interfaces.items()}
+    status = QueueStatus(lossless=fabric.pfc, controller=pfc_client.running(state))
+    if document:
+        status.reaction = document["controller"].get("reaction", {})
+        status.errors = document["controller"].get("errors", [])
+    for key in sorted(set(pfc) | set(drops)):
+        counter = pfc.get(key, pfc_counters.PortCounters())
+        row = {"port": f"{key[0]} {key[1]}", "queue_drops": drops.get(key, 0), **asdict(counter)}
+        if counter.rx_pause or counter.tx_pause or counter.paused or row["queue_drops"] or counter.watchdog \
+                or counter.xoff_times:
+            status.ports.append(row)
+    return status

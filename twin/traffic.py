@@ -79,3 +79,80 @@ def udp_burst(runtime: Runtime, src: Nic, dst: Nic, packets: int, source_ports: 
         receiver.close()
         for sock in senders:
             sock.close()
+
+
+TCP_INFO_TOTAL_RETRANS = 100  # struct tcp_info: offset of tcpi_total_retrans (u32)
+INCAST_PORT = 47010
+CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class IncastResult:
+    seconds: float
+    received_bytes: list[int]  # per flow, at the receiver
+    retransmits: list[int]  # per flow, TCP's own count at the sender (a lossy fabric drops; PFC never)
+
+    @property
+    def goodput_bps(self) -> float:
+        return sum(self.received_bytes) * 8 / self.seconds
+
+
+def tcp_incast(runtime: Runtime, senders: list[Nic], receiver: Nic, seconds: float,
+               flows_per_sender: int = 1) -> IncastResult:
+    """Bulk TCP from every sender NIC to one receiver NIC at once (an N:1 incast), for `seconds`;
+    bytes counted at the receiver, retransmissions read from each sender's TCP_INFO."""
+    import threading
+
+    listener = socket_in(runtime.netns_path(receiver.host), socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((receiver.address, INCAST_PORT))
+    listener.listen(len(senders) * flows_per_sender)
+    clients = []
+    for nic in [n for n in senders for _ in range(flows_per_sender)]:
+        sock = socket_in(runtime.netns_path(nic.host), socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic.ifname.encode())
+        sock.bind((nic.address, 0))
+        clients.append(sock)
+    accepted, received = [], [0] * len(senders) * flows_per_sender
+    stop = threading.Event()
+    try:
+        for sock in clients:
+            sock.connect((receiver.address, INCAST_PORT))
+            accepted.append(listener.accept()[0])
+
+        def drain(number: int) -> None:
+            conn = accepted[number]
+            conn.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    data = conn.recv(CHUNK)
+                except TimeoutError:
+                    continue
+                if not data:
+                    return
+                received[number] += len(data)
+
+        def pump(sock: socket.socket) -> None:
+            payload = bytes(CHUNK)
+            sock.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    sock.send(payload)
+                except TimeoutError:
+                    continue
+        threads = [threading.Thread(target=drain, args=(n,), daemon=True) for n in range(len(clients))]
+        threads += [threading.Thread(target=pump, args=(s,), daemon=True) for s in clients]
+        for thread in threads:
+            thread.start()
+        time.sleep(seconds)
+        counted = list(received)
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=2)
+        retransmits = [struct.unpack_from("I", s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104),
+                                          TCP_INFO_TOTAL_RETRANS)[0] for s in clients]
+        return IncastResult(seconds, counted, retransmits)
+    finally:
+        stop.set()
+        for sock in clients + accepted + [listener]:
+            sock.close()

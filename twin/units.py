@@ -24,7 +24,7 @@ def parse_size_bytes(text: str | int) -> int:
     """'8MiB' -> 8388608; a bare number is bytes."""
     match = _SIZE.match(str(text))
     if not match:
-        raise ValueError("size must be a number with a unit: B, KiB, MiB, GiB (e.g. 8MiB)")
+        raise ValueError("size must be a number with a unit: B, KB, MB, GB, KiB, MiB or GiB (e.g. 8MiB)")
     return int(float(match.group(1)) * _SIZE_FACTOR[(match.group(2) or "b").lower()])
 
 

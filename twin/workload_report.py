@@ -110,3 +110,59 @@ def mitigation(records: list[dict]) -> dict | None:
                        "before_a_loss": sum(1 for r in moved if r.get("trigger") == "verdict"),
                        "first_s": moved[0]["t"] if moved else None, "last_s": moved[-1]["t"] if moved else None},
             "isolation": isolation}
+
+
+def fabric(records: list[dict], windows: list[tuple[float, float]], lossless: bool) -> dict | None:
+    """Queue drops and PFC pauses over the run and per fault window (from the `fabric` events:
+    running totals, telemetry/fabric.py). A window runs from the last count before its onset to the
+    first count after its clear (both are taken when the fault is applied and cleared)."""
+    from .telemetry.fabric import replay
+
+    series = replay(records)
+    if not series:
+        return None
+    zero = {"queue_drops": 0, "pause_s": {}, "pauses": {}}
+
+    def before(t: float) -> dict:
+        earlier = [totals for at, totals in series if at < t]
+        return earlier[-1] if earlier else zero
+
+    def after(t: float) -> dict:
+        return next((totals for at, totals in series if at >= t), series[-1][1])
+
+    def delta(a: dict, b: dict) -> dict:
+        pause = {k: round(v - a["pause_s"].get(k, 0.0), 4) for k, v in b["pause_s"].items()
+                 if v - a["pause_s"].get(k, 0.0) > 0}
+        return {"queue_drops": b["queue_drops"] - a["queue_drops"], "pause_s": dict(sorted(pause.items())),
+                "pauses": sum(b["pauses"].values()) - sum(a["pauses"].values())}
+
+    final = series[-1][1]
+    return {
+        "lossless": lossless,
+        "queue_drops": final["queue_drops"],
+        "drops_by_port": final["drops"],
+        "pause_s": dict(sorted(final["pause_s"].items())),
+        "pauses": sum(final["pauses"].values()),
+        "paused_directions": len(final["pause_s"]),
+        "host_socket_drops": final["host_socket_drops"],
+        "kernel_backlog_drops": final["kernel_backlog_drops"],
+        "fault_windows": [delta(before(start), after(end)) for start, end in windows],
+        # the PFC controller at the end: its reaction times, CPU, events (lossless labs)
+        "controller": next((r["controller"] for r in reversed(records)
+                            if r["kind"] == "fabric" and "controller" in r), None),
+    }
+
+
+def paused_series(records: list[dict]) -> tuple[list[float], list[float]]:
+    """(t, link directions held by PFC on average since the previous count) for the timeline:
+    paused seconds of every direction per second, so pauses of a few ms still show."""
+    from .telemetry.fabric import replay
+
+    series = replay(records)
+    times, values = [], []
+    for (t0, a), (t1, b) in zip(series, series[1:]):
+        if t1 > t0:
+            paused = sum(v - a["pause_s"].get(k, 0.0) for k, v in b["pause_s"].items())
+            times.append(t0)
+            values.append(round(paused / (t1 - t0), 3))
+    return times, values

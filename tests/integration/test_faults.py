@@ -12,6 +12,7 @@ from twin import converge, nft, snapshot
 from twin.converge import fib_next_hops
 from twin.faults import engine
 from twin.faults.base import FaultContext
+from twin.pfc import counters as pfc_counters
 from twin.progress import NullProgress
 from twin.reach import fabric_nics, unreachable_pairs
 from twin.runtime import get_runtime
@@ -140,8 +141,8 @@ def test_pfc_pause_lets_bulk_tcp_resume_at_line_rate(lab):
     for the one jumbo frame let through, and this transfer stalled for good)."""
     src, dst = nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1")
     with Applied(lab, id="pulse", kind="pfc_pause", link="leaf-g1-r1 -- host-g1-h1", direction="a_to_b",
-                 pause_ms=300, period_ms=1000):
-        wait_for(lambda: _report(lab, "pulse").get("pauses", 0) >= 1, what="the first pause")
+                 pause_ms=300, period_ms=1000) as entry:
+        wait_for(lambda: _pfc(lab, "leaf-g1-r1", "hs-g1h1").rx_pause >= 1, what="the first pause")
         server = subprocess.Popen(["ip", "netns", "exec", lab.runtime.resource_name(dst.host),
                                    "iperf3", "-s", "-1", "-B", dst.address],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -153,7 +154,7 @@ def test_pfc_pause_lets_bulk_tcp_resume_at_line_rate(lab):
             server.kill()
             server.wait()
         assert result.rc == 0, result.stderr
-        pauses = _report(lab, "pulse")["pauses"]
+    pauses = entry["record"]["report"]["pauses"]
     rates = [i["sum"]["bits_per_second"] for i in json.loads(result.stdout)["intervals"]]
     assert pauses >= 5 and min(rates) < 0.1 * lab.fabric.rate_bps  # really paused, every second
     # every 1.25 s (a period, wherever it starts) has a quarter second near line rate
@@ -164,8 +165,7 @@ def test_pfc_pause_lets_bulk_tcp_resume_at_line_rate(lab):
 def test_pfc_pause_holds_traffic_without_a_drop(lab):
     with Applied(lab, id="pause", kind="pfc_pause", link="leaf-g1-r1 -- host-g1-h1",
                  direction="a_to_b", pause_ms=1500) as entry:
-        wait_for(lambda: "agent" in entry["record"], what="the pause agent")
-        time.sleep(0.5)  # the agent process has started and paused the direction
+        wait_for(lambda: _pfc(lab, "leaf-g1-r1", "hs-g1h1").paused, what="the direction to be paused")
         burst = udp_burst(lab.runtime, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"),
                           1000, pps=2000, settle_s=3.0)
         assert burst.received == burst.sent, burst  # held, not dropped
@@ -212,23 +212,26 @@ def test_bitflip_min_size_spares_small_packets(lab):
     assert (small.loss_pct, small.damaged) == (0.0, 0)
 
 
-def _report(lab, fault_id):
-    path = lab.state.directory / "faults" / f"{fault_id}.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
+def _pfc(lab, node, ifname):
+    """A port's PFC counters, as the lab's controller publishes them."""
+    return pfc_counters.ports(pfc_counters.read(lab.state.directory))[(node, ifname)]
+
+
+def _paused(lab) -> set[str]:
+    return {f"{n} {i}" for (n, i), c in pfc_counters.ports(pfc_counters.read(lab.state.directory)).items()
+            if c.paused}
 
 
 def test_pfc_storm_spreads_upstream_and_holds_innocent_traffic(lab):
     import threading
     with Applied(lab, id="storm", kind="pfc_storm", node="host-g1-h1", nic="nic1", propagate=True,
                  xoff_kb=4, xon_kb=1):
-        wait_for(lambda: "leaf-g1-r1 hs-g1h1" in _report(lab, "storm").get("paused_ports", []),
-                 what="the storming port to be paused")
+        wait_for(lambda: "leaf-g1-r1 hs-g1h1" in _paused(lab), what="the storming port to be paused")
         # traffic into the paused port fills its queue past XOFF ...
         udp_burst(lab.runtime, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 400, pps=2000,
                   settle_s=0.1)
         # ... so the spines' ports toward leaf-g1-r1 are paused too
-        wait_for(lambda: {"spine-1 lf-g1r1", "spine-2 lf-g1r1"} <= set(_report(lab, "storm")["paused_ports"]),
-                 what="the storm to reach the spines")
+        wait_for(lambda: {"spine-1 lf-g1r1", "spine-2 lf-g1r1"} <= _paused(lab), what="the storm to reach the spines")
         innocent = {}
         sender = threading.Thread(target=lambda: innocent.update(burst=udp_burst(
             lab.runtime, nic(lab, "host-g2-h2:nic1"), nic(lab, "host-g1-h2:nic1"), 200, pps=1000, settle_s=8)))
@@ -245,8 +248,8 @@ def test_pfc_storm_watchdog_drops_and_unblocks(lab):
                  xoff_kb=4, xon_kb=1, watchdog_ms=1000):
         udp_burst(lab.runtime, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 400, pps=2000,
                   settle_s=0.1)
-        wait_for(lambda: _report(lab, "wd").get("watchdog_fired_s") is not None, what="the watchdog")
-        wait_for(lambda: _report(lab, "wd").get("paused_ports") == [], what="the pauses to be released")
+        wait_for(lambda: _pfc(lab, "leaf-g1-r1", "hs-g1h1").watchdog >= 1, what="the watchdog")
+        wait_for(lambda: _paused(lab) == set(), what="the pauses to be released")
         innocent = udp_burst(lab.runtime, nic(lab, "host-g2-h2:nic1"), nic(lab, "host-g1-h2:nic1"), 500)
         victim = udp_burst(lab.runtime, nic(lab, "host-g2-h2:nic1"), nic(lab, "host-g1-h1:nic1"), 500)
     assert innocent.loss_pct == 0 and innocent.max_delay_s < 0.1, innocent

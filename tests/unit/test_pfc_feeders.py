@@ -1,6 +1,6 @@
-"""pfc_storm propagation follows valley-free (up-down) routing, which cannot deadlock."""
+"""PFC pauses (congestion and storms) follow valley-free (up-down) routing, which cannot deadlock."""
 
-from twin.faults.pfc_storm import TIER, feeders
+from twin.pfc.topology import TIER, feeders
 from twin.labs import open_lab
 
 

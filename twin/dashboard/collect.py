@@ -7,6 +7,9 @@
   over it loses, it does)
 - sessions: BGP and BFD state per switch (vtysh JSON, every 2 s)
 - step times: the collective jobs' rank logs; probe loss over time
+- PFC: the controller's per-port counters (a link is `paused` when either direction was held
+  for more than PAUSED_SHARE of the last second), how many directions were held on average,
+  and the packets every port's queue dropped (qdisc counters)
 - faults: the lab state's active faults, never during a training session
 """
 
@@ -21,6 +24,8 @@ from ..collectives.launcher import RankLog
 from ..errors import TwinError
 from ..labs import running_lab
 from ..model import Fabric, link_key
+from ..pfc import counters as pfc_counters
+from ..pfc.topology import Port
 from ..probes.mesh import Interval, ProbeMesh, address_links
 from ..status import lab_status
 from ..telemetry.counters import CounterReader
@@ -28,6 +33,7 @@ from ..telemetry.counters import CounterReader
 LOSS_WINDOW_S = 5.0
 CHART_S = 180.0
 MIN_PROBES = 5  # a path needs this many probes in the window to speak for its links
+PAUSED_SHARE = 0.05
 
 
 class Collector:
@@ -43,6 +49,12 @@ class Collector:
         self.probe_loss: deque = deque()
         self.faults: list[dict] | None = None
         self.training = False
+        self.paused: dict[str, float] = {}  # link -> share of the last second its busier direction was held
+        self.paused_series: deque = deque()  # (t, directions held on average)
+        self.queue_drops = 0
+        self._last_pfc: tuple[float, dict] | None = None
+        self._drop_base: dict | None = None
+        self._link_of = {Port(end.node, end.ifname): l.name for l in fabric.links for end in (l.a, l.b)}
         self._reader: CounterReader | None = None
         self._last_snap = None
         self._intervals: deque = deque()
@@ -52,7 +64,8 @@ class Collector:
         self._link_names = {link_key(l.name): l.name for l in fabric.links}  # fault targets name links either way
         self._threads = [threading.Thread(target=self._loop, args=(period, step), daemon=True)
                          for period, step in ((1.0, self._counters), (2.0, self._sessions),
-                                              (1.0, self._follow_files), (1.0, self._faults))]
+                                              (1.0, self._follow_files), (1.0, self._faults), (1.0, self._pfc))]
+        self._queue_reader: CounterReader | None = None
 
     def start(self) -> None:
         for thread in self._threads:
@@ -64,8 +77,9 @@ class Collector:
             thread.join(timeout=5)
         for mesh in self._meshes.values():
             mesh.unfollow()
-        if self._reader:
-            self._reader.close()
+        for reader in (self._reader, self._queue_reader):
+            if reader:
+                reader.close()
 
     def _loop(self, period: float, step) -> None:
         while not self._stop.is_set():
@@ -93,6 +107,30 @@ class Collector:
             util[link.name] = round(max(rates, default=0.0), 3)
         with self._lock:
             self.util = util
+
+    def _pfc(self) -> None:
+        now = time.monotonic()
+        ports = pfc_counters.ports(pfc_counters.read(self.state.directory))
+        self._queue_reader = self._queue_reader or CounterReader(self.runtime, self.fabric)
+        drops = {k: v.get("qdisc_drops", 0) for k, v in
+                 self._queue_reader.read(checksums=False, qdiscs=True).interfaces.items()}
+        self._drop_base = self._drop_base if self._drop_base is not None else drops
+        last, self._last_pfc = self._last_pfc, (now, ports)
+        paused: dict[str, float] = {}
+        average = 0.0
+        if last is not None and now > last[0]:
+            for port, counter in ports.items():
+                before = last[1].get(port)
+                share = (counter.paused_s - before.paused_s) / (now - last[0]) if before else 0.0
+                average += share
+                link = self._link_of.get(Port(*port))
+                if link:
+                    paused[link] = round(max(paused.get(link, 0.0), min(share, 1.0)), 3)
+        with self._lock:
+            self.paused = paused
+            self.queue_drops = sum(max(0, n - self._drop_base.get(k, 0)) for k, n in drops.items())
+            if last is not None:
+                self.paused_series.append((now, average))
 
     def _sessions(self) -> None:
         rows = []
@@ -158,7 +196,7 @@ class Collector:
     def _trim(self) -> None:
         horizon = time.monotonic() - CHART_S
         with self._lock:
-            for series in (self.steps, self.probe_loss):
+            for series in (self.steps, self.probe_loss, self.paused_series):
                 while series and series[0][0] < horizon:
                     series.popleft()
 
@@ -170,9 +208,14 @@ class Collector:
             return {
                 "lab": self.state.lab, "updated": time.time(), "training": self.training,
                 "links": {l.name: {"util": self.util.get(l.name, 0.0), "loss_pct": self.loss.get(l.name),
+                                   "paused": self.paused.get(l.name, 0.0),
                                    "down": any(s["link"] == l.name and s["bgp"] != "Established"
                                                for s in self.sessions)}
                           for l in self.fabric.links},
+                "pfc": {"lossless": self.fabric.pfc, "paused_share": PAUSED_SHARE,
+                        "paused_links": sum(1 for v in self.paused.values() if v > PAUSED_SHARE),
+                        "queue_drops": self.queue_drops,
+                        "series": [[round(t - now, 1), round(v, 3)] for t, v in self.paused_series]},
                 "sessions": list(self.sessions),
                 "steps": steps,
                 "probe_loss": [[round(t - now, 1), round(v, 2)] for t, v in self.probe_loss],

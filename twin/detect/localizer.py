@@ -89,7 +89,7 @@ class Localizer:
                     continue
                 path = paths.setdefault((s.src, s.dst, s.sport), _Path(links))
                 path.links = links  # the newest discovery wins
-                path.sent += s.sent
+                path.sent += s.sent - getattr(s, "held", 0)  # held by PFC: neither lost nor clean
                 path.lost += s.lost
                 if s.lost:
                     path.lossy_intervals.add(number)

@@ -10,8 +10,10 @@ import subprocess
 import sys
 import threading
 
+from ..pfc import counters as pfc_counters
 from ..state import Resource
 from .localizer import DETECTOR, Localizer
+from .pauses import PauseLocalizer
 from .verdicts import parse_line
 
 BUILTINS = (DETECTOR,)
@@ -41,10 +43,15 @@ class Detectors:
         probes = next(w for w in self.workloads if hasattr(w, "mesh"))
         fabric = self.ctx.fabric
         localizer = Localizer.for_interval(fabric.switch_links(), probes.params.report_ms / 1000)
+        pauses = PauseLocalizer(fabric) if fabric.pfc else None
 
         def on_interval(interval) -> None:
-            for verdict in localizer.observe(self.ctx.events.now(), interval.samples):
+            now = self.ctx.events.now()
+            for verdict in localizer.observe(now, interval.samples):
                 self._emit(name, verdict, source="builtin")
+            if pauses is not None:  # the pause counters, read as each probe interval is counted
+                for verdict in pauses.observe(now, pfc_counters.ports(pfc_counters.read(self.ctx.state.directory))):
+                    self._emit(name, verdict, source="builtin")
 
         probes.mesh.listeners.append(on_interval)
 

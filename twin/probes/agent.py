@@ -79,6 +79,7 @@ class Agent:
         self.received = defaultdict(lambda: defaultdict(list))
         self.rtts = defaultdict(lambda: defaultdict(list))
         self.seq = 0
+        self.marked = -1  # the last bucket whose rows are all written
         self.sent_total = 0
         self.active: list[tuple[socket.socket, str, int, int, int]] = []  # sock, address, src, dst, sport
         self.cursor, self.base = 0, time.monotonic()
@@ -243,6 +244,16 @@ class Agent:
                             round(_percentile(v, 0.99) * 1000, 3), round(max(v) * 1000, 3)]
                            for (s, d, p), v in rows.items()]
                 self.emit(type=kind, b=bucket, rows=out)
+        # Every bucket up to `done` has had its grace: the mesh may count it once every agent says so
+        # (a time rule on the mesh's side counted rows as lost that a busy agent wrote late).
+        done = int((now - self.grace - self.epoch) / self.report) - 1 if now != float("inf") else self._last_bucket()
+        if done > self.marked:
+            self.marked = done
+            self.emit(type="mark", b=done)
+
+    def _last_bucket(self) -> int:
+        buckets = [b for table in (self.sent, self.received, self.rtts) for b in table]
+        return max([self.marked, self._bucket(time.monotonic()), *buckets])
 
     def run(self) -> None:
         global refresh_requested

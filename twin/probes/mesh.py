@@ -3,6 +3,13 @@ it into per-interval path samples named by the model's links.
 
 A sample is final once every agent has had `grace_s` to count late probes; listeners (the
 runner's event log, detectors) get each interval's samples as they become final.
+
+On a lossless lab a probe can be late without being lost: a port held by PFC for long (a storm,
+pause frames) holds it. Probes missing on a path that crossed a link held for at least
+LONG_PAUSE_S during the interval are `held`, not lost: the counters cannot tell a held probe
+from a lost one, and pause counters, not late probes, are the evidence for a pause (detect/
+pauses.py). Short pauses (congestion, milliseconds) never delay a probe past the grace, so they
+excuse nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from pathlib import Path
 from ..collectives.launcher import RankLog
 from ..errors import TwinError
 from ..model import Fabric
+from ..pfc import counters as pfc_counters
 from ..procs import alive, terminate
 from ..runtime import Runtime
 from ..state import LabState, Resource
@@ -29,7 +37,8 @@ from .plan import PairPlan, plan, probe_load
 
 PROBE_PORT = 47100
 POLL_S = 0.1
-FINAL_MARGIN_S = 0.2  # after the agents' grace, time for their last lines to be read
+STUCK_AGENT_S = 5.0  # an agent whose rows are this late past the grace is not waited for
+LONG_PAUSE_S = 0.1  # a port held this long (or longer) can make a probe late
 
 
 @dataclass
@@ -44,10 +53,11 @@ class PathSample:
     owd_p99_ms: float | None = None
     rtt_p50_ms: float | None = None
     rtt_p99_ms: float | None = None
+    held: int = 0  # unanswered while a link of the path was held by PFC: late, not known lost
 
     @property
     def lost(self) -> int:
-        return max(0, self.sent - self.received)
+        return max(0, self.sent - self.received - self.held)
 
 
 @dataclass
@@ -89,6 +99,8 @@ class ProbeMesh:
         self.interval_ms, self.report_ms, self.refresh_s, self.grace_s = interval_ms, report_ms, refresh_s, grace_s
         self.directory = state.directory / "probes" / name
         self.names = PathNames(fabric)
+        self.link_of_port = {(end.node, end.ifname): link.name for link in fabric.links for end in (link.a, link.b)}
+        self.held_at: dict[str, float] = {}  # link -> last time (monotonic) one of its directions was held long
         self.pids: dict[str, int] = {}
         self.logs: dict[str, RankLog] = {}
         self.paths: dict[tuple[str, str, int], tuple[str | None, ...]] = {}  # latest
@@ -100,6 +112,9 @@ class ProbeMesh:
         self._recv: dict[int, dict] = defaultdict(dict)
         self._rtt: dict[int, dict] = defaultdict(dict)
         self._final = -1
+        self._marks: dict[str, int] = {}  # host -> the last bucket its agent has written in full
+        self._agents_done = False
+        self.late_rows = 0  # reception rows for buckets already counted (should stay 0)
         self.epoch = 0.0
         self.stats: dict[str, dict] = {}
         self._lock = threading.Lock()
@@ -161,8 +176,10 @@ class ProbeMesh:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
-        # Agents stop sending at SIGTERM, answer late probes for grace_s, flush, then exit.
+        # Agents stop sending at SIGTERM, answer late probes for grace_s, flush, then exit; only
+        # then is every bucket complete (counting them at _stop lost the last ones' receptions).
         terminate(list(self.pids.values()), grace_s=self.grace_s + 3.0)
+        self._agents_done = True
         self._drain()
         prefix = f"probes/{self.name}/"
         self.state.resources = [r for r in self.state.resources
@@ -193,7 +210,19 @@ class ProbeMesh:
             for host, log in self.logs.items():
                 for record in log.read():
                     self._take(host, record)
+            self._note_pauses()
             self._finalise(time.monotonic())
+
+    def _note_pauses(self) -> None:
+        """Links with a direction held for LONG_PAUSE_S or more, as the PFC controller publishes."""
+        document = pfc_counters.read(self.state.directory) if self.fabric.pfc else None
+        if not document:
+            return
+        for port, counter in pfc_counters.ports(document).items():
+            if counter.paused_for_s >= LONG_PAUSE_S:
+                link = self.link_of_port.get(port)
+                if link:
+                    self.held_at[link] = document["t_mono"]
 
     def _take(self, host: str, record: dict) -> None:
         kind = record["type"]
@@ -209,15 +238,24 @@ class ProbeMesh:
         elif kind == "sent":
             self._sent[record["b"]].update({(s, d, p): n for s, d, p, n in record["rows"]})
         elif kind in ("recv", "rtt"):
+            if record["b"] <= self._final:
+                self.late_rows += 1
+                return
             table = self._recv if kind == "recv" else self._rtt
             table[record["b"]].update({(s, d, p): rest for s, d, p, *rest in record["rows"]})
+        elif kind == "mark":
+            self._marks[host] = record["b"]
         elif kind in ("start", "stop"):
             self.stats.setdefault(host, {}).update({f"{kind}_{k}": v for k, v in record.items() if k != "type"})
 
     def _finalise(self, now: float) -> None:
+        """A bucket is counted once every agent has written it in full (its mark), or when an agent
+        is STUCK_AGENT_S late with it (dead or starved), or at the end."""
         report_s = self.report_ms / 1000
-        ripe = int((now - self.epoch - self.grace_s - FINAL_MARGIN_S) / report_s)
-        if self._stop.is_set():
+        marked = min((self._marks.get(host, -1) for host in self.logs), default=-1) + 1
+        overdue = int((now - self.epoch - self.grace_s - STUCK_AGENT_S) / report_s)
+        ripe = max(marked, overdue)
+        if self._agents_done:
             ripe = max([self._final, *self._sent]) + 1
         while self._final + 1 < ripe:
             bucket = self._final + 1
@@ -228,13 +266,18 @@ class ProbeMesh:
             if not sent:
                 continue
             interval = Interval(bucket, self.epoch + bucket * report_s)
+            held_since = interval.t - LONG_PAUSE_S
             for key, count in sorted(sent.items()):
                 got = recv.get(key)
                 echo = rtt.get(key)
+                links = self._path_at(key, interval.t)
+                received = got[0] if got else 0
+                held = count - received if received < count and any(
+                    self.held_at.get(link, float("-inf")) >= held_since for link in links if link) else 0
                 interval.samples.append(PathSample(
-                    key[0], key[1], key[2], self._path_at(key, interval.t), count, got[0] if got else 0,
+                    key[0], key[1], key[2], links, count, received,
                     got[1] if got else None, got[2] if got else None, echo[1] if echo else None,
-                    echo[2] if echo else None))
+                    echo[2] if echo else None, held))
             for listener in self.listeners:
                 listener(interval)
 

@@ -17,6 +17,7 @@ SO_EE_ORIGIN_ICMP = 2
 ICMP_TIME_EXCEEDED = 11
 EXTENDED_ERR = struct.Struct("=IBBBBII")  # struct sock_extended_err
 DEFAULT_TTL = 64
+SEND_ATTEMPTS = 4
 
 
 def report_errors(sock: socket.socket, on: bool = True) -> None:
@@ -26,8 +27,9 @@ def report_errors(sock: socket.socket, on: bool = True) -> None:
 def send(sock: socket.socket, payload: bytes, address: tuple[str, int], ttl: int = DEFAULT_TTL) -> bool:
     """Send one datagram (a TTL other than the default goes as ancillary data, so other senders on
     the socket keep theirs). A failed send may only have reported a queued ICMP error (see
-    above) and sent nothing, so it is tried once more; False if that fails too (no route)."""
-    for _attempt in range(2):
+    above) and sent nothing, so it is tried again; another answer can be queued meanwhile (a path
+    discovery under way), so up to SEND_ATTEMPTS times; False if every try fails (no route)."""
+    for _attempt in range(SEND_ATTEMPTS):
         try:
             if ttl == DEFAULT_TTL:
                 sock.sendto(payload, address)

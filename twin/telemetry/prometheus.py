@@ -11,7 +11,11 @@ from .sampler import Sampler
 COUNTERS = {"rx_bytes": "Bytes received", "tx_bytes": "Bytes sent", "rx_packets": "Packets received",
             "tx_packets": "Packets sent", "rx_dropped": "Packets dropped on receive",
             "tx_dropped": "Packets dropped on send", "rx_errors": "Receive errors", "tx_errors": "Send errors",
-            "qdisc_drops": "Packets the root qdisc dropped"}
+            "qdisc_drops": "Packets the root qdisc dropped",
+            "pfc_rx_pause": "PFC pauses this port received (its egress was held)",
+            "pfc_tx_pause": "PFC XOFF this interface sent (it held its peer's egress)"}
+GAUGES = {"backlog_bytes": ("fabric_twin_qdisc_backlog_bytes", "Bytes queued in the root qdisc"),
+          "pfc_queue_bytes": ("fabric_twin_pfc_queue_bytes", "Bytes in the port's PFC-managed egress queue")}
 
 
 class LabCollector:
@@ -26,15 +30,20 @@ class LabCollector:
         labels = ["lab", "node", "interface", "link"]
         families = {name: CounterMetricFamily(f"fabric_twin_interface_{name}", help_text, labels=labels)
                     for name, help_text in COUNTERS.items()}
-        backlog = GaugeMetricFamily("fabric_twin_qdisc_backlog_bytes", "Bytes queued in the root qdisc",
-                                    labels=labels)
+        gauges = {name: GaugeMetricFamily(metric, help_text, labels=labels)
+                  for name, (metric, help_text) in GAUGES.items()}
+        paused = CounterMetricFamily("fabric_twin_pfc_paused_seconds", "Seconds this port's egress was held by PFC",
+                                     labels=labels)
         for (node, ifname), values in sorted(snap.interfaces.items()):
             key = [self.fabric.name, node, ifname, self.link_of.get((node, ifname), "")]
             for name, family in families.items():
                 family.add_metric(key, values.get(name, 0))
-            backlog.add_metric(key, values.get("backlog_bytes", 0))
+            for name, family in gauges.items():
+                family.add_metric(key, values.get(name, 0))
+            paused.add_metric(key, values.get("pfc_paused_ms", 0) / 1000)
         yield from families.values()
-        yield backlog
+        yield from gauges.values()
+        yield paused
         checksum = CounterMetricFamily("fabric_twin_checksum_errors", "Checksum and header errors (/proc/net/snmp)",
                                        labels=["lab", "host", "counter"])
         for (host, counter), value in sorted(snap.checksum_errors.items()):

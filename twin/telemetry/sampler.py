@@ -15,12 +15,15 @@ import time
 from pathlib import Path
 
 from .. import nft
+from ..pfc import counters as pfc_counters
 from ..model import Fabric
 from ..runtime import Runtime
 from ..state import LabState
 from .counters import NET_DEV_FIELDS, CounterReader, Snapshot
 
-FIELDS = (*NET_DEV_FIELDS, "backlog_bytes", "qdisc_drops")
+PFC_FIELDS = {"pfc_rx_pause": "rx_pause", "pfc_tx_pause": "tx_pause", "pfc_paused_ms": "paused_s",
+              "pfc_queue_bytes": "queue"}
+FIELDS = (*NET_DEV_FIELDS, "backlog_bytes", "qdisc_drops", *PFC_FIELDS)
 FAULT_COUNTERS_EVERY_S = 1.0
 QDISCS_EVERY = 5  # qdisc backlog every 5th sample (500 ms at 100 ms): a rail8 read drops from 50 ms to ~15
 
@@ -67,6 +70,7 @@ class Sampler:
                     snap = reader.read(qdiscs=with_qdiscs)
                     if not with_qdiscs and self.latest is not None:
                         _carry_qdisc_stats(self.latest, snap)
+                    _add_pfc(snap, pfc_counters.ports(pfc_counters.read(self.state.directory)))
                     self.read_s.append(time.monotonic() - started)
                     if started - last_faults >= FAULT_COUNTERS_EVERY_S:
                         self.fault_counters = self._read_fault_counters()
@@ -107,6 +111,16 @@ class Sampler:
                     continue
                 found.setdefault(fault["id"], {})[node] = sum(r.get("packets", 0) for r in rules)
         return found
+
+
+def _add_pfc(snap: Snapshot, ports: dict) -> None:
+    """The PFC counters of every port (a file the lab's controller rewrites; none on a lossy lab)."""
+    for key, counter in ports.items():
+        entry = snap.interfaces.get(key)
+        if entry is not None:
+            for field, name in PFC_FIELDS.items():
+                value = getattr(counter, name)
+                entry[field] = int(value * 1000) if field == "pfc_paused_ms" else int(value)
 
 
 def _carry_qdisc_stats(previous: Snapshot, current: Snapshot) -> None:

@@ -74,7 +74,7 @@ class Probes:
         if self._thread.is_alive():
             self._thread.join(timeout=2)
         stats = self.mesh.stop()
-        self.ctx.events.emit("workload", op="stop", workload=self.name, agents=stats)
+        self.ctx.events.emit("workload", op="stop", workload=self.name, agents=stats, late_rows=self.mesh.late_rows)
         if self._out:
             self._out.close()
 
@@ -92,8 +92,9 @@ class Probes:
         lossy = [s for s in interval.samples if s.lost]
         sent = sum(s.sent for s in interval.samples)
         lost = sum(s.lost for s in interval.samples)
+        held = sum(s.held for s in interval.samples)
         self._out.write(json.dumps({"t": round(t, 3), "samples": [asdict(s) for s in interval.samples]}) + "\n")
         self.ctx.events.emit("probe", t=t, span_s=self.params.report_ms / 1000, workload=self.name,
-                             paths=len(interval.samples), sent=sent, lost=lost,
+                             paths=len(interval.samples), sent=sent, lost=lost, held=held,
                              loss_pct=round(100.0 * lost / sent, 3) if sent else None,
                              lossy=[f"{s.src} -> {s.dst} :{s.sport}" for s in lossy[:10]])
