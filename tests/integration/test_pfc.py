@@ -57,8 +57,11 @@ def test_incast_pauses_its_feeders_two_hops_back_and_drops_nothing(mini):
     # paused the remote senders' NICs (third)
     assert pauses[("leaf-g2-r1", "sp-1")] + pauses[("leaf-g2-r1", "sp-2")] > 0, pauses
     assert pauses[("host-g2-h1", "nic1")] > 0 and pauses[("host-g2-h2", "nic1")] > 0, pauses
-    # nobody is left paused, and the controller kept up
-    assert not any(c.paused for c in after.values())
+    # the queues drain once the senders stop: nobody is left paused (within the counters' 100 ms)
+    deadline = time.monotonic() + 3
+    while any(c.paused for c in pfc_counters.ports(pfc_counters.read(mini.state.directory)).values()):
+        assert time.monotonic() < deadline, "a port stayed paused after the incast"
+        time.sleep(0.05)
     document = pfc_counters.read(mini.state.directory)
     assert document["controller"]["reaction"]["events"] > 0
 
