@@ -100,6 +100,7 @@ bench: deps venv
 	$(VENV)/bin/python bench/workloads.py --labs rail4 rail8 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/drills.py --out docs/benchmarks.md
 	$(VENV)/bin/python bench/lossless.py --labs rail4 rail8:100mbit --out docs/benchmarks.md
+	$(VENV)/bin/python bench/transport.py --lab rail4 --out docs/benchmarks.md
 	@if docker info >/dev/null 2>&1; then $(VENV)/bin/python bench/runtimes.py --lab rail4 --runs 3 --out docs/benchmarks.md; \
 	else echo "no Docker daemon: skipped bench/runtimes.py (docker against netns)"; fi
 

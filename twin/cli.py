@@ -341,9 +341,18 @@ def workload_lines(summary: dict) -> list[str]:
         stall = (f"; hung at {c['first_hang_s']:.1f} s, back at {c['recovered_s']:.1f} s"
                  if c["first_hang_s"] is not None and c["recovered_s"] is not None else
                  f"; hung at {c['first_hang_s']:.1f} s, never recovered" if c["first_hang_s"] is not None else "")
-        lines.append(f"{name}: {base['iterations']} healthy steps, median {base.get('median_step_s')} s, "
-                     f"busbw {base.get('median_busbw_Bps', 0) / 1e6:.1f} MB/s; step time during faults "
-                     f"({windows or 'none'}){stall}; wrong elements {c['wrong']}")
+        resent = c.get("transport_totals")
+        transport = (f"; roce resent {resent['retrans_bytes'] / 1e6:.1f} MB ({resent['naks_sent']} NAKs, "
+                     f"{resent['timeouts']} timeouts, {resent['qp_errors']} QP errors)" if resent else "")
+        lines.append(f"{name} ({c.get('transport', 'tcp')}): {base['iterations']} healthy steps, median "
+                     f"{base.get('median_step_s')} s, busbw {base.get('median_busbw_Bps', 0) / 1e6:.1f} MB/s; step "
+                     f"time during faults ({windows or 'none'}){stall}; wrong elements {c['wrong']}{transport}")
+    fabric = summary.get("fabric")
+    if fabric:
+        paused = sum(fabric["pause_s"].values())
+        lines.append(f"queues ({'lossless' if fabric['lossless'] else 'lossy'}): {fabric['queue_drops']} packets "
+                     f"dropped by queues, {fabric['pauses']} PFC pauses, {paused:.2f} s paused over "
+                     f"{fabric['paused_directions']} link direction(s)")
     probes = summary.get("probes")
     if probes:
         during = ", ".join(f"{f['id']}: {w['loss_pct']} %" for f, w in zip(summary["faults"], probes["fault_windows"]))

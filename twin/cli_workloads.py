@@ -21,6 +21,7 @@ from .errors import TwinError
 from .labs import running_lab
 from .probes.plan import PAIR_MODES
 from .probes.run import run_probe_mesh
+from .roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
 from .runtime import get_runtime
 from .train.session import refuse_during_training
 from .telemetry.prometheus import registry_for
@@ -47,12 +48,23 @@ def bench() -> None:
 @click.option("--iters", default=5, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--warmup", default=1, show_default=True, type=click.IntRange(0, 100))
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds a single collective may take.")
+@click.option("--transport", type=click.Choice(["tcp", "roce"]), default="tcp", show_default=True,
+              help="tcp: gloo over TCP; roce: RoCE's RC transport emulated over UDP (go-back-N).")
+@click.option("--qps-per-connection", default=1, show_default=True, type=click.IntRange(1, 8),
+              help="roce: QPs per rank pair (NCCL_IB_QPS_PER_CONNECTION), each its own ECMP path.")
+@click.option("--ib-timeout", default=DEFAULT_IB_TIMEOUT, show_default=True, type=click.IntRange(0, 31),
+              help="roce: NCCL_IB_TIMEOUT, first retransmission timeout 4.096 us x 2^n.")
+@click.option("--retry-cnt", default=DEFAULT_RETRY_CNT, show_default=True, type=click.IntRange(0, 7),
+              help="roce: NCCL_IB_RETRY_CNT, retries before a QP fails.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, timeout, as_json) -> None:
-    """Time a collective over gloo, one rank per host NIC, like nccl-tests.
+def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, timeout, transport,
+                     qps_per_connection, ib_timeout, retry_cnt, as_json) -> None:
+    """Time a collective, one rank per host NIC, like nccl-tests: over gloo (TCP) or the
+    emulated RoCE transport.
 
     Every iteration's result is checked against the expected values (#wrong). busbw uses
-    nccl-tests' factors; "line" is busbw as a fraction of the lab's line rate.
+    nccl-tests' factors; "line" is busbw as a fraction of the lab's line rate. On roce the
+    table adds what the transport retransmitted, its NAKs and timeouts.
     """
     try:
         size_list = size_sweep(sizes)
@@ -63,20 +75,27 @@ def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, tim
     try:
         with progress_bar() as bar:
             result = run_bench(runtime, state, fabric, op, size_list, ranks, order, channels, iters, warmup,
-                               timeout, RichProgress(bar))
+                               timeout, RichProgress(bar), transport,
+                               {"ib_timeout": ib_timeout, "retry_cnt": retry_cnt,
+                                "qps_per_connection": qps_per_connection, "time_scale": 1.0})
     except RankSpecError as exc:
         raise TwinError(str(exc), hint="see `twin lab show " + name + "` for host and NIC names") from None
     if as_json:
         out.print_json(json.dumps(result.as_dict()))
         return
-    table = Table(title=f"{op}, {len(result.ranks)} ranks ({ranks}, {order} ring, {channels} channel(s)), "
+    roce = transport == "roce"
+    table = Table(title=f"{op} over {transport}, {len(result.ranks)} ranks ({ranks}, {order} ring, "
+                  f"{channels} channel(s){f', {qps_per_connection} QP(s) per pair' if roce else ''}), "
                   f"line rate {fabric.rate_bps / 1e6:g} Mbit/s", title_justify="left")
-    for column in ("size", "count", "type", "time (ms)", "algbw (MB/s)", "busbw (MB/s)", "line", "#wrong"):
+    for column in ("size", "count", "type", "time (ms)", "algbw (MB/s)", "busbw (MB/s)", "line", "#wrong",
+                   *(("retrans MB", "NAKs", "timeouts") if roce else ())):
         table.add_column(column, justify="right")
     for m in result.measurements:
+        extra = (f"{m.transport.get('retrans_bytes', 0) / 1e6:.2f}", str(m.transport.get("naks_sent", 0)),
+                 str(m.transport.get("timeouts", 0))) if roce else ()
         table.add_row(human_size(m.size), str(m.count), "float", f"{m.time_s * 1000:.1f}",
                       f"{m.algbw / 1e6:.2f}", f"{m.busbw / 1e6:.2f}", f"{m.line_fraction(fabric.rate_bps):.2f}",
-                      str(m.wrong))
+                      str(m.wrong), *extra)
     out.print(table)
     out.print(f"bytes into spines: {result.spine_bytes / 1e6:.1f} MB, into superspines: "
               f"{result.superspine_bytes / 1e6:.1f} MB; ring hops crossing spines: "

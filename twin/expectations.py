@@ -7,6 +7,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .detect.runner import BUILTINS
 
+HANG_CAUSES = ("timeout", "peer_closed", "transport_error", "any")
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -41,8 +43,31 @@ class WorkloadWithin(_Strict):
 
 
 class CollectiveLimit(_Strict):
-    max_slowdown: float = Field(gt=0)
+    max_slowdown: float | None = Field(None, gt=0, description="no fault window slower than this")
+    min_slowdown: float | None = Field(None, gt=0, description="a fault window at least this much slower "
+                                                               "(the fault must hurt the job)")
     workload: str | None = None
+
+    @model_validator(mode="after")
+    def _a_limit(self):
+        if self.max_slowdown is None and self.min_slowdown is None:
+            raise ValueError("give max_slowdown, min_slowdown or both")
+        return self
+
+
+class WorkloadRef(_Strict):
+    workload: str
+
+
+class HangOf(_Strict):
+    workload: str
+    cause: str = Field("any", description="timeout | peer_closed | transport_error | any")
+
+    @model_validator(mode="after")
+    def _cause(self):
+        if self.cause not in HANG_CAUSES:
+            raise ValueError(f"cause {self.cause!r}: one of {', '.join(HANG_CAUSES)}")
+        return self
 
 
 class Expectation(_Strict):
@@ -50,14 +75,16 @@ class Expectation(_Strict):
     reroute: FaultWithin | None = Field(None, description="routing has finished changing within_s of onset")
     recover: WorkloadWithin | None = Field(None, description="the workload is back to healthy within_s of onset")
     collective: CollectiveLimit | None = Field(None, description="step time in fault windows vs healthy baseline")
-    no_hang: bool | None = Field(None, description="no collective timed out")
+    no_hang: bool | WorkloadRef | None = Field(None, description="no collective (or this workload's) hung; "
+                                                                 "false: some collective did")
+    hang: HangOf | None = Field(None, description="this workload hung, for this cause (a job that dies)")
     max_wrong_verdicts: int | None = Field(None, ge=0, description="verdicts naming no active fault (false "
                                                                    "positives), over every detector")
 
     @model_validator(mode="after")
     def _one(self):
         if sum(v is not None for v in self.model_dump().values()) != 1:
-            raise ValueError("each entry is exactly one of detect, reroute, recover, collective, no_hang, "
+            raise ValueError("each entry is exactly one of detect, reroute, recover, collective, no_hang, hang, "
                              "max_wrong_verdicts")
         return self
 
@@ -92,8 +119,9 @@ def check(spec, fault_ids: set[str], problem) -> tuple[list[DetectorSpec], list[
         if expectation.kind in ("detect", "max_wrong_verdicts") and not detectors:
             problem(("expect", number, expectation.kind), "no detector to grade",
                     "add detectors: - builtin: probe-localizer")
-        if expectation.kind == "recover" and target.workload not in names:
-            problem(("expect", number, "recover"), f"no workload {target.workload!r}",
+        workload = getattr(target, "workload", None)
+        if workload is not None and workload not in names:
+            problem(("expect", number, expectation.kind), f"no workload {workload!r}",
                     f"workloads: {', '.join(sorted(names)) or 'none'}")
         expectations.append(expectation)
     return detectors, expectations

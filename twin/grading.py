@@ -82,13 +82,14 @@ def grade(expectations: list, report: dict, records: list[dict], targets: dict[s
             ok = measured is not None and measured <= limit
             why = f"back {measured} s after onset" if measured is not None else "never recovered"
         elif kind == "collective":
-            limit = target.max_slowdown
+            limit = target.max_slowdown if target.max_slowdown is not None else target.min_slowdown
             slowdowns = [w.get("slowdown", math.inf) if w.get("iterations") else math.inf
                          for name, c in report["collectives"].items()
                          if target.workload in (None, name, name.rsplit("-", 1)[0])
                          for w in c["fault_windows"]]
             measured = max(slowdowns) if slowdowns else None
-            ok = measured is not None and measured <= limit
+            ok = measured is not None and (target.max_slowdown is None or measured <= target.max_slowdown) \
+                and (target.min_slowdown is None or measured >= target.min_slowdown)
             why = ("no collective workload ran" if measured is None else
                    "a fault window without a single finished iteration" if measured == math.inf else
                    f"worst step-time slowdown x{measured}")
@@ -99,13 +100,26 @@ def grade(expectations: list, report: dict, records: list[dict], targets: dict[s
             ok = measured <= limit
             why = f"{measured} wrong verdict(s) over {len(report['detectors'])} detector(s)"
         elif kind == "no_hang":
-            measured = sum(c["hangs"] for c in report["collectives"].values())
+            chosen = _named(report, target.workload) if hasattr(target, "workload") else report["collectives"]
+            measured = sum(c["hangs"] for c in chosen.values())
             limit = 0
-            ok = (measured == 0) == bool(target)
+            ok = (measured == 0) == (target is True or hasattr(target, "workload"))
             why = f"{measured} hang(s)"
+        elif kind == "hang":
+            causes = [h["cause"] for c in _named(report, target.workload).values() for h in c["hang_events"]]
+            measured = sorted(set(causes))
+            limit = target.cause
+            ok = bool(causes) and (target.cause == "any" or target.cause in causes)
+            why = (f"hung: {', '.join(f'{causes.count(c)} rank(s) by {c}' for c in measured)}" if causes
+                   else "never hung")
         graded.append({"expect": expectation.model_dump(exclude_none=True), "kind": kind,
                        "status": "pass" if ok else "fail", "measured": measured, "limit": limit, "message": why})
     return graded
+
+
+def _named(report: dict, workload: str) -> dict:
+    """The collectives a workload reference names (`allreduce-1`, or `allreduce` if used once)."""
+    return {n: c for n, c in report["collectives"].items() if workload in (n, n.rsplit("-", 1)[0])}
 
 
 def _recovery(workload: str, report: dict, records: list[dict]) -> float | None:

@@ -90,8 +90,9 @@ def analyse(result: RunResult) -> dict:
         "mitigation": workload_report.mitigation(records),
         "fabric": workload_report.fabric(records, windows, result.scenario.fabric.pfc),
         "expectations": [],  # graded below, from everything above
-        "transport_note": "flows and probes are UDP and collectives are gloo over TCP, not RoCE: TCP "
-                          "retransmits selectively, so loss costs far less here than on a go-back-N RDMA NIC",
+        "transport_note": "flows and probes are UDP; collectives say their transport: tcp is gloo over TCP "
+                          "(selective retransmission: loss costs little), roce the emulated RoCE RC transport "
+                          "(go-back-N, NCCL's timers; user space over UDP, this kernel has no RDMA)",
         "fabric_note": ("lossless: a full queue pauses its senders (PFC emulated on the kernel's queues)"
                         if result.scenario.fabric.pfc else "lossy (links.pfc: false): a full queue drops"),
     }
@@ -147,7 +148,8 @@ def write_timeline(result: RunResult, report: dict, path: Path) -> None:
     steps = workload_report.step_series(records)
     paused_t, paused_n = workload_report.paused_series(records)
     show_pfc = any(paused_n)
-    panels = 2 * bool(flows) + bool(probe_rows) + bool(steps) + show_pfc or 1
+    resent = {w: series for w, series in workload_report.retransmission_series(records).items() if any(series[1])}
+    panels = 2 * bool(flows) + bool(probe_rows) + bool(steps) + show_pfc + bool(resent) or 1
     fig, axes = plt.subplots(panels, 1, figsize=(11, 2.75 * panels + 0.5), sharex=True, squeeze=False)
     axes = list(axes[:, 0])
     top, bottom = axes[0], axes[-1]
@@ -173,6 +175,12 @@ def write_timeline(result: RunResult, report: dict, path: Path) -> None:
                 ax.axvspan(c["first_hang_s"], c["recovered_s"] or report["duration_s"], color="#d62728", alpha=0.15)
         ax.set_ylabel("step s (slowest rank)")
         ax.legend(fontsize=7, loc="upper left", title="red: hung until recovered", title_fontsize=7)
+    if resent:  # what go-back-N resent: the price a RoCE job pays for loss
+        ax = next(free)
+        for workload, (ts, ys) in resent.items():
+            ax.bar(ts, ys, width=0.45, align="edge", label=workload)
+        ax.set_ylabel("RoCE resent MB / 0.5 s")
+        ax.legend(fontsize=7, loc="upper left")
     if show_pfc:  # congestion spreading: how many link directions PFC holds
         ax = next(free)
         ax.plot(paused_t, paused_n, color="#8c564b", drawstyle="steps-post")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
+from .roce.qp import REPORTED_FIELDS
+
 COLLECTIVE_WARMUP_ITERS = 1  # the first iteration includes connection set-up
 
 
@@ -38,9 +40,21 @@ def _summary(steps: list[dict]) -> dict:
             "wrong": sum(s["wrong"] for s in steps)}
 
 
+def _transport(records: list[dict], workload: str, start: float, end: float) -> dict:
+    """What the RoCE transport did for one workload in [start, end): summed over ranks."""
+    totals = {name: 0 for name in REPORTED_FIELDS}
+    for r in records:
+        if r["kind"] in ("collective", "hang") and r.get("workload") == workload and start <= r["t"] < end:
+            for name in REPORTED_FIELDS:
+                totals[name] += r.get(name, 0)
+    return totals
+
+
 def collectives(records: list[dict], windows: list[tuple[float, float]], settle_s: float = 2.0) -> dict:
-    """Per workload: baseline, per fault window, and hangs."""
+    """Per workload: baseline, per fault window, and hangs; on roce, what the transport did."""
     steps = _step_times(records)
+    transports = {r["workload"]: r.get("transport", "tcp") for r in records
+                  if r["kind"] == "workload" and r.get("op") == "start" and "op_kind" in r}
     by_workload: dict[str, list[dict]] = defaultdict(list)
     for (workload, _gen, _it), step in steps.items():
         by_workload[workload].append(step)
@@ -49,14 +63,19 @@ def collectives(records: list[dict], windows: list[tuple[float, float]], settle_
         healthy = [s for s in items if not any(a <= s["t"] < b + settle_s for a, b in windows)]
         base = _summary(healthy)
         per_window = []
+        roce = transports.get(workload) == "roce"
         for start, end in windows:
             inside = _summary([s for s in items if start <= s["t"] < end])
             if base.get("median_step_s") and inside.get("median_step_s"):
                 inside["slowdown"] = round(inside["median_step_s"] / base["median_step_s"], 3)
+            if roce:
+                inside["transport"] = _transport(records, workload, start, end)
             per_window.append(inside)
         hangs = [r for r in records if r["kind"] == "hang" and r["workload"] == workload]
         recovered = [r for r in records if r["kind"] == "recovered" and r["workload"] == workload]
         result[workload] = {
+            "transport": transports.get(workload, "tcp"),
+            **({"transport_totals": _transport(records, workload, float("-inf"), float("inf"))} if roce else {}),
             "baseline": base, "fault_windows": per_window,
             "hangs": len({(h["gen"]) for h in hangs}),
             "hang_events": [{"t": h["t"], "rank": h["rank"], "gen": h["gen"], "waited_s": h["waited_s"],
@@ -166,3 +185,13 @@ def paused_series(records: list[dict]) -> tuple[list[float], list[float]]:
             times.append(t0)
             values.append(round(paused / (t1 - t0), 3))
     return times, values
+
+
+def retransmission_series(records: list[dict], bin_s: float = 0.5) -> dict[str, tuple[list[float], list[float]]]:
+    """workload -> (bin start times, MB the RoCE transport retransmitted in each bin, all ranks)."""
+    bins: dict[str, dict[int, float]] = {}
+    for r in records:
+        if r["kind"] in ("collective", "hang") and "retrans_bytes" in r:
+            bins.setdefault(r["workload"], {}).setdefault(int(r["t"] // bin_s), 0.0)
+            bins[r["workload"]][int(r["t"] // bin_s)] += r["retrans_bytes"] / 1e6
+    return {w: ([b * bin_s for b in sorted(v)], [round(v[b], 3) for b in sorted(v)]) for w, v in bins.items()}

@@ -80,3 +80,23 @@ def test_detection_counts_from_the_end_of_the_apply_and_a_verdict_during_it_is_r
     d = detectors(records, [slow], TARGETS, 40.0)
     assert d["during-apply"]["detect_s"] == {"bad": 0.0} and d["during-apply"]["wrong"] == 0
     assert d["after"]["detect_s"] == {"bad": 0.49}
+
+
+def test_min_slowdown_and_hangs_per_workload():
+    collectives = {
+        "allreduce-0": {"baseline": {"median_step_s": 0.3}, "hangs": 0, "hang_events": [], "first_hang_s": None,
+                        "recovered_s": None, "fault_windows": [{"iterations": 2, "slowdown": 3.5}]},
+        "allreduce-1": {"baseline": {"median_step_s": 0.3}, "hangs": 1, "first_hang_s": 10.2, "recovered_s": 12.0,
+                        "hang_events": [{"t": 10.2, "rank": 0, "gen": 0, "waited_s": 0.5, "cause": "transport_error"},
+                                        {"t": 10.2, "rank": 1, "gen": 0, "waited_s": 0.6, "cause": "peer_closed"}],
+                        "fault_windows": [{"iterations": 0}]}}
+    expectations = [Expectation.model_validate(e) for e in (
+        {"collective": {"workload": "allreduce-0", "min_slowdown": 2}},
+        {"collective": {"workload": "allreduce-0", "min_slowdown": 5}},
+        {"collective": {"workload": "allreduce-1", "min_slowdown": 2}},  # no iteration at all: stalled
+        {"no_hang": {"workload": "allreduce-0"}}, {"no_hang": {"workload": "allreduce-1"}},
+        {"hang": {"workload": "allreduce-1", "cause": "transport_error"}},
+        {"hang": {"workload": "allreduce-1", "cause": "timeout"}}, {"hang": {"workload": "allreduce-0"}})]
+    graded = grade(expectations, report(collectives), RECORDS, TARGETS)
+    assert [g["status"] for g in graded] == ["pass", "fail", "pass", "pass", "fail", "pass", "fail", "fail"]
+    assert graded[5]["measured"] == ["peer_closed", "transport_error"]

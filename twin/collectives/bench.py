@@ -15,6 +15,7 @@ from ..state import LabState
 from ..telemetry.counters import CounterReader, tier_rx_bytes
 from .groups import ring_hops_through_spines, ring_order, select_nics
 from .launcher import Job, JobSpec, run_to_end
+from ..roce.qp import REPORTED_FIELDS
 from .metrics import Measurement, aligned_size
 from .cpu import CpuMeter
 
@@ -34,22 +35,27 @@ class BenchResult:
     ring_hops_crossing_spines: int
     cpu_busy_pct: list[float]  # per core, from all ranks connected to the last result
     elapsed_s: float
+    transport: str = "tcp"
 
     def as_dict(self) -> dict:
-        return {"op": self.op, "ranks": self.ranks, "order": self.order, "channels": self.channels,
+        return {"op": self.op, "transport": self.transport, "ranks": self.ranks, "order": self.order,
+                "channels": self.channels,
                 "rate_bps": self.rate_bps, "spine_bytes": self.spine_bytes,
                 "superspine_bytes": self.superspine_bytes,
                 "ring_hops_crossing_spines": self.ring_hops_crossing_spines,
                 "cpu_busy_pct": self.cpu_busy_pct, "elapsed_s": round(self.elapsed_s, 2),
                 "results": [{"op": m.op, "size": m.size, "count": m.count, "type": "float", "time_s": m.time_s,
                              "algbw_Bps": m.algbw, "busbw_Bps": m.busbw,
-                             "busbw_line_fraction": m.line_fraction(self.rate_bps), "wrong": m.wrong}
+                             "busbw_line_fraction": m.line_fraction(self.rate_bps), "wrong": m.wrong,
+                             **m.transport}
                             for m in self.measurements]}
 
 
 def run_bench(runtime: Runtime, state: LabState, fabric: Fabric, op: str | list[str], sizes: list[int],
               ranks: str | list[str] = "all", order: str = "topo", channels: int = 1, iters: int = 5,
-              warmup: int = 1, timeout_s: float = 60.0, progress: Progress | None = None) -> BenchResult:
+              warmup: int = 1, timeout_s: float = 60.0, progress: Progress | None = None,
+              transport: str = "tcp", roce: dict | None = None) -> BenchResult:
+    """roce: the transport's settings (ib_timeout, retry_cnt, qps_per_connection, time_scale)."""
     progress = progress or NullProgress()
     ops = [op] if isinstance(op, str) else list(op)
     op = ",".join(ops)
@@ -57,7 +63,8 @@ def run_bench(runtime: Runtime, state: LabState, fabric: Fabric, op: str | list[
     world = len(nics)
     sizes = sorted({aligned_size(size, world * channels) for size in sizes})
     spec = JobSpec(name=f"bench-{ops[0]}-{os.getpid()}-{next(_job_numbers)}", ops=ops, nics=nics, sizes=sizes, mode="bench",
-                   iters=iters, warmup=warmup, channels=channels, timeout_s=timeout_s)
+                   iters=iters, warmup=warmup, channels=channels, timeout_s=timeout_s, transport=transport,
+                   roce={**(roce or {}), "mtu": fabric.mtu})
     progress.phase(f"{op} over {world} ranks", len(sizes) * len(ops))
     measurements: list[Measurement] = []
 
@@ -71,7 +78,8 @@ def run_bench(runtime: Runtime, state: LabState, fabric: Fabric, op: str | list[
             if connected == world:  # CPU is measured from here: start-up (torch import) excluded
                 cpu = CpuMeter()
         if record.get("event") == "result":
-            measurements.append(Measurement(record["op"], record["size"], world, record["time_s"], record["wrong"]))
+            measurements.append(Measurement(record["op"], record["size"], world, record["time_s"], record["wrong"],
+                                            {k: record[k] for k in REPORTED_FIELDS if k in record}))
             progress.advance()
 
     # Worst case per size: iterations at a tenth of line rate, plus start-up.
@@ -84,4 +92,4 @@ def run_bench(runtime: Runtime, state: LabState, fabric: Fabric, op: str | list[
     return BenchResult(op, [n.label for n in nics], order, channels, fabric.rate_bps, measurements,
                        tier_rx_bytes(before, after, fabric, "spine"),
                        tier_rx_bytes(before, after, fabric, "superspine"),
-                       ring_hops_through_spines(nics), busy, time.monotonic() - started)
+                       ring_hops_through_spines(nics), busy, time.monotonic() - started, transport)

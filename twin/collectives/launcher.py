@@ -35,6 +35,8 @@ class JobSpec:
     timeout_s: float = 30.0
     compute_ms: float = 0.0
     duration_s: float = 0.0
+    transport: str = "tcp"  # tcp: gloo | roce: the emulated RoCE transport (twin/roce)
+    roce: dict = field(default_factory=dict)  # ib_timeout, retry_cnt, qps_per_connection, time_scale, mtu
 
 
 @dataclass

@@ -7,7 +7,7 @@ on its link, comparable with the line rate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..units import parse_size_bytes
 
@@ -35,6 +35,7 @@ class Measurement:
     ranks: int
     time_s: float  # per iteration, slowest rank
     wrong: int
+    transport: dict = field(default_factory=dict)  # roce: retransmissions, NAKs, timeouts, QP errors (all ranks)
 
     @property
     def count(self) -> int:

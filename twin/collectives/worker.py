@@ -1,4 +1,5 @@
-"""One rank: a process in a host's namespace, its gloo traffic bound to one NIC.
+"""One rank: a process in a host's namespace, its traffic bound to one NIC: gloo over TCP, or the
+emulated RoCE transport (`transport: roce`, twin/roce) through the same torch calls.
 
     python -m twin.collectives.worker <job.json> <rank>
 
@@ -25,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
 from .identity import become_rank
 from .verify import Buffers
 
@@ -51,6 +53,8 @@ class Rank:
         self.control = dist.FileStore(str(Path(job["directory"]) / "store"), self.world)
         self.generation = 0
         self.groups: list = []
+        self.backend = "roce" if job.get("transport") == "roce" else "gloo"
+        self.transport_seen: dict = {}  # the transport counters already reported, this generation
         self.deadline = time.monotonic() + job.get("duration_s", 0) + job["timeout_s"] * 4 + 600
 
     def emit(self, **record) -> None:
@@ -71,7 +75,8 @@ class Rank:
                 raise Stopped()
             time.sleep(0.05)
         store = dist.PrefixStore(f"gen{self.generation}", self.control)
-        dist.init_process_group("gloo", store=store, rank=self.rank, world_size=self.world, timeout=self.timeout)
+        dist.init_process_group(self.backend, store=store, rank=self.rank, world_size=self.world,
+                                timeout=self.timeout)
         self.groups = [None] + [dist.new_group(list(range(self.world)), timeout=self.timeout)
                                 for _ in range(self.job["channels"] - 1)]
 
@@ -83,7 +88,22 @@ class Rank:
         except Exception:  # a broken group may refuse to shut down cleanly; it is dropped either way
             pass
         self.generation += 1
+        self.transport_seen = {}
         self.connect()
+
+    def transport_delta(self) -> dict:
+        """The RoCE transport's counters since the last call (retransmissions, NAKs, timeouts, QP
+        errors), summed over this rank's process groups; empty on gloo."""
+        if self.backend != "roce":
+            return {}
+        default = self.dist.distributed_c10d._get_default_group()
+        totals: dict = {}
+        for group in [default] + [g for g in self.groups if g is not None]:
+            for key, value in group.transport_stats().items():
+                totals[key] = totals.get(key, 0) + value
+        delta = {key: value - self.transport_seen.get(key, 0) for key, value in totals.items()}
+        self.transport_seen = totals
+        return {key: delta[key] for key in TRANSPORT_FIELDS}
 
     def run_op(self, buffers: Buffers) -> float:
         """One collective, split over the channels; returns seconds."""
@@ -102,18 +122,20 @@ class Rank:
                 buffers.fill()
                 self.run_op(buffers)
             elapsed, wrong = 0.0, 0
+            self.transport_delta()
             for _ in range(self.job["iters"]):
                 buffers.fill()
                 self.dist.barrier()
                 elapsed += self.run_op(buffers)
                 wrong += buffers.wrong()
+            transport = self.transport_delta()
             slowest = torch.tensor([elapsed / self.job["iters"]])
-            wrong_total = torch.tensor([wrong], dtype=torch.int64)
+            totals = torch.tensor([wrong, *transport.values()], dtype=torch.int64)
             self.dist.all_reduce(slowest, op=self.dist.ReduceOp.MAX)
-            self.dist.all_reduce(wrong_total)
+            self.dist.all_reduce(totals)
             if self.rank == 0:
-                self.emit(event="result", op=op, size=size, time_s=slowest.item(),
-                          wrong=int(wrong_total.item()))
+                self.emit(event="result", op=op, size=size, time_s=slowest.item(), wrong=int(totals[0].item()),
+                          **dict(zip(transport, (int(v) for v in totals[1:].tolist()))))
 
     def loop(self) -> None:
         size, compute_s = self.job["sizes"][0], self.job["compute_ms"] / 1000
@@ -128,14 +150,15 @@ class Rank:
             op_start = time.monotonic()
             try:
                 comm_s = self.run_op(buffers)
-            except RuntimeError as exc:  # gloo: timed out, or a peer's connection broke
-                error = str(exc).splitlines()[0][:200]
+            except RuntimeError as exc:  # timed out, a peer's connection broke, a QP failed
+                error = str(exc).splitlines()[0][:300]
                 self.emit(event="hang", t=op_start, waited_s=round(time.monotonic() - op_start, 3),
-                          iter=iteration, error=error, cause=hang_cause(error))
+                          iter=iteration, error=error, cause=hang_cause(error), **self.transport_delta())
                 self._recover()
                 continue
             self.emit(event="iter", iter=iteration, t=step_start, comm_s=round(comm_s, 5),
-                      step_s=round(time.monotonic() - step_start, 5), size=size, wrong=buffers.wrong())
+                      step_s=round(time.monotonic() - step_start, 5), size=size, wrong=buffers.wrong(),
+                      **self.transport_delta())
             iteration += 1
 
     def _recover(self) -> None:
@@ -153,7 +176,9 @@ class Rank:
 def hang_cause(error: str) -> str:
     """`timeout` when this rank's own timer ran out; `peer_closed` when another rank gave up first
     and tore its connections down (that rank may have started the collective later, so it
-    waited less than the timeout)."""
+    waited less than the timeout); `transport_error` when a RoCE QP ran out of retries."""
+    if "retry count exceeded" in error:
+        return "transport_error"
     if "Timed out" in error:
         return "timeout"
     if "Connection closed" in error or "Connection reset" in error:
@@ -164,12 +189,24 @@ def hang_cause(error: str) -> str:
 def main() -> None:
     job = json.loads(Path(sys.argv[1]).read_text())
     rank = int(sys.argv[2])
+    nic = job["nics"][rank]
     # gloo binds its sockets to this interface's address: the rank's traffic uses its own rail.
-    os.environ["GLOO_SOCKET_IFNAME"] = job["nics"][rank]["ifname"]
+    os.environ["GLOO_SOCKET_IFNAME"] = nic["ifname"]
+    if job.get("transport") == "roce":  # configured like NCCL, from the environment
+        roce = job["roce"]
+        os.environ.update({
+            "FABRIC_TWIN_ROCE_ADDRESS": nic["address"], "FABRIC_TWIN_ROCE_IFNAME": nic["ifname"],
+            "FABRIC_TWIN_ROCE_LABEL": f"{nic['host']}:{nic['ifname']}", "FABRIC_TWIN_ROCE_MTU": str(roce["mtu"]),
+            "FABRIC_TWIN_ROCE_TIME_SCALE": str(roce["time_scale"]), "NCCL_IB_TIMEOUT": str(roce["ib_timeout"]),
+            "NCCL_IB_RETRY_CNT": str(roce["retry_cnt"]), "NCCL_IB_QPS_PER_CONNECTION": str(roce["qps_per_connection"])})
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     import torch
     import torch.distributed  # noqa: F401  (imported while the interpreter's files are readable)
+
+    if job.get("transport") == "roce":
+        from ..roce.backend import register
+        register()
 
     become_rank(job["nics"][rank]["rail"], job["directory"])
 

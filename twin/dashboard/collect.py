@@ -51,6 +51,7 @@ class Collector:
         self.training = False
         self.paused: dict[str, float] = {}  # link -> share of the last second its busier direction was held
         self.paused_series: deque = deque()  # (t, directions held on average)
+        self.resent: deque = deque()  # (t, MB a RoCE job's rank 0 resent in that step)
         self.queue_drops = 0
         self._last_pfc: tuple[float, dict] | None = None
         self._drop_base: dict | None = None
@@ -155,6 +156,9 @@ class Collector:
             self._rank_logs.setdefault(str(log), RankLog(log))
         for log in self._rank_logs.values():
             for record in log.read():
+                if record.get("event") in ("iter", "hang") and record.get("retrans_bytes") is not None:
+                    with self._lock:  # rank 0 of a RoCE job: what its transport resent
+                        self.resent.append((record.get("t", time.monotonic()), record["retrans_bytes"] / 1e6))
                 if record.get("event") == "iter":
                     with self._lock:
                         self.steps.append((record["t"], record["step_s"]))
@@ -196,7 +200,7 @@ class Collector:
     def _trim(self) -> None:
         horizon = time.monotonic() - CHART_S
         with self._lock:
-            for series in (self.steps, self.probe_loss, self.paused_series):
+            for series in (self.steps, self.probe_loss, self.paused_series, self.resent):
                 while series and series[0][0] < horizon:
                     series.popleft()
 
@@ -218,14 +222,16 @@ class Collector:
                         "series": [[round(t - now, 1), round(v, 3)] for t, v in self.paused_series]},
                 "sessions": list(self.sessions),
                 "steps": steps,
+                "resent": _per_second(self.resent, now, total=True),
                 "probe_loss": [[round(t - now, 1), round(v, 2)] for t, v in self.probe_loss],
                 "faults": self.faults,
             }
 
 
-def _per_second(points, now: float) -> list[list[float]]:
-    """Median step time per second, as [seconds ago (negative), value]."""
+def _per_second(points, now: float, total: bool = False) -> list[list[float]]:
+    """Median (or total) per second, as [seconds ago (negative), value]."""
     buckets: dict[int, list[float]] = {}
     for t, value in points:
         buckets.setdefault(int(t - now), []).append(value)
-    return [[second, round(statistics.median(values), 4)] for second, values in sorted(buckets.items())]
+    return [[second, round(sum(values) if total else statistics.median(values), 4)]
+            for second, values in sorted(buckets.items())]

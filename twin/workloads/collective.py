@@ -1,5 +1,6 @@
-"""kind: allreduce | allgather | reducescatter | alltoall | broadcast | train — real gloo
-collectives running for the whole scenario, one rank per host NIC.
+"""kind: allreduce | allgather | reducescatter | alltoall | broadcast | train — real torch
+collectives running for the whole scenario, one rank per host NIC: gloo over TCP, or the
+emulated RoCE transport (`transport: roce`, twin/roce) with NCCL's timers.
 
 The collective kinds repeat the operation back to back; `train` is a training-step loop:
 `compute_ms` of simulated compute (sleep), then an allreduce of a gradient-sized tensor.
@@ -14,16 +15,21 @@ import threading
 import time
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..collectives.groups import ring_order, select_nics
 from ..collectives.launcher import Job, JobSpec
 from ..collectives.metrics import aligned_size, bus_factor
+from ..roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
 from ..errors import TwinError
+from ..roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
 from ..units import parse_size_bytes
 from .base import WorkloadContext
 
 POLL_S = 0.2
+
+
+ROCE_KEYS = ("ib_timeout", "retry_cnt", "qps_per_connection", "time_scale")
 
 
 class CollectiveParams(BaseModel):
@@ -31,14 +37,35 @@ class CollectiveParams(BaseModel):
     size: str = Field("8MiB", description="bytes per rank (total over ranks for allgather/reducescatter)")
     ranks: str | list[str] = Field("all", description="all | rail:N | hosts:H1,H2 | list of host:nic")
     order: Literal["naive", "topo"] = Field("topo", description="ring order of the ranks")
-    channels: int = Field(1, ge=1, le=8, description="connections per rank pair")
+    channels: int = Field(1, ge=1, le=8, description="process groups, each with its own connections")
     timeout_s: float = Field(10.0, gt=0, le=600, description="a collective taking longer is a hang")
+    transport: Literal["tcp", "roce"] = Field("tcp", description="tcp: gloo over TCP (the real library); "
+                                              "roce: RoCE's RC transport emulated over UDP (go-back-N)")
+    ib_timeout: int = Field(DEFAULT_IB_TIMEOUT, ge=0, le=31,
+                            description="roce: NCCL_IB_TIMEOUT, first retransmission timeout 4.096 us x 2^n")
+    retry_cnt: int = Field(DEFAULT_RETRY_CNT, ge=0, le=7, description="roce: NCCL_IB_RETRY_CNT, retries before "
+                                                                      "the QP fails")
+    qps_per_connection: int = Field(1, ge=1, le=8, description="roce: NCCL_IB_QPS_PER_CONNECTION, QPs per rank "
+                                                               "pair (each its own ECMP path)")
+    time_scale: float = Field(1.0, gt=0, le=1e6, description="roce: multiplies the transport's timers")
 
     @field_validator("size")
     @classmethod
     def _size(cls, value: str) -> str:
         parse_size_bytes(value)
         return value
+
+    @model_validator(mode="after")
+    def _roce_keys_need_roce(self):
+        if self.transport != "roce":
+            set_here = sorted(k for k in ROCE_KEYS if k in self.model_fields_set)
+            if set_here:
+                raise ValueError(f"{', '.join(set_here)} apply to transport: roce (this collective runs on tcp)")
+        return self
+
+    def roce(self, mtu: int) -> dict:
+        return {"ib_timeout": self.ib_timeout, "retry_cnt": self.retry_cnt,
+                "qps_per_connection": self.qps_per_connection, "time_scale": self.time_scale, "mtu": mtu}
 
 
 class TrainParams(CollectiveParams):
@@ -59,7 +86,8 @@ class Collective:
         self.spec = JobSpec(name=f"{ctx.run_id}-{name}", ops=[self.op], nics=nics, mode="loop",
                             sizes=[aligned_size(parse_size_bytes(params.size), self.world * params.channels)],
                             channels=params.channels, timeout_s=params.timeout_s,
-                            compute_ms=getattr(params, "compute_ms", 0.0), duration_s=24 * 3600)
+                            compute_ms=getattr(params, "compute_ms", 0.0), duration_s=24 * 3600,
+                            transport=params.transport, roce=params.roce(ctx.fabric.mtu))
         self.job = Job(self.spec, ctx.state, ctx.runtime)
         self.connected = 0
         self._stop = threading.Event()
@@ -68,7 +96,9 @@ class Collective:
     def start(self) -> None:
         self.job.start()
         self.ctx.events.emit("workload", op="start", workload=self.name, op_kind=self.op, world=self.world,
-                             ranks=[n.label for n in self.spec.nics], size=self.spec.sizes[0])
+                             ranks=[n.label for n in self.spec.nics], size=self.spec.sizes[0],
+                             transport=self.params.transport,
+                             **({"roce": self.spec.roce} if self.params.transport == "roce" else {}))
         self._thread.start()
 
     def ready(self, timeout_s: float) -> None:
@@ -110,10 +140,12 @@ class Collective:
                 busbw = record["size"] / record["comm_s"] * factor if record["comm_s"] > 0 else 0.0
                 events.emit("collective", t=t, workload=self.name, rank=record["rank"], nic=nic,
                             iter=record["iter"], step_s=record["step_s"], comm_s=record["comm_s"],
-                            busbw_Bps=round(busbw), gen=record["gen"], wrong=record["wrong"])
+                            busbw_Bps=round(busbw), gen=record["gen"], wrong=record["wrong"],
+                            **{k: record[k] for k in TRANSPORT_FIELDS if k in record})
             elif kind in ("hang", "recovered", "connected", "rejoin_failed"):
                 if kind == "connected" and record["gen"] == 0:
                     self.connected += 1
                 events.emit(kind if kind != "connected" else "rank_connected", t=t, workload=self.name,
                             rank=record["rank"], nic=nic, gen=record["gen"],
-                            **{k: v for k, v in record.items() if k in ("waited_s", "took_s", "error", "cause", "iter")})
+                            **{k: v for k, v in record.items()
+                               if k in ("waited_s", "took_s", "error", "cause", "iter", *TRANSPORT_FIELDS)})

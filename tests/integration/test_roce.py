@@ -1,0 +1,81 @@
+"""The emulated RoCE transport on a real lab: correct and near line rate on a healthy fabric; a
+1 % drop on its path slows it past half while gloo over TCP barely notices; a link down longer
+than the retry budget fails the QP with "retry count exceeded", which the runner reports as a
+hang caused by a transport error, and a job with a longer budget survives the same outage."""
+
+import json
+
+import pytest
+
+from twin.collectives.bench import run_bench
+from twin.faults import engine
+from twin.faults.base import FaultContext
+from twin.runtime import get_runtime
+
+from .helpers import lab_running, twin_cli
+
+pytestmark = pytest.mark.integration
+SIZE = 8 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def mini():
+    with lab_running("mini", "netns") as (state, fabric):
+        yield FaultContext(get_runtime("netns", fabric.name), state, fabric)
+
+
+def bench(ctx, transport, **roce):
+    result = run_bench(ctx.runtime, ctx.state, ctx.fabric, "allreduce", [SIZE], iters=3, warmup=1,
+                       timeout_s=120, transport=transport, roce={"ib_timeout": 20, "retry_cnt": 7,
+                                                                  "qps_per_connection": 2, "time_scale": 1.0, **roce})
+    (measurement,) = result.measurements
+    return measurement
+
+
+def test_roce_allreduce_is_correct_and_keeps_the_line_busy(mini):
+    m = bench(mini, "roce")
+    assert m.wrong == 0
+    assert m.line_fraction(mini.fabric.rate_bps) >= 0.7, m  # 0.95 measured; a loose floor
+    assert m.transport["retrans_bytes"] == 0 and m.transport["timeouts"] == 0, m.transport
+
+
+def test_one_percent_loss_cripples_roce_and_not_tcp(mini):
+    healthy = {t: bench(mini, t).busbw for t in ("roce", "tcp")}
+    timing, params = engine.parse({"id": "lossy", "kind": "silent_drop", "link": "leaf-g1-r1 -- host-g1-h1",
+                                   "loss_pct": 1})
+    engine.inject(mini, timing, params)
+    try:
+        lossy = {t: bench(mini, t) for t in ("roce", "tcp")}
+    finally:
+        engine.clear(mini, "lossy")
+    assert lossy["roce"].wrong == 0 and lossy["tcp"].wrong == 0
+    assert lossy["roce"].busbw < 0.5 * healthy["roce"], (lossy["roce"], healthy)  # go-back-N
+    assert lossy["tcp"].busbw > 0.7 * healthy["tcp"], (lossy["tcp"], healthy)  # selective repeat
+    assert lossy["roce"].transport["naks_sent"] > 0 and lossy["roce"].transport["retrans_bytes"] > SIZE // 10
+
+
+def test_a_link_down_longer_than_the_retry_budget_is_a_transport_error(mini, tmp_path):
+    """host-g1-h1's only link down for 3 s: a budget of 0.47 s (67 + 134 + 268 ms) runs out, one
+    of minutes does not."""
+    scenario = tmp_path / "budgets.yaml"
+    job = {"kind": "allreduce", "transport": "roce", "size": "4MiB", "timeout_s": 60}
+    scenario.write_text(json.dumps({
+        "name": "budgets", "lab": "mini", "duration_s": 14, "telemetry_ms": 0,
+        "workloads": [{**job, "ib_timeout": 17, "retry_cnt": 7}, {**job, "ib_timeout": 14, "retry_cnt": 2}],
+        "faults": [{"id": "cut", "kind": "link_down", "link": "leaf-g1-r1 -- host-g1-h1", "at_s": 4,
+                    "duration_s": 3}],
+        "expect": [{"no_hang": {"workload": "allreduce-0"}},
+                   {"hang": {"workload": "allreduce-1", "cause": "transport_error"}}]}))
+    result = twin_cli("run", str(scenario), "--keep", "--results", str(tmp_path / "results"))
+    (run_dir,) = (tmp_path / "results").iterdir()
+    report = json.loads((run_dir / "report.json").read_text())
+    assert result.returncode == 0, [e["message"] for e in report["expectations"]]
+    impatient = report["collectives"]["allreduce-1"]
+    errors = [h for h in impatient["hang_events"] if h["cause"] == "transport_error"]
+    assert errors and all(0.3 < h["waited_s"] < 3.0 for h in errors), errors  # gave up during the outage
+    patient = report["collectives"]["allreduce-0"]
+    assert patient["hangs"] == 0 and patient["transport_totals"]["timeouts"] > 0  # waited it out
+    assert impatient["transport_totals"]["qp_errors"] > 0
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert any("retry count exceeded" in e.get("error", "") and "host-g1-h1" in e["error"]
+               for e in events if e["kind"] == "hang")  # names the peer's NIC

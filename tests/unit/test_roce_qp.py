@@ -1,0 +1,147 @@
+"""The RC queue pair's go-back-N state machine (roce/qp.py) on a simulated link with a virtual
+clock: loss, reordering, duplicates, NAK, timeout, retry exhaustion."""
+
+import pytest
+
+from twin.roce.wire import Header
+from twin.roce.qp import QueuePair, Timers, ib_timeout_s, retry_budget_s
+from twin.roce.wire import ACK, DATA, NAK
+
+PAYLOAD = 1000
+
+
+class Link:
+    """A sends to B, B answers A. `drop(kind, psn, nth)` decides which packets vanish; `swap`
+    reorders the next two data packets once."""
+
+    def __init__(self, timers=None, drop=None):
+        self.a = QueuePair(1, 2, PAYLOAD, timers or Timers(timeout_s=0.01, retry_cnt=3, ack_every=4))
+        self.b = QueuePair(2, 1, PAYLOAD, timers or Timers(timeout_s=0.01, retry_cnt=3, ack_every=4))
+        self.drop = drop or (lambda kind, psn, nth: False)
+        self.now, self.sent = 0.0, {}
+        self.swap_next = False
+
+    def deliver(self, limit=8):
+        batch = self.a.transmit(self.now, limit)
+        if self.swap_next and len(batch) >= 2:
+            batch[0], batch[1] = batch[1], batch[0]
+            self.swap_next = False
+        for header, piece in batch:
+            nth = self.sent[header.psn] = self.sent.get(header.psn, 0) + 1
+            if self.drop(DATA, header.psn, nth):
+                continue
+            controls, _done = self.b.on_data(header, piece, self.now)
+            self._answer(controls)
+        ack = self.b.poll_ack(self.now)
+        if ack:
+            self._answer([ack])
+
+    def _answer(self, controls):
+        for control in controls:
+            if self.drop(control.opcode, control.psn, 1):
+                continue
+            (self.a.on_ack if control.opcode == ACK else self.a.on_nak)(control.psn, self.now)
+
+    def run(self, until, step=0.001):
+        while self.now < until and not self.a.error:
+            self.deliver()
+            self.a.on_timer(self.now)
+            self.now += step
+
+
+def message(n):
+    return memoryview(bytes((i * 7) % 251 for i in range(n)))
+
+
+def test_a_clean_message_arrives_once_and_completes_on_the_ack():
+    link = Link()
+    data, out = message(10 * PAYLOAD + 17), bytearray(10 * PAYLOAD + 17)
+    send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
+    link.run(0.05)
+    assert send.done and recv.done and bytes(out) == bytes(data)
+    assert link.a.stats.retrans_packets == 0 and link.b.stats.naks_sent == 0
+    assert link.b.stats.acks_sent <= 11 // 4 + 1  # coalesced: every 4th packet and the last
+
+
+def test_a_lost_packet_makes_the_receiver_nak_once_and_the_sender_go_back_n():
+    link = Link(drop=lambda kind, psn, nth: kind == DATA and psn == 3 and nth == 1)
+    data, out = message(12 * PAYLOAD), bytearray(12 * PAYLOAD)
+    send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
+    link.run(0.05)
+    assert recv.done and send.done and bytes(out) == bytes(data)
+    assert link.b.stats.naks_sent == 1 and link.a.stats.naks_received == 1
+    # the 4 packets sent after the lost one in its batch (PSN 4..7) were dropped and sent again
+    assert link.b.stats.out_of_order == 4
+    assert link.a.stats.retrans_packets == 5  # PSN 3..7
+    assert link.a.stats.timeouts == 0
+
+
+def test_reordering_is_a_loss_to_rc():
+    link = Link()
+    link.swap_next = True
+    data, out = message(6 * PAYLOAD), bytearray(6 * PAYLOAD)
+    link.a.post_send(data)
+    recv = link.b.post_recv(memoryview(out))
+    link.run(0.05)
+    assert recv.done and bytes(out) == bytes(data)
+    # PSN 1 came first: dropped, NAK for 0; then 0 is taken, and 2 finds 1 missing: NAK for 1
+    assert link.b.stats.naks_sent == 2 and link.a.stats.retrans_packets >= 2
+
+
+def test_a_duplicate_is_acknowledged_not_written_twice():
+    link = Link()
+    data, out = message(2 * PAYLOAD), bytearray(2 * PAYLOAD)
+    link.a.post_send(data)
+    link.b.post_recv(memoryview(out))
+    link.run(0.01)
+    assert link.a.transmit(link.now, 1) == []  # nothing left to send
+    # replay PSN 0 by hand: the receiver must answer with its cumulative ACK
+    controls, done = link.b.on_data(Header(DATA, 2, 0, 0, 0, 2 * PAYLOAD), data[:PAYLOAD], link.now)
+    assert [c.opcode for c in controls] == [ACK] and controls[0].psn == 2 and done is None
+    assert link.b.stats.duplicates == 1 and bytes(out) == bytes(data)
+
+
+def test_a_lost_tail_is_recovered_by_the_timer():
+    last = 4  # PSN of the message's last packet
+    link = Link(drop=lambda kind, psn, nth: kind == DATA and psn == last and nth == 1)
+    data, out = message(5 * PAYLOAD), bytearray(5 * PAYLOAD)
+    send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
+    link.run(0.1)
+    assert recv.done and send.done and bytes(out) == bytes(data)
+    assert link.a.stats.timeouts == 1 and link.b.stats.naks_sent == 0  # nothing followed the loss
+
+
+def test_a_lost_nak_is_recovered_by_the_timer():
+    link = Link(drop=lambda kind, psn, nth: (kind == DATA and psn == 2 and nth == 1) or kind == NAK)
+    data, out = message(8 * PAYLOAD), bytearray(8 * PAYLOAD)
+    send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
+    link.run(0.2)
+    assert recv.done and bytes(out) == bytes(data)
+    assert link.b.stats.naks_sent == 1 and link.a.stats.naks_received == 0 and link.a.stats.timeouts >= 1
+
+
+def test_retries_run_out_after_the_doubling_budget_and_fail_every_request():
+    timers = Timers(timeout_s=0.01, retry_cnt=3, ack_every=4)
+    link = Link(timers, drop=lambda kind, psn, nth: kind == DATA)  # a black hole
+    send = link.a.post_send(message(3 * PAYLOAD))
+    link.run(1.0)
+    assert link.a.error and "retry count exceeded" in link.a.error
+    assert send.error == link.a.error and not send.done
+    assert link.a.stats.timeouts == 4  # the first timeout and 3 retries
+    assert link.now == pytest.approx(0.01 * (1 + 2 + 4 + 8), abs=0.003)  # 10+20+40+80 ms
+
+
+def test_data_arriving_before_its_receive_is_posted_is_kept():
+    link = Link()
+    data = message(3 * PAYLOAD)
+    link.a.post_send(data)
+    link.run(0.02)
+    out = bytearray(3 * PAYLOAD)
+    recv = link.b.post_recv(memoryview(out))
+    assert recv.done and bytes(out) == bytes(data)
+
+
+def test_ncclish_timer_maths():
+    assert ib_timeout_s(20) == pytest.approx(4.295, abs=0.001)  # NCCL_IB_TIMEOUT's default
+    assert ib_timeout_s(14) == pytest.approx(0.0671, abs=0.0001)
+    assert retry_budget_s(14, 7) == pytest.approx(0.0671 * 255, rel=1e-3)

@@ -1,0 +1,252 @@
+"""The NIC of one rank: the UDP sockets of its queue pairs, bound to the rank's host NIC, and a
+thread that moves their packets, as an RDMA NIC does beside the application.
+
+- Every QP is a UDP socket of its own (its own source port), so the fabric's ECMP hashes the
+  QPs of one rank pair onto different paths, like NCCL's several QPs per connection.
+- Sending: packets in order, several at once as one UDP GSO send (each piece a separate
+  datagram on the wire, which the fabric's faults act on). The socket's send buffer is small, so
+  the host NIC's queue holds about what a NIC has in flight: when PFC pauses the NIC, sends
+  stop instead of piling up. No slow start: a QP sends whenever the wire takes it (the host NIC's
+  shaper paces at line rate).
+- Receiving: UDP GRO hands over runs of datagrams at once; each is a packet for the QP state
+  machine (qp.py), whose ACKs and NAKs go straight back.
+- Timers: the retransmission timers and coalesced ACKs of every QP.
+The collective thread posts sends and receives and waits for their completion (`wait`).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass
+
+from .qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
+from .wire import ACK, DATA, HEADER, NAK, Header, payload_per_packet, unpack
+
+SO_BINDTODEVICE = 25
+UDP_SEGMENT, UDP_GRO = 103, 104
+SEND_BUFFER = 128 * 1024  # about what a NIC holds in flight on the host side
+RECEIVE_BUFFER = 4 << 20
+MAX_GSO_BYTES = 65000
+READS_PER_TURN = 64  # datagrams read per socket per turn, so one busy QP cannot starve the rest
+
+
+class CollectiveTimeout(RuntimeError):
+    pass
+
+
+class PeerAborted(RuntimeError):
+    """Another rank of the group failed and said so: this one stops waiting (as a job's launcher
+    tears every rank down when one fails)."""
+
+
+ABORT_CHECK_S = 0.2
+
+
+@dataclass
+class Endpoint:
+    qp: QueuePair
+    sock: socket.socket
+    peer: str = ""  # who is at the other end, for error messages
+    writable: bool = True
+
+
+class Nic:
+    def __init__(self, address: str, ifname: str, mtu: int, timers: Timers, label: str = ""):
+        self.address, self.ifname, self.label = address, ifname, label
+        self.payload = payload_per_packet(mtu)
+        self.segment = HEADER.size + self.payload
+        self.max_segments = max(1, min(64, MAX_GSO_BYTES // self.segment))
+        self.timers = timers
+        self.endpoints: dict[int, Endpoint] = {}  # local QP number -> endpoint
+        self.by_fd: dict[int, Endpoint] = {}
+        self.cond = threading.Condition()
+        self.poller = select.epoll()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self.poller.register(self._wake_r, select.EPOLLIN)
+        self.closed = False
+        self._thread = threading.Thread(target=self._run, name=f"nic-{label}", daemon=True)
+        self._thread.start()
+
+    # --- set-up ----------------------------------------------------------------------------------
+    def open_qp(self, qpn: int) -> int:
+        """A QP's socket on this NIC; returns its UDP port (the peer connects to it)."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, self.ifname.encode())
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+        sock.setsockopt(socket.SOL_UDP, UDP_GRO, 1)
+        sock.bind((self.address, 0))
+        sock.setblocking(False)
+        with self.cond:
+            endpoint = Endpoint(QueuePair(qpn, -1, self.payload, self.timers), sock)
+            self.endpoints[qpn] = endpoint
+            self.by_fd[sock.fileno()] = endpoint
+        return sock.getsockname()[1]
+
+    def connect_qp(self, qpn: int, remote_qpn: int, address: str, port: int, peer: str) -> None:
+        endpoint = self.endpoints[qpn]
+        endpoint.qp.remote, endpoint.peer = remote_qpn, peer
+        endpoint.sock.connect((address, port))
+        self.poller.register(endpoint.sock.fileno(), select.EPOLLIN)
+
+    # --- posting and waiting (the collective's thread) ------------------------------------------
+    def post_send(self, qpn: int, data: memoryview) -> SendRequest:
+        with self.cond:
+            request = self.endpoints[qpn].qp.post_send(data)
+        os.write(self._wake_w, b"s")
+        return request
+
+    def post_recv(self, qpn: int, buffer: memoryview) -> RecvRequest:
+        with self.cond:
+            return self.endpoints[qpn].qp.post_recv(buffer)
+
+    def wait(self, requests: list, timeout_s: float, what: str = "recv", aborted=None) -> None:
+        """Until every request is done; TransportError if a QP failed, CollectiveTimeout after
+        `timeout_s` (gloo's wording, so the runner tells a timeout from a transport error),
+        PeerAborted when `aborted()` (checked every ABORT_CHECK_S) returns why another rank gave up."""
+        deadline = time.monotonic() + timeout_s
+        next_check = time.monotonic() + ABORT_CHECK_S
+        with self.cond:
+            while True:
+                if aborted is not None and time.monotonic() >= next_check:
+                    next_check = time.monotonic() + ABORT_CHECK_S
+                    reason = aborted()
+                    if reason:
+                        raise PeerAborted(f"Connection closed by peer: {reason}")
+                failed = next((r for r in requests if r.error), None)
+                if failed is not None:
+                    endpoint = self.endpoints[failed.qpn]
+                    raise TransportError(f"{failed.error}: QP {endpoint.qp.local} from {self.label} "
+                                         f"({self.address}) to {endpoint.peer}")
+                if all(r.done for r in requests):
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CollectiveTimeout(f"Timed out waiting {timeout_s * 1000:.0f}ms for {what} operation "
+                                            f"to complete on the roce transport ({self.label})")
+                self.cond.wait(min(left, 0.05))
+
+    def stats(self) -> Stats:
+        total = Stats()
+        with self.cond:
+            for endpoint in self.endpoints.values():
+                total.add(endpoint.qp.stats)
+        return total
+
+    def errors(self) -> int:
+        with self.cond:
+            return sum(1 for e in self.endpoints.values() if e.qp.error)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        os.write(self._wake_w, b"q")
+        self._thread.join(timeout=2)
+        for endpoint in self.endpoints.values():
+            endpoint.sock.close()
+        self.poller.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    # --- the NIC's thread --------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self.closed:
+            with self.cond:
+                deadlines = [d for d in (e.qp.next_deadline() for e in self.endpoints.values()) if d is not None]
+            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else 0.1
+            events = self.poller.poll(min(timeout, 0.1))
+            with self.cond:
+                if self.closed:
+                    return
+                now = time.monotonic()
+                for fd, mask in events:
+                    if fd == self._wake_r:
+                        try:
+                            os.read(self._wake_r, 4096)
+                        except BlockingIOError:
+                            pass
+                        continue
+                    endpoint = self.by_fd.get(fd)
+                    if endpoint is None:
+                        continue
+                    if mask & select.EPOLLOUT:
+                        endpoint.writable = True
+                        self.poller.modify(fd, select.EPOLLIN)
+                    if mask & select.EPOLLIN:
+                        self._receive(endpoint, now)
+                now = time.monotonic()
+                for endpoint in self.endpoints.values():
+                    qp = endpoint.qp
+                    if qp.remote < 0:
+                        continue
+                    qp.on_timer(now)
+                    ack = qp.poll_ack(now)
+                    if ack is not None:
+                        self._control(endpoint, ack)
+                    if qp.sending and endpoint.writable:
+                        self._send(endpoint, now)
+                self.cond.notify_all()
+
+    def _send(self, endpoint: Endpoint, now: float) -> None:
+        qp = endpoint.qp
+        while qp.sending:
+            packets = qp.peek(self.max_segments)
+            cut = next((i + 1 for i, (_h, piece) in enumerate(packets) if len(piece) != self.payload), len(packets))
+            packets = packets[:cut]  # only the batch's last datagram may be short (GSO)
+            data = b"".join(part for header, piece in packets for part in (header.pack(), piece))
+            try:
+                if len(packets) == 1:
+                    endpoint.sock.send(data)
+                else:
+                    endpoint.sock.sendmsg([data], [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("H", self.segment))])
+            except BlockingIOError:  # the host NIC's queue is full (or PFC paused it): wait to be writable
+                endpoint.writable = False
+                self.poller.modify(endpoint.sock.fileno(), select.EPOLLIN | select.EPOLLOUT)
+                return
+            except OSError:  # no route, for now: the timer sends it again
+                qp.commit(packets, now)
+                return
+            qp.commit(packets, now)
+
+    def _control(self, endpoint: Endpoint, header: Header) -> None:
+        try:
+            endpoint.sock.send(header.pack())
+        except OSError:  # a lost ACK or NAK is what the timers are for
+            pass
+
+    def _receive(self, endpoint: Endpoint, now: float) -> None:
+        for _ in range(READS_PER_TURN):
+            try:
+                data, ancillary, _flags, _address = endpoint.sock.recvmsg(1 << 16, socket.CMSG_SPACE(4))
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # an ICMP error queued on the socket (the peer's port is gone)
+                continue
+            size = len(data)
+            for level, kind, value in ancillary:
+                if level == socket.SOL_UDP and kind == UDP_GRO:
+                    size = struct.unpack("i", value[:4])[0]
+            view = memoryview(data)
+            for start in range(0, len(data), size or len(data)):
+                self._packet(endpoint, view[start:start + size], now)
+
+    def _packet(self, endpoint: Endpoint, datagram: memoryview, now: float) -> None:
+        header = unpack(datagram)
+        if header is None:
+            return
+        qp = endpoint.qp
+        if header.opcode == DATA:
+            controls, _done = qp.on_data(header, datagram[HEADER.size:], now)
+            for control in controls:
+                self._control(endpoint, control)
+        elif header.opcode == ACK:
+            qp.on_ack(header.psn, now)
+        elif header.opcode == NAK:
+            qp.on_nak(header.psn, now)

@@ -1,0 +1,48 @@
+"""The packets of the emulated transport: a header modelled on RoCEv2's base transport header
+(opcode, destination QP, packet sequence number), plus where the payload goes in its message.
+
+    DATA  one MTU-sized piece of a message: msg (its number on the QP), offset, length of the
+          whole message; `last` flag on its final piece
+    ACK   cumulative: every PSN below `psn` has arrived in order
+    NAK   sequence error: `psn` is the one expected; resend from it (go-back-N)
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+HEADER = struct.Struct("!BBHIIIII")  # magic, opcode, flags, qpn, psn, msg, offset, msg_len
+MAGIC = 0xC5
+DATA, ACK, NAK = 1, 2, 3
+LAST = 1
+IP_UDP_HEADERS = 20 + 8
+
+
+@dataclass(frozen=True)
+class Header:
+    opcode: int
+    qpn: int
+    psn: int
+    msg: int = 0
+    offset: int = 0
+    msg_len: int = 0
+    flags: int = 0
+
+    def pack(self) -> bytes:
+        return HEADER.pack(MAGIC, self.opcode, self.flags, self.qpn, self.psn, self.msg, self.offset, self.msg_len)
+
+
+def unpack(data, at: int = 0) -> Header | None:
+    """The header at `at`, or None for a datagram that is not ours."""
+    if len(data) - at < HEADER.size:
+        return None
+    magic, opcode, flags, qpn, psn, msg, offset, msg_len = HEADER.unpack_from(data, at)
+    if magic != MAGIC:
+        return None
+    return Header(opcode, qpn, psn, msg, offset, msg_len, flags)
+
+
+def payload_per_packet(mtu: int) -> int:
+    """Message bytes one packet carries at this MTU (IP, UDP and our header take the rest)."""
+    return mtu - IP_UDP_HEADERS - HEADER.size
