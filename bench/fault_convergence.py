@@ -13,9 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from twin import runner
-from twin.report import analyse
-from twin.scenario import load_scenario
+from twin.run import runner
+from twin.results.report import analyse
+from twin.run.plan import load_scenario
 
 sys.path.insert(0, str(Path(__file__).parent))
 from lab_lifecycle import machine  # noqa: E402

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from sections import write_section
-from twin import deploy
-from twin.labs import open_lab
+from twin.lab import deploy
+from twin.lab.handle import open_lab
 from twin.progress import NullProgress
 from twin.procs import alive
 

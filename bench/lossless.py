@@ -36,7 +36,7 @@ from sections import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- lossless:begin -->", "<!-- lossless:end -->"
-TWIN = [sys.executable, "-c", "from twin.cli import main; main()"]
+TWIN = [sys.executable, "-c", "from twin.cli.main import main; main()"]
 
 
 def cpu_times() -> list[tuple[int, int]]:
@@ -114,13 +114,13 @@ def collective_row(label: str, report: dict, rate_bps: int) -> str:
 
 
 def incast(lab_path: Path, seconds: float) -> dict:
-    from twin import deploy
-    from twin.labs import open_lab
-    from twin.pfc import counters as pfc_counters
-    from twin.reach import fabric_nics
-    from twin.runtime import get_runtime
+    from twin.lab import deploy
+    from twin.lab.handle import open_lab
+    from twin.lab.pfc import counters as pfc_counters
+    from twin.lab.reach import fabric_nics
+    from twin.lab.runtime import get_runtime
     from twin.telemetry.counters import CounterReader
-    from twin.traffic import tcp_incast
+    from twin.lab.traffic import tcp_incast
 
     lab, fabric = open_lab(str(lab_path))
     state = deploy.up(lab, fabric)

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from lab_lifecycle import machine, pss_kib
 from sections import write_section
-from twin import deploy
-from twin.labs import open_lab
-from twin.nsutil import pids_in_netns
+from twin.lab import deploy
+from twin.lab.handle import open_lab
+from twin.lab.nsutil import pids_in_netns
 from twin.progress import NullProgress
-from twin.runtime import get_runtime
-from twin.runtime.docker import DockerRuntime
+from twin.lab.runtime import get_runtime
+from twin.lab.runtime.docker import DockerRuntime
 
 BEGIN, END = "<!-- runtimes:begin -->", "<!-- runtimes:end -->"
 

@@ -29,7 +29,7 @@ from sections import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- transport:begin -->", "<!-- transport:end -->"
-TWIN = [sys.executable, "-c", "from twin.cli import main; main()"]
+TWIN = [sys.executable, "-c", "from twin.cli.main import main; main()"]
 LOSSES = [0, 0.01, 0.1, 0.5, 1, 2, 5]
 LINK = "leaf-g1-r1 -- host-g1-h1"
 BUDGETS = [(14, 3), (15, 4)]  # (ib_timeout, retry_cnt): last retry 0.47 s / 2.0 s, give up 1.0 s / 4.2 s
@@ -82,12 +82,12 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "transport")
     args = parser.parse_args()
     args.results.mkdir(parents=True, exist_ok=True)
-    from twin import deploy
+    from twin.lab import deploy
     from twin.faults import engine
     from twin.faults.base import FaultContext
-    from twin.labs import open_lab
+    from twin.lab.handle import open_lab
     from twin.roce.qp import last_retry_s, retry_budget_s
-    from twin.runtime import get_runtime
+    from twin.lab.runtime import get_runtime
     from twin.units import parse_size_bytes
 
     size = parse_size_bytes(args.size)

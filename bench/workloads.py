@@ -19,13 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-from twin import deploy
+from twin.lab import deploy
 from twin.collectives.bench import run_bench
 from twin.collectives.metrics import human_size, size_sweep
-from twin.labs import open_lab
+from twin.lab.handle import open_lab
 from twin.probes.run import run_probe_mesh
 from twin.progress import NullProgress
-from twin.runtime import get_runtime
+from twin.lab.runtime import get_runtime
 from twin.telemetry.sampler import Sampler
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -17,7 +17,7 @@ rm -rf build/wheels
 "$python" -m pip wheel -q --wheel-dir build/wheels/deps .
 mkdir -p build/wheels/project && mv build/wheels/deps/fabric_twin-*.whl build/wheels/project/
 # The source digest labels the host image; the docker runtime refuses an image of other code.
-docker build -q --build-arg VERSION="$version" --build-arg SOURCE="$("$python" -m twin.images digest)" \
+docker build -q --build-arg VERSION="$version" --build-arg SOURCE="$("$python" -m twin.lab.runtime.images digest)" \
   -f images/host/Dockerfile -t "fabric-twin-host:$version" .
 
 dangling=" $(docker images -q --filter dangling=true | tr '\n' ' ') "

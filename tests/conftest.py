@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
         return
     if any("docker" in item.keywords for item in items):
-        from twin.runtime.docker import daemon_running
+        from twin.lab.runtime.docker import daemon_running
         if not daemon_running():
             skip = pytest.mark.skip(reason="no Docker daemon: the docker tier runs where one is started "
                                            "(`.ci/run` starts one; by hand: `dockerd &`)")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
 
-from .errors import TwinError
+from twin.errors import TwinError
 
 KEY_FILE = "training.key"
 

@@ -20,7 +20,7 @@ RUNTIMES = ["netns", pytest.param("docker", marks=pytest.mark.docker)]
 @pytest.fixture(scope="session")
 def docker_images():
     """The images this code runs on, built (`make images`, cached layers) when missing or stale."""
-    from twin.runtime.docker import check_image, client
+    from twin.lab.runtime.docker import check_image, client
     api = client()
     try:
         for kind in ("switch", "host"):

@@ -8,11 +8,11 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from twin import deploy
-from twin.labs import open_lab
-from twin.runtime.docker import labelled_containers
-from twin.runtime.netns import NETNS_DIR, namespace_prefix
-from twin.state import lab_dir
+from twin.lab import deploy
+from twin.lab.handle import open_lab
+from twin.lab.runtime.docker import labelled_containers
+from twin.lab.runtime.netns import NETNS_DIR, namespace_prefix
+from twin.lab.state import lab_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 # The docker tier's copies of the shipped labs and its own labs: d-mini, d-rail4, d-runkill.
@@ -55,7 +55,7 @@ def lab_running(ref: str, runtime: str | None = None):
 
 
 def twin_cli(*args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from twin.cli import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from twin.cli.main import main; main()", *args],
                           capture_output=True, text=True, cwd=ROOT, **kwargs)
 
 

@@ -13,7 +13,7 @@ from twin.dashboard.server import Dashboard
 from twin.faults import engine
 from twin.faults.base import FaultContext
 from twin.probes.mesh import ProbeMesh
-from twin.runtime import get_runtime
+from twin.lab.runtime import get_runtime
 
 from .helpers import ROOT, lab_running
 

@@ -8,17 +8,17 @@ import time
 import pytest
 from pyroute2 import IPRoute
 
-from twin import converge, nft, snapshot
-from twin.converge import fib_next_hops
+from twin.lab import converge, nft, kernel_state as snapshot
+from twin.lab.converge import fib_next_hops
 from twin.faults import engine
 from twin.faults.base import FaultContext
-from twin.pfc import counters as pfc_counters
+from twin.lab.pfc import counters as pfc_counters
 from twin.progress import NullProgress
-from twin.reach import fabric_nics, unreachable_pairs
-from twin.runtime import get_runtime
-from twin.shaping import shaped_rate_bps
-from twin.status import lab_status
-from twin.traffic import udp_burst
+from twin.lab.reach import fabric_nics, unreachable_pairs
+from twin.lab.runtime import get_runtime
+from twin.lab.shaping import shaped_rate_bps
+from twin.lab.status import lab_status
+from twin.lab.traffic import udp_burst
 
 from .helpers import lab_running
 
@@ -192,7 +192,7 @@ def test_overlapping_faults_are_refused_and_nothing_changes(lab):
 
 
 def test_bitflip_damaged_packets_are_discarded_and_counted_never_delivered(lab):
-    from twin.offload import snmp
+    from twin.lab.offload import snmp
     host_path = lab.runtime.netns_path("host-g1-h1")
     before = snmp(host_path)["Udp.InCsumErrors"]
     with Applied(lab, id="flips", kind="bitflip", link="leaf-g1-r1 -- host-g1-h1", direction="a_to_b",

@@ -11,9 +11,9 @@ import time
 import pytest
 from pyroute2 import netns
 
-from twin.reach import unreachable_pairs
-from twin.runtime import get_runtime
-from twin.state import lab_dir
+from twin.lab.reach import unreachable_pairs
+from twin.lab.runtime import get_runtime
+from twin.lab.state import lab_dir
 
 from .helpers import ROOT, lab_copy, lab_running, leftovers, twin_cli
 
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.own_labs]  # crash, intr, sid
 
 
 def _start_up(ref: str, *options: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "lab", "up", ref, *options],
+    return subprocess.Popen([sys.executable, "-c", "from twin.cli.main import main; main()", "lab", "up", ref, *options],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -128,8 +128,8 @@ def test_docker_kill_9_during_up_then_down_leaves_no_container(tmp_path, docker_
 @pytest.mark.docker
 @pytest.mark.machine_wide
 def test_docker_cleanup_finds_a_lab_by_its_labels_and_spares_other_containers(tmp_path, docker_images):
-    from twin.images import image_for
-    from twin.runtime.docker import client
+    from twin.lab.runtime.images import image_for
+    from twin.lab.runtime.docker import client
     api = client()
     # Named like ours but not labelled: not ours.
     foreign = api.containers.run(image_for("switch"), name=f"ftw-notours.{os.getpid()}", detach=True,

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from twin.reach import unreachable_pairs
-from twin.runtime import get_runtime
-from twin.status import lab_status
+from twin.lab.reach import unreachable_pairs
+from twin.lab.runtime import get_runtime
+from twin.lab.status import lab_status
 
 from .helpers import lab_running, twin_cli
 

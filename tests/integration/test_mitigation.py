@@ -10,9 +10,9 @@ import time
 import pytest
 
 from twin.detect.verdicts import link_key
-from twin.runtime import get_runtime
-from twin.state import load_state
-from twin.status import lab_status
+from twin.lab.runtime import get_runtime
+from twin.lab.state import load_state
+from twin.lab.status import lab_status
 
 from .helpers import lab_name, lab_running, leftovers, twin_cli
 

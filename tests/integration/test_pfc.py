@@ -9,11 +9,11 @@ import pytest
 from twin.detect.pauses import PauseLocalizer
 from twin.faults import engine
 from twin.faults.base import FaultContext
-from twin.pfc import counters as pfc_counters
-from twin.reach import fabric_nics
-from twin.runtime import get_runtime
+from twin.lab.pfc import counters as pfc_counters
+from twin.lab.reach import fabric_nics
+from twin.lab.runtime import get_runtime
 from twin.telemetry.counters import CounterReader
-from twin.traffic import tcp_incast
+from twin.lab.traffic import tcp_incast
 
 from .helpers import lab_copy, lab_running
 
@@ -83,7 +83,7 @@ def test_a_pfc_storm_is_named_at_its_source_from_pause_counters(mini):
     engine.inject(mini, timing, params)
     try:
         nics = {n.label: n for n in fabric_nics(mini.fabric)}
-        from twin.traffic import udp_burst
+        from twin.lab.traffic import udp_burst
         udp_burst(mini.runtime, nics["host-g1-h1:nic1"], nics["host-g2-h1:nic1"], 300, pps=3000, settle_s=0.1)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and not verdicts:

@@ -8,10 +8,10 @@ import time
 import pytest
 from pyroute2 import IPRoute
 
-from twin.reach import unreachable_pairs
-from twin.runtime import get_runtime
-from twin.shaping import shaped_rate_bps
-from twin.status import lab_status
+from twin.lab.reach import unreachable_pairs
+from twin.lab.runtime import get_runtime
+from twin.lab.shaping import shaped_rate_bps
+from twin.lab.status import lab_status
 
 from .helpers import lab_running
 
@@ -85,7 +85,7 @@ def test_achieved_rate_within_5_percent(rail4):
 def test_bfd_runs_with_the_lab_timers_and_guards_bgp(rail4):
     state, fabric = rail4
     runtime = _runtime(rail4)
-    from twin.frr import vtysh_json
+    from twin.lab.frr import vtysh_json
     peers = vtysh_json(runtime, state, "spine-r1-s1", "show bfd peers json")
     assert len(peers) == 4
     for peer in peers:

@@ -10,7 +10,7 @@ import pytest
 from twin.collectives.bench import run_bench
 from twin.faults import engine
 from twin.faults.base import FaultContext
-from twin.runtime import get_runtime
+from twin.lab.runtime import get_runtime
 
 from .helpers import lab_running, twin_cli
 

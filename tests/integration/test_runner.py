@@ -11,7 +11,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from twin.state import lab_dir
+from twin.lab.state import lab_dir
 
 from .helpers import DOCKER_LAB_PREFIX, ROOT, lab_copy, lab_name, leftovers, scenario_on, twin_cli
 
@@ -149,7 +149,7 @@ faults:
 
 
 def _start_run(path, tmp_path, *options):
-    return subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "run", str(path),
+    return subprocess.Popen([sys.executable, "-c", "from twin.cli.main import main; main()", "run", str(path),
                              "--results", str(tmp_path / "results"), *options],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "run.err", "w"))
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from twin.state import lab_dir
+from twin.lab.state import lab_dir
 
 from .helpers import lab_name, leftovers, twin_cli
 

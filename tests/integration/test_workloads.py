@@ -16,7 +16,7 @@ from twin.faults import engine
 from twin.faults.base import FaultContext
 from twin.probes.mesh import ProbeMesh
 from twin.probes.run import run_probe_mesh
-from twin.runtime import get_runtime
+from twin.lab.runtime import get_runtime
 from twin.telemetry.counters import CounterReader
 
 from .helpers import ROOT, lab_running
@@ -117,7 +117,7 @@ def test_counters_follow_traffic_and_are_served_to_prometheus(lab):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "telemetry", lab.fabric.name,
+    server = subprocess.Popen([sys.executable, "-c", "from twin.cli.main import main; main()", "telemetry", lab.fabric.name,
                                "--serve", "--port", str(port)], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
@@ -141,7 +141,7 @@ def test_counters_follow_traffic_and_are_served_to_prometheus(lab):
 
 
 def test_diagnose_finds_nothing_on_a_healthy_lab_and_ranks_a_lossy_link_first(lab):
-    from twin.diagnose import diagnose
+    from twin.detect.diagnose import diagnose
 
     healthy = diagnose(lab.runtime, lab.state, lab.fabric, duration_s=3)
     assert healthy["suspects"] == [] and healthy["probes"]["lost"] == 0
@@ -161,7 +161,7 @@ def test_diagnose_finds_nothing_on_a_healthy_lab_and_ranks_a_lossy_link_first(la
 
 
 def test_slow_node_search_finds_the_slowed_host(lab):
-    from twin.slow_node import find_slow_node
+    from twin.detect.slow_node import find_slow_node
 
     timing, params = engine.parse({"id": "slow", "kind": "slow_node", "node": "host-g2-h2", "rate_pct": 25})
     engine.inject(lab, timing, params)

@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def twin(*args, cwd=ROOT, env=None):
-    return subprocess.run([sys.executable, "-c", "from twin.cli import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from twin.cli.main import main; main()", *args],
                           capture_output=True, text=True, cwd=cwd, env=env)
 
 
@@ -30,8 +30,8 @@ def test_show_finds_a_running_lab_by_name_whatever_file_it_came_from(tmp_path, r
     import json
     import os
 
-    from twin.labs import LAB_COPY
-    from twin.state import LabState
+    from twin.lab.handle import LAB_COPY
+    from twin.lab.state import LabState
     state = LabState(lab="elsewhere", runtime="netns", lab_file=str(tmp_path / "gone.yaml"), status="up")
     state.save()  # the lab's saved copy, as `up` keeps it: not in labs/, its file since moved
     (state.directory / LAB_COPY).write_text((ROOT / "labs" / "mini.yaml").read_text().replace("name: mini", "name: elsewhere"))
@@ -72,7 +72,7 @@ def test_graph_rejects_unknown_format(tmp_path):
 def test_status_of_a_lab_that_is_not_up(tmp_path):
     import os
     env_run = tmp_path / "run"
-    result = subprocess.run([sys.executable, "-c", "from twin.cli import main; main()", "lab", "status", "ghost"],
+    result = subprocess.run([sys.executable, "-c", "from twin.cli.main import main; main()", "lab", "status", "ghost"],
                             capture_output=True, text=True, cwd=ROOT,
                             env={**os.environ, "FABRIC_TWIN_RUN_DIR": str(env_run)})
     assert result.returncode == 2 and "lab 'ghost' is not running" in result.stderr

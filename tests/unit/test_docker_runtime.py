@@ -4,10 +4,10 @@ import sys
 
 import pytest
 
-from twin import images
+from twin.lab.runtime import images
 from twin.errors import RuntimeBackendError
-from twin.runtime import get_runtime, names
-from twin.runtime.docker import IMAGE_PYTHON, DockerRuntime, check_image
+from twin.lab.runtime import get_runtime, names
+from twin.lab.runtime.docker import IMAGE_PYTHON, DockerRuntime, check_image
 
 
 def test_docker_is_a_registered_runtime_with_the_netns_naming():

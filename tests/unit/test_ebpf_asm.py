@@ -3,9 +3,9 @@ programs themselves are loaded and run by the kernel in the integration tests.)"
 
 import pytest
 
-from twin.ebpf import asm
-from twin.ebpf.asm import R0, R1, R2, R6, R8, R10, Label
-from twin.pfc import programs
+from twin.lab.ebpf import asm
+from twin.lab.ebpf.asm import R0, R1, R2, R6, R8, R10, Label
+from twin.lab.pfc import programs
 
 
 def test_encodings_match_the_instruction_set():

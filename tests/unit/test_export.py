@@ -6,8 +6,8 @@ import pytest
 from ruamel.yaml import YAML
 from test_model import fabric_of
 
-from twin.export import problems, topology, write
-from twin.model import IFNAMSIZ
+from twin.lab.export import problems, topology, write
+from twin.model.fabric import IFNAMSIZ
 
 LABS = ["mini", "rail4", "rail8"]
 

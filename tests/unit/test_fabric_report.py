@@ -1,6 +1,6 @@
 """The report's `fabric` section from `fabric` events (running totals, changed directions only)."""
 
-from twin.workload_report import fabric, paused_series
+from twin.results.workloads import fabric, paused_series
 
 
 def event(t, drops, pause_s, paused=()):

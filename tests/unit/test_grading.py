@@ -3,8 +3,8 @@ hangs, recovery, and the measured value behind every pass and fail."""
 
 import math
 
-from twin.expectations import Expectation
-from twin.grading import detectors, grade
+from twin.results.expectations import Expectation
+from twin.results.grading import detectors, grade
 
 FAULT = {"id": "bad", "kind": "silent_drop", "scheduled_s": 10.0, "applied_s": 10.01, "cleared_s": 20.0,
          "last_route_change_s": None, "flows_recovered_after_s": 0.5}

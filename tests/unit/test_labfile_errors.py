@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from twin import runtime
+from twin.lab import runtime
 from twin.errors import LabFileError
-from twin.labfile import load_lab
+from twin.spec.labfile import load_lab
 
 CASES = Path(__file__).resolve().parent.parent / "cases" / "labfile"
 FILES = sorted(CASES.glob("*.yaml"))

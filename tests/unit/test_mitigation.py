@@ -4,11 +4,11 @@ takes, which links a drain refuses; and the quick drill's shortened timelines.""
 import pytest
 from test_model import fabric_of
 
-from twin.e2e import QUICK_LEAD_S, QUICK_PLAIN_S, QUICK_TAIL_S, shorten
+from twin.run.drill import QUICK_LEAD_S, QUICK_PLAIN_S, QUICK_TAIL_S, shorten
 from twin.faults.base import FaultContext, TargetError
 from twin.mitigate.dodge import links_to_avoid, pick
 from twin.mitigate.drain import DrainError, drain
-from twin.state import LabState
+from twin.lab.state import LabState
 
 HOST_A, HOST_B = "leaf-g1-r1 -- host-g1-h1", "leaf-g2-r1 -- host-g2-h1"
 VIA_S1 = (HOST_A, "spine-r1-s1 -- leaf-g1-r1", "spine-r1-s1 -- leaf-g2-r1", HOST_B)

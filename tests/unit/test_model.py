@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from twin import runtime
-from twin.build import build_fabric, rail_network
-from twin.ecmp import expected_next_hops
-from twin.labfile import load_lab
-from twin.model import IFNAMSIZ
+from twin.lab import runtime
+from twin.model.build import build_fabric, rail_network
+from twin.model.ecmp import expected_next_hops
+from twin.spec.labfile import load_lab
+from twin.model.fabric import IFNAMSIZ
 
 LABS = Path(__file__).resolve().parents[2] / "labs"
 

@@ -1,8 +1,8 @@
 """Naming a PFC storm's source from pause counters (detect/pauses.py), on synthetic counters."""
 
 from twin.detect.pauses import STORM_S, PauseLocalizer
-from twin.labs import open_lab
-from twin.pfc.counters import PortCounters
+from twin.lab.handle import open_lab
+from twin.lab.pfc.counters import PortCounters
 
 
 def counters(**held):

@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from twin import runtime
-from twin.build import build_fabric
-from twin.labfile import load_lab
-from twin.labs import open_lab
-from twin.pfc import thresholds
-from twin.pfc.topology import Port, feeders, ports
+from twin.lab import runtime
+from twin.model.build import build_fabric
+from twin.spec.labfile import load_lab
+from twin.lab.handle import open_lab
+from twin.model import buffers as thresholds
+from twin.model.ports import Port, feeders, ports
 
 
 def lab(tmp_path: Path, links: str):

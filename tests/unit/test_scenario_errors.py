@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from twin.errors import LabFileError
-from twin.scenario import load_scenario
+from twin.run.plan import load_scenario
 
 CASES = Path(__file__).resolve().parent.parent / "cases" / "scenario"
 FILES = sorted(p for p in CASES.glob("*.yaml") if p.name != "broken-lab.yaml")

@@ -7,9 +7,9 @@ import pytest
 
 from twin.errors import TwinError
 from twin.faults import kinds
-from twin.labs import open_lab
+from twin.lab.handle import open_lab
 from twin.seal import key_of, new_key, seal, unseal
-from twin.state import LabState, load_state
+from twin.lab.state import LabState, load_state
 from twin.train import hints, pools
 from twin.train.briefing import briefing
 from twin.train.session import Session, grade, record_score, load_scores

@@ -1,6 +1,6 @@
 import pytest
 
-from twin.reach import _checksum, _echo
+from twin.lab.reach import _checksum, _echo
 from twin.units import format_rate, parse_rate_bps, parse_size_bytes, parse_time_s
 
 

@@ -8,16 +8,16 @@ import os
 import time
 from dataclasses import dataclass
 
-from ..model import Fabric
-from ..progress import NullProgress, Progress
-from ..runtime import Runtime
-from ..state import LabState
-from ..telemetry.counters import CounterReader, tier_rx_bytes
-from .groups import ring_hops_through_spines, ring_order, select_nics
-from .launcher import Job, JobSpec, run_to_end
-from ..roce.qp import REPORTED_FIELDS
-from .metrics import Measurement, aligned_size
-from .cpu import CpuMeter
+from twin.model.fabric import Fabric
+from twin.progress import NullProgress, Progress
+from twin.lab.runtime import Runtime
+from twin.lab.state import LabState
+from twin.telemetry.counters import CounterReader, tier_rx_bytes
+from twin.collectives.groups import ring_hops_through_spines, ring_order, select_nics
+from twin.collectives.launcher import Job, JobSpec, run_to_end
+from twin.roce.qp import REPORTED_FIELDS
+from twin.collectives.metrics import Measurement, aligned_size
+from twin.collectives.cpu import CpuMeter
 
 _job_numbers = itertools.count()
 

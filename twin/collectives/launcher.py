@@ -14,12 +14,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import TwinError
-from ..procs import alive, terminate
-from ..reach import Nic
-from ..runtime import Runtime
-from ..state import LabState, Resource
-from .identity import share_with_ranks
+from twin.errors import TwinError
+from twin.procs import alive, terminate
+from twin.lab.reach import Nic
+from twin.lab.runtime import Runtime
+from twin.lab.state import LabState, Resource
+from twin.lab.identity import share_with_ranks
 
 
 @dataclass

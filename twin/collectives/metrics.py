@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..units import parse_size_bytes
+from twin.units import parse_size_bytes
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast")
 ELEMENT_BYTES = 4  # float32, nccl-tests' default type

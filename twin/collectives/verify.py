@@ -6,7 +6,7 @@ duplicated chunk shows up as wrong elements, as in nccl-tests' #wrong column.
 
 from __future__ import annotations
 
-from .metrics import ELEMENT_BYTES
+from twin.collectives.metrics import ELEMENT_BYTES
 
 PATTERN_PERIOD = 251
 

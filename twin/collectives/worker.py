@@ -26,9 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
-from .identity import become_rank
-from .verify import Buffers
+from twin.roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
+from twin.lab.identity import become_rank
+from twin.collectives.verify import Buffers
 
 STOP = False
 
@@ -205,7 +205,7 @@ def main() -> None:
     import torch.distributed  # noqa: F401  (imported while the interpreter's files are readable)
 
     if job.get("transport") == "roce":
-        from ..roce.backend import register
+        from twin.roce.backend import register
         register()
 
     become_rank(job["nics"][rank]["rail"], job["directory"])

@@ -20,15 +20,15 @@ import threading
 import time
 from collections import deque
 
-from ..collectives.launcher import RankLog
-from ..errors import TwinError
-from ..labs import running_lab
-from ..model import Fabric, link_key
-from ..pfc import counters as pfc_counters
-from ..pfc.topology import Port
-from ..probes.mesh import Interval, ProbeMesh, address_links
-from ..status import lab_status
-from ..telemetry.counters import CounterReader
+from twin.collectives.launcher import RankLog
+from twin.errors import TwinError
+from twin.lab.handle import running_lab
+from twin.model.fabric import Fabric, link_key
+from twin.lab.pfc import counters as pfc_counters
+from twin.model.ports import Port
+from twin.probes.mesh import Interval, ProbeMesh, address_links
+from twin.lab.status import lab_status
+from twin.telemetry.counters import CounterReader
 
 LOSS_WINDOW_S = 5.0
 CHART_S = 180.0

@@ -7,9 +7,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from ..draw import positions
-from ..model import Fabric
-from .collect import Collector
+from twin.model.draw import positions
+from twin.model.fabric import Fabric
+from twin.dashboard.collect import Collector
 
 PAGE = Path(__file__).resolve().parent / "static" / "index.html"
 

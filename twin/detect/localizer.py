@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .verdicts import Verdict, link_key
+from twin.detect.verdicts import Verdict, link_key
 
 DETECTOR = "probe-localizer"
 WINDOW_S = 2.0  # evidence pooled over this long, whatever the probes' reporting interval

@@ -10,11 +10,11 @@ import subprocess
 import sys
 import threading
 
-from ..pfc import counters as pfc_counters
-from ..state import Resource
-from .localizer import DETECTOR, Localizer
-from .pauses import PauseLocalizer
-from .verdicts import parse_line
+from twin.lab.pfc import counters as pfc_counters
+from twin.lab.state import Resource
+from twin.detect.localizer import DETECTOR, Localizer
+from twin.detect.pauses import PauseLocalizer
+from twin.detect.verdicts import parse_line
 
 BUILTINS = (DETECTOR,)
 

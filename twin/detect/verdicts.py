@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model import link_key
+from twin.model.fabric import link_key
 
 
 @dataclass(frozen=True)

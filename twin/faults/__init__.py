@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import TwinError
-from .base import FaultKind
+from twin.errors import TwinError
+from twin.faults.base import FaultKind
 
 _KINDS: dict[str, FaultKind] = {}
 
@@ -29,6 +29,6 @@ def get_kind(name: str) -> FaultKind:
 
 def _load() -> None:
     # Importing the modules registers them; done lazily so base modules import cleanly.
-    from . import (  # noqa: F401
+    from twin.faults import (  # noqa: F401
         bgp_down, bitflip, blackhole, flap, link_down, pfc_pause, pfc_storm, silent_drop, slow_node,
         switch_down)

@@ -14,10 +14,10 @@ import sys
 import threading
 from pathlib import Path
 
-from ..procs import terminate
-from ..seal import key_of, seal, unseal
-from ..state import LabState, Resource
-from .base import FaultContext
+from twin.procs import terminate
+from twin.seal import key_of, seal, unseal
+from twin.lab.state import LabState, Resource
+from twin.faults.base import FaultContext
 
 
 def report_path(state: LabState, fault_id: str) -> Path:
@@ -63,9 +63,9 @@ def write_report(state: LabState, fault_id: str, report: dict) -> None:
 
 
 def main() -> None:
-    from ..labs import running_lab
-    from ..runtime import get_runtime
-    from . import get_kind
+    from twin.lab.handle import running_lab
+    from twin.lab.runtime import get_runtime
+    from twin.faults import get_kind
 
     lab_dir, fault_id = Path(sys.argv[1]), sys.argv[2]
     state, fabric = running_lab(lab_dir.name)

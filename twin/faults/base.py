@@ -7,11 +7,11 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import TwinError
-from ..model import Endpoint, Fabric, Link, link_key
-from ..runtime import Runtime
-from ..state import LabState
-from ..yamlsrc import closest
+from twin.errors import TwinError
+from twin.model.fabric import Endpoint, Fabric, Link, link_key
+from twin.lab.runtime import Runtime
+from twin.lab.state import LabState
+from twin.spec.yamlsrc import closest
 
 FAULT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,23}$"
 COMMON_KEYS = ("id", "kind", "at_s", "duration_s")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..frr import configure_bgp
-from . import register
-from .base import FaultContext, OnLink, Params, TargetError, resolve_link
+from twin.lab.frr import configure_bgp
+from twin.faults import register
+from twin.faults.base import FaultContext, OnLink, Params, TargetError, resolve_link
 
 
 class BgpDownParams(Params):

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .. import nft, offload
-from . import register
-from .base import FaultContext, LinkParams, OnLink, receiving_ends, resolve_link
+from twin.lab import nft, offload
+from twin.faults import register
+from twin.faults.base import FaultContext, LinkParams, OnLink, receiving_ends, resolve_link
 
 DAMAGE = 0xDEAD  # written over the checksum (non-zero: a zero UDP checksum means "none")
 CHECKSUM_BIT_OFFSET = {"udp": 48, "tcp": 128}  # bit offset of the checksum in each header

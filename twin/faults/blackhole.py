@@ -7,9 +7,9 @@ from ipaddress import IPv4Network
 
 from pydantic import Field, model_validator
 
-from .. import nft
-from . import register
-from .base import FaultContext, Params, TargetError, resolve_node
+from twin.lab import nft
+from twin.faults import register
+from twin.faults.base import FaultContext, Params, TargetError, resolve_node
 
 
 class BlackholeParams(Params):

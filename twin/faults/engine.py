@@ -8,11 +8,11 @@ from typing import Any
 
 import pydantic
 
-from ..errors import LabStateError, TwinError
-from ..state import LabState
-from ..yamlsrc import closest
-from . import get_kind, kinds
-from .base import COMMON_KEYS, FaultContext, Timing
+from twin.errors import LabStateError, TwinError
+from twin.lab.state import LabState
+from twin.spec.yamlsrc import closest
+from twin.faults import get_kind, kinds
+from twin.faults.base import COMMON_KEYS, FaultContext, Timing
 
 
 class FaultSpecError(TwinError):

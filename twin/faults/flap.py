@@ -7,9 +7,9 @@ import time
 
 from pydantic import Field
 
-from . import agent, register
-from .base import FaultContext, OnLink, Params, resolve_link
-from .netlink import restore_routes, set_link_state, static_routes
+from twin.faults import agent, register
+from twin.faults.base import FaultContext, OnLink, Params, resolve_link
+from twin.faults.netlink import restore_routes, set_link_state, static_routes
 
 
 class FlapParams(Params):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from . import register
-from .base import FaultContext, LinkParams, OnLink, resolve_link
-from .netlink import restore_routes, set_link_state, static_routes
+from twin.faults import register
+from twin.faults.base import FaultContext, LinkParams, OnLink, resolve_link
+from twin.faults.netlink import restore_routes, set_link_state, static_routes
 
 
 class LinkDown(OnLink):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyroute2 import IPRoute
 
-from .base import FaultContext
+from twin.faults.base import FaultContext
 
 RTPROT_STATIC = 4  # pyroute2 adds the twin's own routes (host per-NIC routing) with this protocol
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from ..pfc import client
-from ..pfc.topology import Port
-from . import register
-from .base import FaultContext, LinkParams, OnLink, TargetError, resolve_link
+from twin.lab.pfc import client
+from twin.model.ports import Port
+from twin.faults import register
+from twin.faults.base import FaultContext, LinkParams, OnLink, TargetError, resolve_link
 
 
 class PfcPauseParams(LinkParams):

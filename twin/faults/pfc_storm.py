@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from ..pfc import client
-from ..pfc.topology import Port
-from . import register
-from .base import FaultContext, Params, TargetError, resolve_node
-from .pfc_pause import require_lossless
+from twin.lab.pfc import client
+from twin.model.ports import Port
+from twin.faults import register
+from twin.faults.base import FaultContext, Params, TargetError, resolve_node
+from twin.faults.pfc_pause import require_lossless
 
 
 class PfcStormParams(Params):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .. import nft
-from . import register
-from .base import FaultContext, LinkParams, OnLink, receiving_ends, resolve_link
+from twin.lab import nft
+from twin.faults import register
+from twin.faults.base import FaultContext, LinkParams, OnLink, receiving_ends, resolve_link
 
 
 class SilentDropParams(LinkParams):

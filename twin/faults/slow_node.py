@@ -5,9 +5,9 @@ from __future__ import annotations
 from pydantic import Field
 from pyroute2 import IPRoute
 
-from .. import shaping
-from . import register
-from .base import FaultContext, Params, TargetError, resolve_node
+from twin.lab import shaping
+from twin.faults import register
+from twin.faults.base import FaultContext, Params, TargetError, resolve_node
 
 
 class SlowNodeParams(Params):

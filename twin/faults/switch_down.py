@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .. import frr
-from . import register
-from .base import FaultContext, Params, resolve_node
-from .netlink import set_link_state
+from twin.lab import frr
+from twin.faults import register
+from twin.faults.base import FaultContext, Params, resolve_node
+from twin.faults.netlink import set_link_state
 
 SWITCH_ROLES = ("leaf", "spine", "superspine")
 

@@ -21,12 +21,12 @@ import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..detect.verdicts import link_key
-from ..probes.mesh import PathNames
-from ..probes.plan import equal_cost_paths
-from ..probes.trace import report_errors, send, time_exceeded
-from ..reach import Nic
-from ..traffic import bound_udp_socket
+from twin.detect.verdicts import link_key
+from twin.probes.mesh import PathNames
+from twin.probes.plan import equal_cost_paths
+from twin.probes.trace import report_errors, send, time_exceeded
+from twin.lab.reach import Nic
+from twin.lab.traffic import bound_udp_socket
 
 TRACE_FLOW = 0xFFFF  # flow id in trace datagrams (they expire before the receiver anyway)
 CANDIDATES = 8  # fresh source ports tried per move: with 2 paths, P(none avoids) = 1/256

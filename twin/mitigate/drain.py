@@ -9,10 +9,10 @@ from __future__ import annotations
 import threading
 import time
 
-from ..detect.verdicts import Verdict, link_key, names_fault
-from ..errors import TwinError
-from ..faults.base import FaultContext, resolve_link
-from ..frr import configure_bgp
+from twin.detect.verdicts import Verdict, link_key, names_fault
+from twin.errors import TwinError
+from twin.faults.base import FaultContext, resolve_link
+from twin.lab.frr import configure_bgp
 
 
 class DrainError(TwinError):

@@ -26,14 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..collectives.launcher import RankLog
-from ..errors import TwinError
-from ..model import Fabric
-from ..pfc import counters as pfc_counters
-from ..procs import alive, terminate
-from ..runtime import Runtime
-from ..state import LabState, Resource
-from .plan import PairPlan, plan, probe_load
+from twin.collectives.launcher import RankLog
+from twin.errors import TwinError
+from twin.model.fabric import Fabric
+from twin.lab.pfc import counters as pfc_counters
+from twin.procs import alive, terminate
+from twin.lab.runtime import Runtime
+from twin.lab.state import LabState, Resource
+from twin.probes.plan import PairPlan, plan, probe_load
 
 PROBE_PORT = 47100
 POLL_S = 0.1

@@ -15,8 +15,8 @@ from functools import lru_cache
 
 import networkx as nx
 
-from ..model import Fabric
-from ..reach import Nic, fabric_nics
+from twin.model.fabric import Fabric
+from twin.lab.reach import Nic, fabric_nics
 
 PAIR_MODES = ("cover", "rail", "full")
 COVERAGE = 0.99

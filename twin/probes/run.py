@@ -6,11 +6,11 @@ import statistics
 import time
 from collections import defaultdict
 
-from ..model import Fabric
-from ..progress import NullProgress, Progress
-from ..runtime import Runtime
-from ..state import LabState
-from .mesh import Interval, ProbeMesh
+from twin.model.fabric import Fabric
+from twin.progress import NullProgress, Progress
+from twin.lab.runtime import Runtime
+from twin.lab.state import LabState
+from twin.probes.mesh import Interval, ProbeMesh
 
 
 def run_probe_mesh(runtime: Runtime, state: LabState, fabric: Fabric, duration_s: float, interval_ms: int = 100,

@@ -19,9 +19,9 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
-from . import algorithms
-from .nic import CollectiveTimeout, Nic, PeerAborted
-from .qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT, Timers, TransportError, ib_timeout_s
+from twin.roce import algorithms
+from twin.roce.nic import CollectiveTimeout, Nic, PeerAborted
+from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT, Timers, TransportError, ib_timeout_s
 
 NAME = "roce"
 ABORT_KEY = "roce/abort"

@@ -24,8 +24,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
-from .wire import ACK, DATA, HEADER, NAK, Header, payload_per_packet, unpack
+from twin.roce.qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
+from twin.roce.wire import ACK, DATA, HEADER, NAK, Header, payload_per_packet, unpack
 
 SO_BINDTODEVICE = 25
 UDP_SEGMENT, UDP_GRO = 103, 104

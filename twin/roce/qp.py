@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from .wire import ACK, DATA, LAST, NAK, Header
+from twin.roce.wire import ACK, DATA, LAST, NAK, Header
 
 IB_TIME_UNIT_S = 4.096e-6
 DEFAULT_IB_TIMEOUT = 20

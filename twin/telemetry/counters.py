@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 from pyroute2 import IPRoute
 
-from ..model import Fabric
-from ..nsutil import in_netns
-from ..offload import snmp
-from ..runtime import Runtime
+from twin.model.fabric import Fabric
+from twin.lab.nsutil import in_netns
+from twin.lab.offload import snmp
+from twin.lab.runtime import Runtime
 
 # /proc/net/dev columns we keep, by position after the interface name
 NET_DEV_FIELDS = {"rx_bytes": 0, "rx_packets": 1, "rx_errors": 2, "rx_dropped": 3,

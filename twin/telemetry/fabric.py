@@ -18,14 +18,14 @@ from __future__ import annotations
 import threading
 import time
 
-from ..events import EventLog
-from ..model import Fabric
-from ..offload import snmp
-from ..pfc import counters as pfc_counters
-from ..pfc.topology import Port, direction
-from ..runtime import Runtime
-from ..state import LabState
-from .counters import CounterReader
+from twin.events import EventLog
+from twin.model.fabric import Fabric
+from twin.lab.offload import snmp
+from twin.lab.pfc import counters as pfc_counters
+from twin.model.ports import Port, direction
+from twin.lab.runtime import Runtime
+from twin.lab.state import LabState
+from twin.telemetry.counters import CounterReader
 
 PFC_EVERY_S = 0.25
 DROPS_EVERY_S = 1.0

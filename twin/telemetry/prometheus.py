@@ -5,8 +5,8 @@ from __future__ import annotations
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
 
-from ..model import Fabric
-from .sampler import Sampler
+from twin.model.fabric import Fabric
+from twin.telemetry.sampler import Sampler
 
 COUNTERS = {"rx_bytes": "Bytes received", "tx_bytes": "Bytes sent", "rx_packets": "Packets received",
             "tx_packets": "Packets sent", "rx_dropped": "Packets dropped on receive",

@@ -14,12 +14,12 @@ import threading
 import time
 from pathlib import Path
 
-from .. import nft
-from ..pfc import counters as pfc_counters
-from ..model import Fabric
-from ..runtime import Runtime
-from ..state import LabState
-from .counters import NET_DEV_FIELDS, CounterReader, Snapshot
+from twin.lab import nft
+from twin.lab.pfc import counters as pfc_counters
+from twin.model.fabric import Fabric
+from twin.lab.runtime import Runtime
+from twin.lab.state import LabState
+from twin.telemetry.counters import NET_DEV_FIELDS, CounterReader, Snapshot
 
 PFC_FIELDS = {"pfc_rx_pause": "rx_pause", "pfc_tx_pause": "tx_pause", "pfc_paused_ms": "paused_s",
               "pfc_queue_bytes": "queue"}

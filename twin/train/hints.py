@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..errors import TwinError
-from ..model import Fabric
-from .pools import answer_of
+from twin.errors import TwinError
+from twin.model.fabric import Fabric
+from twin.train.pools import answer_of
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
 

@@ -14,17 +14,17 @@ import sys
 import time
 from pathlib import Path
 
-from ..detect.runner import Detectors
-from ..events import EventLog
-from ..faults import engine
-from ..faults.base import FaultContext
-from ..labs import running_lab
-from ..runtime import get_runtime
-from ..seal import key_of, seal
-from ..signals import deferred_interrupts, sigterm_as_interrupt
-from ..workloads import WORKLOAD_KINDS, WorkloadContext
-from .pools import onset_delay_s
-from .session import hidden_faults, training_dir
+from twin.detect.runner import Detectors
+from twin.events import EventLog
+from twin.faults import engine
+from twin.faults.base import FaultContext
+from twin.lab.handle import running_lab
+from twin.lab.runtime import get_runtime
+from twin.seal import key_of, seal
+from twin.signals import deferred_interrupts, sigterm_as_interrupt
+from twin.workloads import WORKLOAD_KINDS, WorkloadContext
+from twin.train.pools import onset_delay_s
+from twin.train.session import hidden_faults, training_dir
 
 JOB = {"kind": "train", "size": "1MiB", "compute_ms": 150, "timeout_s": 4}
 PROBES = {"kind": "probes", "interval_ms": 100}

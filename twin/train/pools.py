@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..faults import engine
-from ..model import Fabric, link_key
+from twin.faults import engine
+from twin.model.fabric import Fabric, link_key
 
 LEVELS = (1, 2, 3)
 LINK_KINDS = {"silent_drop", "bitflip", "link_down", "bgp_down", "flap", "pfc_pause"}

@@ -17,11 +17,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import TwinError
-from ..model import link_key
-from ..seal import key_of, seal, unseal
-from ..state import lab_dir
-from .pools import Answer, answer_of
+from twin.errors import TwinError
+from twin.model.fabric import link_key
+from twin.seal import key_of, seal, unseal
+from twin.lab.state import lab_dir
+from twin.train.pools import Answer, answer_of
 
 POINTS = 100
 HINT_COST = 15

@@ -13,11 +13,11 @@ from functools import partial
 
 from pydantic import BaseModel
 
-from ..collectives.metrics import OPS
-from .base import WorkloadContext
-from .collective import Collective, CollectiveParams, TrainParams, check_ranks
-from .flows import Flows, FlowsParams
-from .probes import Probes, ProbesParams, check_load
+from twin.collectives.metrics import OPS
+from twin.workloads.base import WorkloadContext
+from twin.workloads.collective import Collective, CollectiveParams, TrainParams, check_ranks
+from twin.workloads.flows import Flows, FlowsParams
+from twin.workloads.probes import Probes, ProbesParams, check_load
 
 
 @dataclass(frozen=True)

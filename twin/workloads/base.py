@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..events import EventLog
-from ..model import Fabric
-from ..runtime import Runtime
-from ..state import LabState
+from twin.events import EventLog
+from twin.model.fabric import Fabric
+from twin.lab.runtime import Runtime
+from twin.lab.state import LabState
 
 
 @dataclass

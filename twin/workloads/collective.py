@@ -17,14 +17,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..collectives.groups import ring_order, select_nics
-from ..collectives.launcher import Job, JobSpec
-from ..collectives.metrics import aligned_size, bus_factor
-from ..roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
-from ..errors import TwinError
-from ..roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
-from ..units import parse_size_bytes
-from .base import WorkloadContext
+from twin.collectives.groups import ring_order, select_nics
+from twin.collectives.launcher import Job, JobSpec
+from twin.collectives.metrics import aligned_size, bus_factor
+from twin.roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
+from twin.errors import TwinError
+from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
+from twin.units import parse_size_bytes
+from twin.workloads.base import WorkloadContext
 
 POLL_S = 0.2
 

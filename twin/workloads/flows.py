@@ -19,11 +19,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..mitigate.dodge import TRACE_FLOW, Dodger, Request
-from ..probes.trace import send
-from ..reach import Nic, fabric_nics, fabric_pairs
-from ..traffic import bound_udp_socket
-from .base import WorkloadContext
+from twin.mitigate.dodge import TRACE_FLOW, Dodger, Request
+from twin.probes.trace import send
+from twin.lab.reach import Nic, fabric_nics, fabric_pairs
+from twin.lab.traffic import bound_udp_socket
+from twin.workloads.base import WorkloadContext
 
 PORT = 47001
 GRACE_S = 2.0  # a packet later than this after its interval ends counts as lost

@@ -15,9 +15,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..probes.mesh import Interval, ProbeMesh
-from ..probes.plan import plan, probe_load
-from .base import WorkloadContext
+from twin.probes.mesh import Interval, ProbeMesh
+from twin.probes.plan import plan, probe_load
+from twin.workloads.base import WorkloadContext
 
 REFRESH_SETTLE_S = 0.5  # rediscover once route changes have been quiet this long
 

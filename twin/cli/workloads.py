@@ -1,0 +1,301 @@
+"""Commands that run traffic or read counters on a running lab: bench collective, probe, telemetry, diagnose."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+from prometheus_client import start_http_server
+from rich.table import Table
+
+from twin.cli.tools import RichProgress, out, progress_bar
+from twin.collectives.bench import run_bench
+from twin.collectives.groups import ORDERS, RankSpecError
+from twin.collectives.metrics import OPS, human_size, size_sweep
+from twin.detect.diagnose import diagnose
+from twin.detect.slow_node import find_slow_node
+from twin.errors import TwinError
+from twin.lab.handle import running_lab
+from twin.probes.plan import PAIR_MODES
+from twin.probes.run import run_probe_mesh
+from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
+from twin.lab.runtime import get_runtime
+from twin.train.session import refuse_during_training
+from twin.telemetry.prometheus import registry_for
+from twin.telemetry.sampler import Sampler
+
+
+@click.group()
+def bench() -> None:
+    """Benchmarks on a running lab."""
+
+
+@bench.command("collective")
+@click.argument("name", metavar="LAB")
+@click.option("--op", type=click.Choice(OPS), default="allreduce", show_default=True)
+@click.option("--sizes", default="1MiB:16MiB", show_default=True,
+              help="low:high, doubling (nccl-tests -b/-e/-f 2), or one size. Bytes per rank; "
+                   "for allgather/reducescatter the total over all ranks.")
+@click.option("--ranks", default="all", show_default=True,
+              help="all | rail:N (rail-aligned) | hosts:H1,H2 (every NIC of those hosts).")
+@click.option("--order", type=click.Choice(ORDERS), default="topo", show_default=True,
+              help="Ring order: topo puts NICs under one leaf next to each other; naive interleaves leaves.")
+@click.option("--channels", default=1, show_default=True, type=click.IntRange(1, 8),
+              help="Connections (process groups) per rank pair; each carries 1/N of the data.")
+@click.option("--iters", default=5, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--warmup", default=1, show_default=True, type=click.IntRange(0, 100))
+@click.option("--timeout", default=60.0, show_default=True, help="Seconds a single collective may take.")
+@click.option("--transport", type=click.Choice(["tcp", "roce"]), default="tcp", show_default=True,
+              help="tcp: gloo over TCP; roce: RoCE's RC transport emulated over UDP (go-back-N).")
+@click.option("--qps-per-connection", default=1, show_default=True, type=click.IntRange(1, 8),
+              help="roce: QPs per rank pair (NCCL_IB_QPS_PER_CONNECTION), each its own ECMP path.")
+@click.option("--ib-timeout", default=DEFAULT_IB_TIMEOUT, show_default=True, type=click.IntRange(0, 31),
+              help="roce: NCCL_IB_TIMEOUT, first retransmission timeout 4.096 us x 2^n.")
+@click.option("--retry-cnt", default=DEFAULT_RETRY_CNT, show_default=True, type=click.IntRange(0, 7),
+              help="roce: NCCL_IB_RETRY_CNT, retries before a QP fails.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, timeout, transport,
+                     qps_per_connection, ib_timeout, retry_cnt, as_json) -> None:
+    """Time a collective, one rank per host NIC, like nccl-tests: over gloo (TCP) or the
+    emulated RoCE transport.
+
+    Every iteration's result is checked against the expected values (#wrong). busbw uses
+    nccl-tests' factors; "line" is busbw as a fraction of the lab's line rate. On roce the
+    table adds what the transport retransmitted, its NAKs and timeouts.
+    """
+    try:
+        size_list = size_sweep(sizes)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sizes") from None
+    state, fabric = running_lab(name)
+    runtime = get_runtime(state.runtime, name)
+    try:
+        with progress_bar() as bar:
+            result = run_bench(runtime, state, fabric, op, size_list, ranks, order, channels, iters, warmup,
+                               timeout, RichProgress(bar), transport,
+                               {"ib_timeout": ib_timeout, "retry_cnt": retry_cnt,
+                                "qps_per_connection": qps_per_connection, "time_scale": 1.0})
+    except RankSpecError as exc:
+        raise TwinError(str(exc), hint="see `twin lab show " + name + "` for host and NIC names") from None
+    if as_json:
+        out.print_json(json.dumps(result.as_dict()))
+        return
+    roce = transport == "roce"
+    table = Table(title=f"{op} over {transport}, {len(result.ranks)} ranks ({ranks}, {order} ring, "
+                  f"{channels} channel(s){f', {qps_per_connection} QP(s) per pair' if roce else ''}), "
+                  f"line rate {fabric.rate_bps / 1e6:g} Mbit/s", title_justify="left")
+    for column in ("size", "count", "type", "time (ms)", "algbw (MB/s)", "busbw (MB/s)", "line", "#wrong",
+                   *(("retrans MB", "NAKs", "timeouts") if roce else ())):
+        table.add_column(column, justify="right")
+    for m in result.measurements:
+        extra = (f"{m.transport.get('retrans_bytes', 0) / 1e6:.2f}", str(m.transport.get("naks_sent", 0)),
+                 str(m.transport.get("timeouts", 0))) if roce else ()
+        table.add_row(human_size(m.size), str(m.count), "float", f"{m.time_s * 1000:.1f}",
+                      f"{m.algbw / 1e6:.2f}", f"{m.busbw / 1e6:.2f}", f"{m.line_fraction(fabric.rate_bps):.2f}",
+                      str(m.wrong), *extra)
+    out.print(table)
+    out.print(f"bytes into spines: {result.spine_bytes / 1e6:.1f} MB, into superspines: "
+              f"{result.superspine_bytes / 1e6:.1f} MB; ring hops crossing spines: "
+              f"{result.ring_hops_crossing_spines}/{len(result.ranks)}; CPU busy per core: "
+              + ", ".join(f"{p:.0f}%" for p in result.cpu_busy_pct))
+    wrong = sum(m.wrong for m in result.measurements)
+    if wrong:
+        raise TwinError(f"{wrong} wrong elements: the collective returned corrupted data")
+
+
+@click.command("probe")
+@click.argument("name", metavar="LAB")
+@click.option("--duration", default=10.0, show_default=True, help="Seconds to probe.")
+@click.option("--interval-ms", default=100, show_default=True, type=click.IntRange(10, 10000),
+              help="Each path is probed once per interval.")
+@click.option("--pairs", type=click.Choice(PAIR_MODES), default="cover", show_default=True,
+              help="cover: every link; rail: same-rail pairs; full: every NIC pair across hosts.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def probe(name, duration, interval_ms, pairs, as_json) -> None:
+    """Run the probe mesh for a while: path discovery, then loss and RTT per path.
+
+    Prints the probe load, the fabric links no discovered path crosses, and every path
+    that lost probes (with the links it crosses).
+    """
+    state, fabric = running_lab(name)
+    runtime = get_runtime(state.runtime, name)
+    with progress_bar() as bar:
+        progress = RichProgress(bar)
+        summary = run_probe_mesh(runtime, state, fabric, duration, interval_ms, pairs, progress)
+    if as_json:
+        out.print_json(json.dumps(summary))
+        return
+    load = summary["load"]
+    out.print(f"{summary['paths']} paths over {summary['pairs']} NIC pairs; configured {load['probes_per_s']} "
+              f"probes/s ({load['max_per_nic']} on the busiest NIC), achieved {summary['achieved_pps']} probes/s; "
+              f"agents' CPU {summary['cpu_s']} s")
+    out.print(f"links crossed by no discovered path: {', '.join(summary['uncovered']) or 'none'}")
+    table = Table(title="paths that lost probes", title_justify="left")
+    for column in ("src", "dst", "sport", "sent", "lost", "rtt p50 ms", "rtt p99 ms", "links"):
+        table.add_column(column)
+    for row in summary["lossy_paths"]:
+        table.add_row(row["src"], row["dst"], str(row["sport"]), str(row["sent"]), str(row["lost"]),
+                      str(row["rtt_p50_ms"]), str(row["rtt_p99_ms"]), " | ".join(l or "?" for l in row["links"]))
+    out.print(table if summary["lossy_paths"] else "no path lost probes")
+    out.print(f"RTT over all paths: p50 {summary['rtt_p50_ms']} ms, p99 {summary['rtt_p99_ms']} ms")
+
+
+@click.command("telemetry")
+@click.argument("name", metavar="LAB")
+@click.option("--interval-ms", default=100, show_default=True, type=click.IntRange(10, 60000),
+              help="Sampling period.")
+@click.option("--duration", default=5.0, show_default=True, help="Seconds to sample (without --serve).")
+@click.option("--out", "output", type=click.Path(path_type=Path), help="Also write every sample to this JSON-lines file.")
+@click.option("--serve", is_flag=True, help="Serve the latest counters in Prometheus text format until Ctrl-C.")
+@click.option("--port", default=9464, show_default=True, help="Port for --serve (localhost only).")
+def telemetry(name, interval_ms, duration, output, serve, port) -> None:
+    """Sample every node's interface, qdisc, checksum-error and fault counters.
+
+    Without --serve: sample for --duration seconds and print the busiest interfaces and
+    the achieved sampling period. With --serve: http://127.0.0.1:PORT/metrics.
+    """
+    state, fabric = running_lab(name)
+    sampler = Sampler(get_runtime(state.runtime, name), state, fabric, interval_ms, output)
+    if serve:
+        server, thread = start_http_server(port, addr="127.0.0.1", registry=registry_for(sampler, fabric))
+        sampler.start()
+        out.print(f"serving http://127.0.0.1:{port}/metrics (Ctrl-C to stop)")
+        try:
+            while True:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.shutdown()
+            thread.join(timeout=2)
+            sampler.stop()
+        return
+    sampler.start()
+    first = None
+    with progress_bar() as bar:
+        progress = RichProgress(bar)
+        progress.phase(f"sampling {duration:g} s", int(duration))
+        for _ in range(int(duration)):
+            time.sleep(1)
+            first = first or sampler.latest
+            progress.advance()
+        time.sleep(duration - int(duration))
+    stats = sampler.stop()
+    last = sampler.latest
+    table = Table(title=f"busiest interfaces over {last.t - first.t:.1f} s", title_justify="left")
+    for column in ("node", "interface", "rx Mbit/s", "tx Mbit/s", "drops", "backlog B"):
+        table.add_column(column, justify="right")
+    span = max(1e-6, last.t - first.t)
+    rows = []
+    for key, now in last.interfaces.items():
+        before = first.interfaces.get(key, now)
+        rx = (now["rx_bytes"] - before["rx_bytes"]) * 8 / span / 1e6
+        tx = (now["tx_bytes"] - before["tx_bytes"]) * 8 / span / 1e6
+        drops = sum(now.get(k, 0) - before.get(k, 0) for k in ("rx_dropped", "tx_dropped", "qdisc_drops"))
+        rows.append((rx + tx, key, rx, tx, drops, now.get("backlog_bytes", 0)))
+    for _, (node, ifname), rx, tx, drops, backlog in sorted(rows, reverse=True)[:15]:
+        table.add_row(node, ifname, f"{rx:.2f}", f"{tx:.2f}", str(drops), str(backlog))
+    out.print(table)
+    errors = {f"{h} {c}": v for (h, c), v in last.checksum_errors.items() if v}
+    out.print(f"checksum errors: {errors or 'none'}; sampling: {stats['samples']} samples, period "
+              f"{stats['period_ms']:g} ms, achieved mean {stats['achieved_mean_ms']} ms, max "
+              f"{stats['achieved_max_ms']} ms, one read {stats['read_mean_ms']} ms")
+
+
+@click.command("diagnose")
+@click.argument("words", nargs=-1, required=True, metavar="[slow-node] LAB")
+@click.option("--duration", default=8.0, show_default=True, help="Seconds of probing.")
+@click.option("--interval-ms", default=50, show_default=True, type=click.IntRange(10, 10000),
+              help="Probe interval per path.")
+@click.option("--size", default="4MiB", show_default=True, help="slow-node: allreduce size per step.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def diagnose_cmd(words, duration, interval_ms, size, as_json) -> None:
+    """Rank suspect links and nodes of a running lab, with the evidence for each.
+
+    `twin diagnose LAB` reads BGP/BFD/daemon state, runs the probe mesh with the probe
+    localizer, and compares interface, qdisc and checksum-error counters from before and
+    after. `twin diagnose slow-node LAB` finds a host whose NICs run slow by bisection over
+    allreduce bandwidth between halves of the hosts, printing every step. Exit 1 when there
+    is a suspect.
+    """
+    if words[0] == "slow-node" and len(words) != 2:
+        raise click.UsageError("usage: twin diagnose slow-node LAB")
+    if words[0] != "slow-node" and len(words) != 1:
+        raise click.UsageError(f"unexpected {' '.join(words[1:])!r}: use `twin diagnose LAB` or "
+                               "`twin diagnose slow-node LAB`")
+    name = words[-1]
+    state, fabric = running_lab(name)
+    refuse_during_training(state, "diagnose (it is a detector)")
+    if words[0] == "slow-node":
+        _slow_node(name, size, as_json)
+        return
+    with progress_bar() as bar:
+        found = diagnose(get_runtime(state.runtime, name), state, fabric, duration, interval_ms, RichProgress(bar))
+    if as_json:
+        out.print_json(json.dumps(found))
+    else:
+        p = found["probes"]
+        out.print(f"probes: {p['sent']} sent over {p['paths']} paths, {p['lost']} lost; links no path covered: "
+                  f"{', '.join(found['uncovered_links']) or 'none'}")
+        if not found["suspects"]:
+            out.print("no suspects: routing is complete, no probe was lost, no drop or error counter moved")
+        table = Table(title="suspects, most likely first", title_justify="left")
+        for column in ("#", "suspect", "score", "evidence"):
+            table.add_column(column)
+        for number, s in enumerate(found["suspects"], 1):
+            table.add_row(str(number), s["name"], f"{s['score']:.1f}", "\n".join(s["evidence"]))
+        if found["suspects"]:
+            out.print(table)
+    if found["suspects"]:
+        sys.exit(1)
+
+
+def _slow_node(name: str, size: str, as_json: bool) -> None:
+    try:
+        size_bytes = size_sweep(size)[0]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--size") from None
+    state, fabric = running_lab(name)
+
+    def show(step) -> None:
+        if not as_json:
+            out.print(" vs ".join(f"{'+'.join(group)}: {bw / 1e6:.1f} MB/s" for group, bw in zip(step.measured, step.busbw))
+                      + f"  (x{step.ratio:.2f})")
+
+    with progress_bar() as bar:
+        search = find_slow_node(get_runtime(state.runtime, name), state, fabric, size_bytes,
+                                progress=RichProgress(bar), on_step=show)
+    if as_json:
+        out.print_json(json.dumps(search.as_dict()))
+    elif search.suspect:
+        out.print(f"slow host: {search.suspect} (its half of the hosts ran slower at every step)")
+    else:
+        out.print("no slow host: the halves ran alike")
+    if search.suspect:
+        sys.exit(1)
+
+
+@click.command("dashboard")
+@click.argument("name", metavar="LAB")
+@click.option("--port", default=8470, show_default=True, help="Port on 127.0.0.1 (0: any free port).")
+def dashboard(name: str, port: int) -> None:
+    """Serve a live page of LAB on localhost until Ctrl-C: links coloured by utilisation and
+    probe loss, BGP/BFD sessions, collective step time and probe loss over the last minutes,
+    active faults (not during a training session). Loss needs a probe mesh running on the lab
+    (a scenario's or training session's, or `twin probe`)."""
+    from twin.dashboard.collect import Collector
+    from twin.dashboard.server import Dashboard
+    state, fabric = running_lab(name)
+    board = Dashboard(Collector(get_runtime(state.runtime, name), state, fabric), fabric, port=port)
+    board.start()
+    out.print(f"dashboard of lab {name}: {board.url}  (Ctrl-C to stop)")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        board.stop()

@@ -1,0 +1,195 @@
+"""Bring a lab up (ordered steps, each recorded before it acts) and tear it down.
+
+up:   namespaces -> sysctls -> links -> interfaces, routing, shaping -> PFC controller -> FRR -> convergence
+down: daemons by recorded pid -> every node carrying this lab's prefix -> the lab directory
+A failure or Ctrl-C during `up` tears down whatever was built.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from pyroute2 import IPRoute
+
+from twin.lab import converge, frr, netconf, offload, preflight, shaping
+from twin.errors import LabStateError, RuntimeBackendError
+from twin.spec.labfile import LabFile
+from twin.model.fabric import Fabric
+from twin.procs import alive, cmdline, terminate
+from twin.lab.pfc import client as pfc_client
+from twin.model.buffers import queue_limit
+from twin.model.ports import Port
+from twin.progress import NullProgress, Progress
+from twin.lab.runtime import Runtime, get_runtime, names
+from twin.signals import deferred_interrupts, sigterm_as_interrupt
+from twin.lab.state import LabState, Resource, lab_dir, load_state
+
+
+NODE_WORKERS = 8
+
+
+@contextmanager
+def _timed(state: LabState, name: str) -> Iterator[None]:
+    start = time.monotonic()
+    yield
+    state.timings_s[name] = round(time.monotonic() - start, 3)
+
+
+def up(lab: LabFile, fabric: Fabric, progress: Progress | None = None,
+       timeout_s: float = 60.0) -> LabState:
+    """Build the lab and wait until it has converged. Returns the saved state."""
+    progress = progress or NullProgress()
+    preflight.check(lab)
+    runtime = get_runtime(fabric.runtime, fabric.name)
+    if load_state(fabric.name) is not None or runtime.owned():
+        raise LabStateError(f"lab '{fabric.name}' is already up (or left over from a crash)",
+                            hint=f"twin lab down {fabric.name}")
+    runtime.preflight(list(fabric.nodes.values()))
+    state = LabState(lab=fabric.name, runtime=runtime.kind, lab_file=str(lab.path.resolve()))
+    state.save()
+    shutil.copyfile(lab.path, state.directory / "lab.yaml")  # later commands read the lab as it was built
+    started = time.monotonic()
+    owner = os.getpid()
+    with sigterm_as_interrupt():
+        try:
+            _build(fabric, runtime, state, progress, timeout_s)
+        except BaseException:
+            if os.getpid() != owner:  # a forked helper: never tear down from it
+                os._exit(1)
+            state.status = "failed"
+            state.save()
+            progress.note("deploy failed: tearing down what was built")
+            down(fabric.name, progress)
+            raise
+    state.timings_s["total"] = round(time.monotonic() - started, 3)
+    state.status = "up"
+    state.save()
+    return state
+
+
+def _build(fabric: Fabric, runtime: Runtime, state: LabState, progress: Progress,
+           timeout_s: float) -> None:
+    nodes = list(fabric.nodes.values())
+    with _timed(state, "namespaces"):
+        progress.phase("namespaces", len(nodes))
+        for node in nodes:
+            state.resources.append(Resource(kind=runtime.kind, name=runtime.resource_name(node.name),
+                                            node=node.name))
+        state.save()  # every node recorded before the first is created
+
+        def create(node) -> None:
+            runtime.create_node(node)
+            progress.advance()
+        # In parallel: a container takes ~0.2 s to start, mostly waiting on the daemon.
+        with ThreadPoolExecutor(max_workers=NODE_WORKERS) as pool:
+            list(pool.map(create, nodes))
+    with _timed(state, "sysctls"):
+        progress.phase("sysctls", len(nodes))
+        for node in nodes:
+            netconf.configure_sysctls(runtime.netns_path(node.name), fabric, node)
+            progress.advance()
+    with _timed(state, "links"):
+        progress.phase("links", len(fabric.links))
+        for link in fabric.links:
+            runtime.create_link(link)
+            progress.advance()
+    with _timed(state, "addresses+shaping"):
+        progress.phase("addresses, routes, shaping", len(nodes))
+        for node in nodes:
+            with IPRoute(netns=runtime.netns_path(node.name), flags=0) as ipr:
+                indexes = netconf.configure_interfaces(ipr, fabric, node)
+                if node.role == "host":
+                    netconf.configure_host_routing(ipr, fabric, node, indexes)
+                for ifname, index in indexes.items():
+                    shaping.shape(ipr, index, fabric.rate_bps, queue_limit(fabric, Port(node.name, ifname)))
+            if node.role == "host":
+                offload.segment_in_software(runtime.netns_path(node.name), list(indexes))
+            progress.advance()
+    if fabric.pfc:
+        with _timed(state, "pfc"):
+            progress.phase("PFC: queue programs and controller", None)
+            pfc_client.start(state)
+    switches = fabric.switches
+    with _timed(state, "frr-start"):
+        progress.phase("FRR daemons", len(switches) * len(frr.DAEMONS))
+        for node in switches:
+            frr.write_configs(fabric, node, state.node_dir(node.name))
+        # zebra first, and listening, before the daemons that connect to it: a daemon whose
+        # first connect fails retries only after 10 s (FRR's zclient), delaying BFD and BGP.
+        for group in (("zebra",), ("bfdd", "bgpd", "staticd")):
+            for daemon in group:
+                frr.start_daemons(runtime, state, [n.name for n in switches], daemon, progress.advance)
+            frr.wait_sockets(state, [n.name for n in switches], group)
+    deadline = time.monotonic() + timeout_s
+    with _timed(state, "bgp-ecmp"):
+        converge.wait_routing(runtime, state, fabric, progress, deadline)
+    with _timed(state, "bfd"):
+        progress.phase("binding BFD to BGP sessions", len(switches))
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for _ in pool.map(lambda node: frr.bind_bfd(runtime, state, node), switches):
+                progress.advance()
+        converge.wait_bfd(runtime, state, fabric, progress, deadline)
+    with _timed(state, "reachability"):
+        converge.wait_reachable(runtime, fabric, progress, deadline)
+
+
+def wait_converged(runtime: Runtime, state: LabState, fabric: Fabric, progress: Progress | None = None,
+                   timeout_s: float = 90) -> None:
+    """A lab that is up converges again (after a scenario on it): routes, BFD, reachability."""
+    progress = progress or NullProgress()
+    deadline = time.monotonic() + timeout_s
+    converge.wait_routing(runtime, state, fabric, progress, deadline)
+    converge.wait_bfd(runtime, state, fabric, progress, deadline)
+    converge.wait_reachable(runtime, fabric, progress, deadline)
+
+
+@dataclass
+class TeardownReport:
+    lab: str
+    nodes_removed: int
+    daemons_stopped: int
+    had_state: bool
+
+
+def down(lab: str, progress: Progress | None = None) -> TeardownReport:
+    """Remove everything lab `lab` owns; idempotent, works from a partial or missing state.
+    Ctrl-C and SIGTERM wait until it is done."""
+    with deferred_interrupts():
+        return _down(lab, progress or NullProgress())
+
+
+def _down(lab: str, progress: Progress) -> TeardownReport:
+    state = load_state(lab)
+    if state is not None:
+        state.status = "tearing-down"
+        state.save()
+    marker = str(lab_dir(lab))
+    # Recorded daemons and fault agents first, each verified to still be this lab's process.
+    pids = [r.pid for r in (state.resources if state else [])
+            if r.pid and alive(r.pid) and marker in cmdline(r.pid)]
+    progress.phase("stopping daemons", None)
+    terminate(pids)
+    removed = 0
+    for kind in names():
+        runtime = get_runtime(kind, lab)
+        owned = runtime.owned()
+        progress.phase(f"removing {kind} nodes", len(owned))
+
+        def delete(node: str) -> None:
+            try:
+                runtime.delete_node(node)
+            except RuntimeBackendError as exc:
+                progress.note(str(exc))
+            progress.advance()
+        with ThreadPoolExecutor(max_workers=NODE_WORKERS) as pool:
+            list(pool.map(delete, owned))
+        removed += len(owned)
+    shutil.rmtree(lab_dir(lab), ignore_errors=True)
+    return TeardownReport(lab=lab, nodes_removed=removed, daemons_stopped=len(pids),
+                          had_state=state is not None)

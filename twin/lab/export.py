@@ -1,0 +1,155 @@
+"""`twin export LAB --format containerlab`: the lab as a containerlab topology, for twins larger
+than one machine (containerlab's multi-host mode, or Kubernetes with clabernetes).
+
+Every node is of kind `linux`, with the switch or the host image (images/). A switch gets its
+rendered FRR configs bound read-only and starts its daemons from `exec`; every node configures
+its addresses, sysctls and (hosts) per-NIC routing with `exec` commands generated from the same
+model as the netns runtime. Links carry the MTU and, in `vars`, the line rate; a host-side
+`create-links` stage command per node applies the HTB shaping to its ports (containerlab
+creates a network namespace link named after each container).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+from twin import __version__
+from twin.lab import shaping
+from twin.model.build import rail_network
+from twin.lab.identity import rank_uid
+from twin.model.fabric import IFNAMSIZ, Fabric, Node
+from twin.lab.netconf import HOST_TABLE_BASE, node_sysctls
+from twin.model.buffers import queue_limit
+from twin.model.ports import Port
+from twin.model.render import render_bfd_binding, render_switch
+
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")  # container names (containerlab's node names)
+SWITCH_IMAGE = f"fabric-twin-switch:{__version__}"
+HOST_IMAGE = f"fabric-twin-host:{__version__}"
+FRR_DIR_IN_CONTAINER = "/etc/fabric-twin/lab/frr"
+DAEMON_ORDER = ("zebra", "staticd", "bfdd", "bgpd")  # zebra first: the others connect to it
+
+
+def topology(fabric: Fabric) -> dict:
+    """The containerlab topology document for the lab."""
+    nodes = {node.name: _node(fabric, node) for node in fabric.nodes.values()}
+    links = [{"endpoints": [f"{l.a.node}:{l.a.ifname}", f"{l.b.node}:{l.b.ifname}"], "mtu": fabric.mtu,
+              "vars": {"rate_bps": fabric.rate_bps, "kind": l.kind}} for l in fabric.links]
+    return {"name": fabric.name, "topology": {"nodes": nodes, "links": links}}
+
+
+def _node(fabric: Fabric, node: Node) -> dict:
+    commands = [f"sysctl -qw {key}={value}" for key, value in node_sysctls(fabric, node).items()]
+    if node.loopback is not None:
+        commands.append(f"ip addr add {node.loopback}/32 dev lo")
+    for link in fabric.links_of(node.name):
+        end = link.endpoint(node.name)
+        commands.append(f"ip addr add {end.address} dev {end.ifname}")
+    entry = {"kind": "linux", "image": SWITCH_IMAGE if node.is_switch else HOST_IMAGE,
+             "labels": {"fabric-twin.lab": fabric.name, "fabric-twin.role": node.role}}
+    if node.is_switch:
+        entry["binds"] = [f"{node.name}:{FRR_DIR_IN_CONTAINER}:ro"]
+        commands += [_daemon(d) for d in DAEMON_ORDER]
+        # BFD on every session, as `up` binds it (vtysh waits for bgpd to answer)
+        commands.append("vtysh " + " ".join(f"-c {shlex.quote(line)}" for line in render_bfd_binding(node)))
+    else:
+        commands += _host_routing(fabric, node)
+    entry["exec"] = commands
+    entry["stages"] = {"create-links": {"exec": [
+        {"command": command, "target": "host", "phase": "on-exit"} for command in _shaping(fabric, node)]}}
+    return entry
+
+
+def _daemon(daemon: str) -> str:
+    extra = " --bfdctl /var/run/frr/bfdd.sock" if daemon == "bfdd" else ""
+    return f"/usr/lib/frr/{daemon} -d -u frr -g frr -f {FRR_DIR_IN_CONTAINER}/{daemon}.conf{extra}"
+
+
+def _host_routing(fabric: Fabric, node: Node) -> list[str]:
+    """The same per-NIC routing as netconf.configure_host_routing, as iproute2 commands."""
+    nics = sorted((link.rail, link.endpoint(node.name), link.peer(node.name)) for link in fabric.links_of(node.name))
+    commands = []
+    for rail, nic, leaf_end in nics:
+        table, gateway, uid = HOST_TABLE_BASE + rail, leaf_end.address.ip, rank_uid(rail)
+        commands += [f"ip route add default via {gateway} dev {nic.ifname} table {table}",
+                     f"ip rule add from {nic.address.ip}/32 table {table} priority {1000 + rail}",
+                     f"ip rule add uidrange {uid}-{uid} table {table} priority {900 + rail}",
+                     f"ip route add {rail_network(rail)} via {gateway} dev {nic.ifname}"]
+    _rail, first_nic, first_leaf = nics[0]
+    commands.append(f"ip route add default via {first_leaf.address.ip} dev {first_nic.ifname}")
+    return commands
+
+
+def _shaping(fabric: Fabric, node: Node) -> list[str]:
+    """HTB at the line rate on each of the node's ports and its data queue sized as the twin sizes
+    it, run on the host in the node's namespace. (The PFC controller does not run there: an
+    exported lab's queues drop when full, as with `pfc: false`.)"""
+    netns = f"clab-{fabric.name}-{node.name}"
+    rate = f"{fabric.rate_bps}bit"
+    commands = []
+    for link in fabric.links_of(node.name):
+        dev = link.endpoint(node.name).ifname
+        tc = f"ip netns exec {netns} tc"
+        limit = queue_limit(fabric, Port(node.name, dev))
+        commands += [f"{tc} qdisc replace dev {dev} root handle 1: htb default 10",
+                     f"{tc} class replace dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate}",
+                     f"{tc} class replace dev {dev} parent 1:1 classid 1:10 htb rate {rate} ceil {rate}",
+                     f"{tc} qdisc replace dev {dev} parent 1:10 handle 20: tbf rate {shaping.GATE_OPEN_RATE} "
+                     f"burst {shaping.GATE_OPEN_BURST} limit {limit}"]
+    return commands
+
+
+def problems(document: dict) -> list[str]:
+    """containerlab's topology rules, checked on a document: required keys, node and interface
+    names, endpoint syntax, every endpoint's node defined, no interface used twice."""
+    found = []
+    if not isinstance(document.get("name"), str) or not NAME_PATTERN.match(document["name"]):
+        found.append(f"lab name {document.get('name')!r} does not match {NAME_PATTERN.pattern}")
+    topo = document.get("topology") or {}
+    nodes, links = topo.get("nodes") or {}, topo.get("links") or []
+    if not nodes:
+        found.append("topology.nodes is empty")
+    for name, node in nodes.items():
+        if not NAME_PATTERN.match(name):
+            found.append(f"node name {name!r} does not match {NAME_PATTERN.pattern}")
+        if not node.get("kind") or not node.get("image"):
+            found.append(f"node {name} needs kind and image")
+    used = set()
+    for number, link in enumerate(links):
+        endpoints = link.get("endpoints")
+        if not isinstance(endpoints, list) or len(endpoints) != 2:
+            found.append(f"link {number}: endpoints must be a list of two 'node:interface'")
+            continue
+        for endpoint in endpoints:
+            node, _, ifname = str(endpoint).partition(":")
+            if not ifname:
+                found.append(f"link {number}: {endpoint!r} is not 'node:interface'")
+            elif node not in nodes:
+                found.append(f"link {number}: node {node!r} is not defined")
+            elif len(ifname) > IFNAMSIZ:
+                found.append(f"link {number}: interface {ifname!r} is longer than {IFNAMSIZ} characters")
+            elif (node, ifname) in used:
+                found.append(f"link {number}: {endpoint} is used by another link")
+            used.add((node, ifname))
+    return found
+
+
+def write(fabric: Fabric, out: Path) -> Path:
+    """The topology file and one folder of FRR configs per switch, under `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    for node in fabric.switches:
+        folder = out / node.name
+        folder.mkdir(exist_ok=True)
+        for daemon, text in render_switch(fabric, node).items():
+            (folder / f"{daemon}.conf").write_text(text)
+    path = out / f"{fabric.name}.clab.yml"
+    yaml = YAML()
+    yaml.default_flow_style = False
+    with path.open("w") as handle:
+        handle.write(f"# fabric-twin {__version__}: `twin export {fabric.name} --format containerlab`\n")
+        yaml.dump(topology(fabric), handle)
+    return path

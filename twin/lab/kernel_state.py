@@ -1,0 +1,72 @@
+"""A comparable snapshot of everything faults may change on a lab's nodes: nft ruleset,
+qdiscs and classes, link admin state, routes and rules (kernel) and FRR's running config and
+routes. Used to prove that clearing a fault restores the exact prior state."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pyroute2 import IPRoute
+
+from twin.lab import nft
+from twin.lab.frr import vtysh_argv, vtysh_json
+from twin.model.fabric import Fabric
+from twin.lab.runtime import Runtime
+from twin.lab.state import LabState
+
+RTPROT_BGP = 186
+# Lines of `show running-config` that change on their own (uptime-like or build info).
+VOLATILE = re.compile(r"^(Building configuration|Current configuration|frr version|!)")
+
+
+def _kernel(ipr: IPRoute) -> dict:
+    links = {m.get_attr("IFLA_IFNAME"): bool(m["flags"] & 1) for m in ipr.get_links()}
+    names = {m["index"]: m.get_attr("IFLA_IFNAME") for m in ipr.get_links()}
+    qdiscs = sorted((names[m["index"]], m.get_attr("TCA_KIND"), m["handle"], m["parent"])
+                    for m in ipr.get_qdiscs())
+    classes = []
+    for m in (c for index in names for c in ipr.get_classes(index=index)):
+        params = m.get_attr("TCA_OPTIONS").get_attr("TCA_HTB_PARMS") if m.get_attr("TCA_KIND") == "htb" else None
+        classes.append((names[m["index"]], m["handle"], params["rate"] if params else None))
+    routes = sorted((m.get_attr("RTA_TABLE"), f"{m.get_attr('RTA_DST') or '0.0.0.0'}/{m['dst_len']}",
+                     m.get_attr("RTA_GATEWAY") or "", names.get(m.get_attr("RTA_OIF")) or "", m["proto"])
+                    for m in ipr.route("dump", family=2) if m["proto"] != RTPROT_BGP)
+    rules = sorted((m.get_attr("FRA_PRIORITY") or 0, m.get_attr("FRA_SRC") or "", m.get_attr("FRA_TABLE") or 0)
+                   for m in ipr.get_rules(family=2))
+    return {"links": links, "qdiscs": qdiscs, "classes": sorted(classes), "routes": routes, "rules": rules}
+
+
+def _frr(runtime: Runtime, state: LabState, node: str) -> dict:
+    config = runtime.exec(node, vtysh_argv(state, node, "show running-config")).stdout
+    lines = [l for l in config.splitlines() if l.strip() and not VOLATILE.match(l)]
+    routes = vtysh_json(runtime, state, node, "show ip route json")
+    fib = {prefix: sorted(h.get("ip", h.get("interfaceName", "")) for e in entries if e.get("selected")
+                          for h in e.get("nexthops", []) if h.get("fib"))
+           for prefix, entries in routes.items()}
+    return {"running_config": lines, "fib": fib}
+
+
+def take(runtime: Runtime, state: LabState, fabric: Fabric) -> dict:
+    snap = {}
+    for name, node in sorted(fabric.nodes.items()):
+        with IPRoute(netns=runtime.netns_path(name), flags=0) as ipr:
+            entry = _kernel(ipr)
+        entry["nft"] = [o for o in nft.ruleset(runtime, name)]
+        for obj in entry["nft"]:  # handles are renumbered when tables come and go
+            next(iter(obj.values())).pop("handle", None)
+        if node.is_switch:
+            entry |= _frr(runtime, state, name)
+        snap[name] = json.loads(json.dumps(entry, default=str))
+    return snap
+
+
+def differences(before: dict, after: dict) -> list[str]:
+    """Human-readable list of what differs ('' when identical)."""
+    found = []
+    for node in sorted(set(before) | set(after)):
+        for key in sorted(set(before.get(node, {})) | set(after.get(node, {}))):
+            old, new = before.get(node, {}).get(key), after.get(node, {}).get(key)
+            if old != new:
+                found.append(f"{node} {key}: {str(old)[:200]} -> {str(new)[:200]}")
+    return found

@@ -1,0 +1,103 @@
+"""Per-node kernel network configuration over netlink: links, addresses, sysctls, host routing."""
+
+from __future__ import annotations
+
+
+import zlib
+
+from pyroute2 import IPRoute
+
+from twin.model.build import rail_network
+from twin.lab.identity import rank_uid
+from twin.model.fabric import Fabric, Node
+from twin.lab.nsutil import write_sysctls
+from twin.model.buffers import frame_bytes, line_bytes
+
+TWIN_PORTS = "47000-47199"  # fixed ports of traffic.py, workloads/flows.py, probes/mesh.py
+
+# Per-NIC routing tables on hosts: table 100+r holds NIC r's default route.
+HOST_TABLE_BASE = 100
+
+
+def node_sysctls(fabric: Fabric, node: Node) -> dict[str, str]:
+    common = {
+        # Loose reverse-path filtering: ECMP and multi-NIC hosts see asymmetric paths.
+        "net.ipv4.conf.all.rp_filter": "2",
+        "net.ipv4.conf.default.rp_filter": "2",
+        "net.ipv4.fib_multipath_hash_policy": "1" if fabric.ecmp_hash == "l4" else "0",
+        # A route over a link without carrier is skipped at once, before BGP withdraws it.
+        "net.ipv4.conf.all.ignore_routes_with_linkdown": "1",
+        "net.ipv4.conf.default.ignore_routes_with_linkdown": "1",
+        # No IPv6 chatter (RS/ND/MLD) in counters: the fabric is IPv4 only.
+        "net.ipv6.conf.all.disable_ipv6": "1",
+        "net.ipv6.conf.default.disable_ipv6": "1",
+    }
+    if node.is_switch:
+        # Path discovery relies on every switch answering TTL-exceeded (no rate limit), from
+        # the address of the interface the probe came in on, which names the link it crossed.
+        return common | {"net.ipv4.ip_forward": "1", "net.ipv4.icmp_ratelimit": "0",
+                         "net.ipv4.icmp_msgs_per_sec": "100000", "net.ipv4.icmp_msgs_burst": "10000",
+                         "net.ipv4.icmp_errors_use_inbound_ifaddr": "1",
+                         "net.ipv4.fib_multipath_use_neigh": "1",
+                         # Its own ECMP hash seed per switch, as production switches have: with one
+                         # seed everywhere, every tier picks the same next-hop index for a flow and a
+                         # 3-tier fabric uses 2 of its 8 paths (hash polarization).
+                         "net.ipv4.fib_multipath_hash_seed": str(zlib.crc32(node.name.encode()) or 1)}
+    # Multi-NIC host: answer ARP only on the NIC that owns the address.
+    return common | {"net.ipv4.ip_forward": "0", "net.ipv4.conf.all.arp_ignore": "1",
+                     # TCP's own queue in the NIC (TSQ), scaled like the line rate: 4 MB is 80 us at
+                     # 400 Gbit/s but 160 ms at 200 Mbit/s, which a NIC paused by PFC would fill and
+                     # every other packet of the host would wait behind.
+                     "net.ipv4.tcp_limit_output_bytes": str(host_tcp_queue_bytes(fabric)),
+                     "net.ipv4.conf.all.arp_announce": "2",
+                     # The twin's own listening ports (flows, probes) are never handed out as
+                     # ephemeral source ports (flows, gloo), which would make a later bind fail.
+                     "net.ipv4.ip_local_reserved_ports": TWIN_PORTS}
+
+
+def host_tcp_queue_bytes(fabric: Fabric) -> int:
+    return max(4 * frame_bytes(fabric.mtu), line_bytes(fabric.rate_bps, 2.0))
+
+
+def configure_sysctls(netns_path: str, fabric: Fabric, node: Node) -> None:
+    write_sysctls(netns_path, node_sysctls(fabric, node))
+
+
+def configure_interfaces(ipr: IPRoute, fabric: Fabric, node: Node) -> dict[str, int]:
+    """Bring up lo and every port with MTU and address; returns ifname -> index."""
+    lo = ipr.link_lookup(ifname="lo")[0]
+    ipr.link("set", index=lo, state="up")
+    if node.loopback is not None:
+        ipr.addr("add", index=lo, address=str(node.loopback), prefixlen=32)
+    indexes = {}
+    for link in fabric.links_of(node.name):
+        end = link.endpoint(node.name)
+        index = ipr.link_lookup(ifname=end.ifname)[0]
+        ipr.link("set", index=index, mtu=fabric.mtu, state="up")
+        ipr.addr("add", index=index, address=str(end.address.ip), prefixlen=end.address.network.prefixlen)
+        indexes[end.ifname] = index
+    return indexes
+
+
+def configure_host_routing(ipr: IPRoute, fabric: Fabric, node: Node, indexes: dict[str, int]) -> None:
+    """Traffic sourced from NIC r leaves through NIC r, as on a real multi-rail server.
+
+    - rule `from <NIC r address> lookup 100+r`, table 100+r: default via leaf (g, r)
+    - rule `uidrange RANK_UID_BASE+r lookup 100+r`: collective ranks of rail r use their NIC
+    - main table: the rail-r block via NIC r (unbound traffic stays rail-aligned), default via NIC 1
+    """
+    nics = sorted((link.rail, link.endpoint(node.name), link.peer(node.name))
+                  for link in fabric.links_of(node.name))
+    for rail, nic, leaf_end in nics:
+        table = HOST_TABLE_BASE + rail
+        gateway = str(leaf_end.address.ip)
+        ipr.route("add", dst="0.0.0.0/0", gateway=gateway, oif=indexes[nic.ifname], table=table)
+        ipr.rule("add", src=str(nic.address.ip), src_len=32, table=table, priority=1000 + rail)
+        uid = rank_uid(rail)  # collective ranks of this rail: see collectives/identity.py
+        ipr.rule("add", uid_range=f"{uid}:{uid}", table=table, priority=900 + rail)
+        block = rail_network(rail)
+        ipr.route("add", dst=str(block), gateway=gateway, oif=indexes[nic.ifname])
+    first_rail, first_nic, first_leaf = nics[0]
+    ipr.route("add", dst="0.0.0.0/0", gateway=str(first_leaf.address.ip), oif=indexes[first_nic.ifname])
+
+

@@ -1,0 +1,86 @@
+"""Talking to a lab's PFC controller: start it at `up`, ask it to hold or release ports (faults),
+read what it published. One JSON request per datagram on `<lab dir>/pfc/control.sock`."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from twin.errors import TwinError
+from twin.procs import alive
+from twin.lab.state import LabState, Resource
+from twin.lab.pfc import counters
+from twin.lab.pfc.controller import SOCKET
+from twin.model.ports import Port
+
+RESOURCE = "pfc/controller"
+START_TIMEOUT_S = 30.0
+
+
+def request(lab_dir: Path, message: dict, timeout_s: float = 5.0) -> dict:
+    path = counters.directory(lab_dir) / SOCKET
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+        sock.settimeout(timeout_s)
+        try:
+            sock.connect(str(path))
+            sock.send(json.dumps(message).encode())
+            reply = json.loads(sock.recv(1 << 20))
+        except (FileNotFoundError, ConnectionError, socket.timeout) as exc:
+            raise TwinError(f"the lab's PFC controller does not answer ({exc.__class__.__name__})",
+                            hint=f"see {counters.directory(lab_dir) / 'controller.log'}; "
+                                 "`twin lab status` shows whether it runs") from None
+    if not reply.get("ok"):
+        raise TwinError(f"PFC controller: {reply.get('error')}")
+    return reply
+
+
+def hold(lab_dir: Path, fault_id: str, ports: list[Port], pause_ms: float | None = None,
+         period_ms: float | None = None) -> None:
+    """Pause `ports` for fault `fault_id`: for good, or pause_ms every period_ms."""
+    request(lab_dir, {"op": "hold", "id": fault_id, "ports": [[p.node, p.ifname] for p in ports],
+                      "pause_ms": pause_ms, "period_ms": period_ms})
+
+
+def tune(lab_dir: Path, fault_id: str, port: Port, **settings) -> None:
+    """Change a queue's xoff/xon (bytes) or a port's watchdog_ms for the fault's lifetime."""
+    request(lab_dir, {"op": "tune", "id": fault_id, "port": [port.node, port.ifname], **settings})
+
+
+def release(lab_dir: Path, fault_id: str) -> dict:
+    """Undo everything fault `fault_id` asked for; returns its pause report."""
+    return request(lab_dir, {"op": "release", "id": fault_id})["report"]
+
+
+def start(state: LabState) -> int:
+    """Start the controller (a host process, recorded before it starts) and wait until its
+    programs are attached and it answers."""
+    directory = counters.directory(state.directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    resource = state.record(Resource(kind="controller", name=RESOURCE))
+    log = directory / "controller.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "twin.lab.pfc.controller", str(state.directory)],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+    resource.pid = proc.pid
+    state.save()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if (directory / SOCKET).exists():
+            try:
+                request(state.directory, {"op": "ping"}, timeout_s=1.0)
+                return proc.pid
+            except TwinError:
+                pass
+        if proc.poll() is not None:
+            raise TwinError("the PFC controller exited while starting",
+                            hint=log.read_text()[-900:] or f"see {log}")
+        time.sleep(0.05)
+    raise TwinError(f"the PFC controller did not answer within {START_TIMEOUT_S:.0f} s", hint=f"see {log}")
+
+
+def running(state: LabState) -> bool:
+    return any(r.kind == "controller" and r.pid and alive(r.pid) for r in state.resources)

@@ -1,0 +1,79 @@
+"""PFC counters of every port, as the controller publishes them (`<lab dir>/pfc/counters.json`,
+rewritten atomically at most every 100 ms) and as readers (telemetry, status, the dashboard, the
+report) use them.
+
+Per port (one direction of a link, the egress of `node` through `ifname`), like a switch's
+per-port PFC counters:
+    rx_pause    pauses this port received (XOFF from its peer, or a fault's pause frames)
+    tx_pause    XOFF this interface sent: its node paused the peer's egress toward it
+    paused_s    seconds this port's egress was held, the ongoing pause included
+    paused      held right now, paused_for_s for how long (0 when not held)
+    queue       bytes in its egress queue now (switch ports), queue_peak the most it held
+    xoff        its queue is above XOFF: it is pausing the ports that feed it; xoff_times how
+                often it went above
+    watchdog    times the PFC watchdog turned its pause into drops
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from twin.errors import TwinError
+
+FILE = "counters.json"
+
+
+@dataclass
+class PortCounters:
+    rx_pause: int = 0
+    tx_pause: int = 0
+    paused_s: float = 0.0
+    paused: bool = False
+    paused_for_s: float = 0.0
+    queue: int = 0
+    queue_peak: int = 0
+    xoff: bool = False
+    xoff_times: int = 0
+    watchdog: int = 0
+
+
+def directory(lab_dir: Path) -> Path:
+    return lab_dir / "pfc"
+
+
+FIELDS = [f.name for f in fields(PortCounters)]
+
+
+def write(lab_dir: Path, now: float, rows: dict, controller: dict) -> None:
+    """rows: port -> (its counters, paused_s to show: the ongoing pause included). One list of
+    values per port (in FIELDS' order) keeps the file small and quick to write every 100 ms."""
+    ports = {f"{port[0]} {port[1]}": [getattr(c, name) if name != "paused_s" else paused_s for name in FIELDS]
+             for port, (c, paused_s) in rows.items()}
+    path = directory(lab_dir) / FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"t_mono": round(now, 4), "t_wall": round(time.time(), 3), "fields": FIELDS,
+                               "ports": ports, "controller": controller}))
+    os.replace(tmp, path)
+
+
+def read(lab_dir: Path) -> dict | None:
+    """The latest counters, or None on a lossy lab (no controller) or before the first write."""
+    try:
+        return json.loads((directory(lab_dir) / FILE).read_text())
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError as exc:  # written by replace, so only a foreign file
+        raise TwinError(f"cannot read the PFC counters: {exc}") from None
+
+
+def ports(document: dict | None) -> dict[tuple[str, str], PortCounters]:
+    """(node, ifname) -> counters."""
+    if not document:
+        return {}
+    names = document["fields"]
+    return {tuple(key.split(" ", 1)): PortCounters(**dict(zip(names, values)))
+            for key, values in document["ports"].items()}

@@ -1,0 +1,103 @@
+"""`twin lab status`: per switch BGP sessions, BFD peers, ECMP completeness, daemon health (vtysh JSON);
+the fabric's queues: PFC controller, pauses and queue drops per port."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+
+from twin.lab.converge import fib_next_hops
+from twin.model.ecmp import expected_next_hops
+from twin.errors import RuntimeBackendError
+from twin.lab.frr import daemon_health, vtysh_json
+from twin.model.fabric import Fabric
+from twin.lab.pfc import client as pfc_client
+from twin.lab.pfc import counters as pfc_counters
+from twin.lab.runtime import Runtime
+from twin.lab.state import LabState
+from twin.telemetry.counters import CounterReader
+
+
+@dataclass
+class SwitchStatus:
+    name: str
+    daemons: dict[str, bool]
+    bgp: dict[str, str] = field(default_factory=dict)  # peer name -> session state
+    bfd: dict[str, str] = field(default_factory=dict)  # peer address -> up/down/...
+    ecmp_ok: int = 0  # host prefixes with the expected next-hop count
+    ecmp_expected: int = 0
+    ecmp_short: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return (all(self.daemons.values()) and bool(self.daemons) and self.error is None
+                and all(s == "Established" for s in self.bgp.values())
+                and all(s == "up" for s in self.bfd.values()) and self.ecmp_ok == self.ecmp_expected)
+
+
+def switch_status(runtime: Runtime, state: LabState, fabric: Fabric, name: str,
+                  expected: dict) -> SwitchStatus:
+    status = SwitchStatus(name=name, daemons=daemon_health(state, name),
+                          ecmp_expected=len(expected[name]))
+    try:
+        summary = vtysh_json(runtime, state, name, "show bgp summary json")
+        for address, peer in summary.get("ipv4Unicast", {}).get("peers", {}).items():
+            label = peer.get("desc", address).split(" via ")[0]
+            status.bgp[label] = peer.get("state", "unknown")
+        for peer in vtysh_json(runtime, state, name, "show bfd peers json") or []:
+            status.bfd[peer.get("peer", "?")] = peer.get("status", "unknown")
+        installed = fib_next_hops(runtime, state, name)
+        for prefix, want in expected[name].items():
+            if installed.get(prefix, 0) == want:
+                status.ecmp_ok += 1
+            else:
+                status.ecmp_short.append(f"{prefix} {installed.get(prefix, 0)}/{want}")
+    except RuntimeBackendError as exc:
+        status.error = exc.message
+    return status
+
+
+def lab_status(runtime: Runtime, state: LabState, fabric: Fabric) -> list[SwitchStatus]:
+    expected = expected_next_hops(fabric)
+    names = [n.name for n in fabric.switches]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(lambda n: switch_status(runtime, state, fabric, n, expected), names))
+
+
+def as_dict(statuses: list[SwitchStatus]) -> list[dict]:
+    return [asdict(s) | {"healthy": s.healthy} for s in statuses]
+
+
+@dataclass
+class QueueStatus:
+    lossless: bool
+    controller: bool  # the PFC controller runs (lossless labs)
+    reaction: dict = field(default_factory=dict)  # the controller's reaction times
+    errors: list[str] = field(default_factory=list)
+    ports: list[dict] = field(default_factory=list)  # ports with pauses, a held egress or queue drops
+
+    @property
+    def healthy(self) -> bool:
+        return self.controller or not self.lossless
+
+
+def queue_status(runtime: Runtime, state: LabState, fabric: Fabric) -> QueueStatus:
+    """Per port: PFC pauses received and sent, paused time, held now, queue now and at most, and the
+    packets its queue dropped (qdisc counters) since the lab came up."""
+    document = pfc_counters.read(state.directory)
+    pfc = pfc_counters.ports(document)
+    with CounterReader(runtime, fabric) as reader:
+        drops = {key: values.get("qdisc_drops", 0)
+                 for key, values in reader.read(checksums=False, qdiscs=True).interfaces.items()}
+    status = QueueStatus(lossless=fabric.pfc, controller=pfc_client.running(state))
+    if document:
+        status.reaction = document["controller"].get("reaction", {})
+        status.errors = document["controller"].get("errors", [])
+    for key in sorted(set(pfc) | set(drops)):
+        counter = pfc.get(key, pfc_counters.PortCounters())
+        row = {"port": f"{key[0]} {key[1]}", "queue_drops": drops.get(key, 0), **asdict(counter)}
+        if counter.rx_pause or counter.tx_pause or counter.paused or row["queue_drops"] or counter.watchdog \
+                or counter.xoff_times:
+            status.ports.append(row)
+    return status

@@ -1,0 +1,158 @@
+"""Real UDP traffic between host NICs, sent and counted in-process (sockets opened inside the
+host namespaces and bound to the NIC): the twin's built-in way to see what a fault does."""
+
+from __future__ import annotations
+
+import select
+import socket
+import struct
+import time
+from dataclasses import dataclass
+
+from twin.lab.nsutil import socket_in
+from twin.lab.reach import Nic
+from twin.lab.runtime import Runtime
+
+SO_BINDTODEVICE = 25
+DST_PORT = 47000
+PAYLOAD = 64
+
+
+@dataclass(frozen=True)
+class BurstResult:
+    sent: int
+    received: int
+    max_delay_s: float  # longest one-way wait seen by a packet (send to receive, same clock)
+    damaged: int = 0  # datagrams that reached the application with a payload not as sent
+
+    @property
+    def loss_pct(self) -> float:
+        return 100.0 * (self.sent - self.received) / self.sent if self.sent else 0.0
+
+
+def bound_udp_socket(runtime: Runtime, nic: Nic, port: int) -> socket.socket:
+    """A UDP socket in the NIC's host namespace, bound to the NIC (address and device)."""
+    sock = socket_in(runtime.netns_path(nic.host), socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic.ifname.encode())
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    sock.bind((nic.address, port))
+    return sock
+
+
+def udp_burst(runtime: Runtime, src: Nic, dst: Nic, packets: int, source_ports: int = 32,
+              pps: float = 20000, settle_s: float = 1.0) -> BurstResult:
+    """Send `packets` datagrams from src to dst over `source_ports` flows at about `pps`;
+    count what arrives (waiting `settle_s` after the last send)."""
+    receiver = bound_udp_socket(runtime, dst, DST_PORT)
+    senders = [bound_udp_socket(runtime, src, 0) for _ in range(source_ports)]
+    receiver.setblocking(False)
+    seen, delays, damaged = set(), [], [0]
+    start = time.monotonic()
+
+    def drain() -> None:
+        while True:
+            try:
+                data = receiver.recv(2048)
+            except BlockingIOError:
+                return
+            seq, sent_at = struct.unpack("!Id", data[:12])
+            if seq >= packets or len(data) != PAYLOAD or any(data[12:]):
+                damaged[0] += 1
+                continue
+            seen.add(seq)
+            delays.append(time.monotonic() - sent_at)
+
+    try:
+        for seq in range(packets):
+            due = start + seq / pps
+            while time.monotonic() < due:
+                drain()
+                time.sleep(min(0.001, max(0.0, due - time.monotonic())))
+            payload = struct.pack("!Id", seq, time.monotonic()).ljust(PAYLOAD, b"\0")
+            senders[seq % source_ports].sendto(payload, (dst.address, DST_PORT))
+        deadline = time.monotonic() + settle_s
+        while time.monotonic() < deadline:
+            select.select([receiver], [], [], 0.05)
+            drain()
+        return BurstResult(packets, len(seen), max(delays, default=0.0), damaged[0])
+    finally:
+        receiver.close()
+        for sock in senders:
+            sock.close()
+
+
+TCP_INFO_TOTAL_RETRANS = 100  # struct tcp_info: offset of tcpi_total_retrans (u32)
+INCAST_PORT = 47010
+CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class IncastResult:
+    seconds: float
+    received_bytes: list[int]  # per flow, at the receiver
+    retransmits: list[int]  # per flow, TCP's own count at the sender (a lossy fabric drops; PFC never)
+
+    @property
+    def goodput_bps(self) -> float:
+        return sum(self.received_bytes) * 8 / self.seconds
+
+
+def tcp_incast(runtime: Runtime, senders: list[Nic], receiver: Nic, seconds: float,
+               flows_per_sender: int = 1) -> IncastResult:
+    """Bulk TCP from every sender NIC to one receiver NIC at once (an N:1 incast), for `seconds`;
+    bytes counted at the receiver, retransmissions read from each sender's TCP_INFO."""
+    import threading
+
+    listener = socket_in(runtime.netns_path(receiver.host), socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((receiver.address, INCAST_PORT))
+    listener.listen(len(senders) * flows_per_sender)
+    clients = []
+    for nic in [n for n in senders for _ in range(flows_per_sender)]:
+        sock = socket_in(runtime.netns_path(nic.host), socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic.ifname.encode())
+        sock.bind((nic.address, 0))
+        clients.append(sock)
+    accepted, received = [], [0] * len(senders) * flows_per_sender
+    stop = threading.Event()
+    try:
+        for sock in clients:
+            sock.connect((receiver.address, INCAST_PORT))
+            accepted.append(listener.accept()[0])
+
+        def drain(number: int) -> None:
+            conn = accepted[number]
+            conn.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    data = conn.recv(CHUNK)
+                except TimeoutError:
+                    continue
+                if not data:
+                    return
+                received[number] += len(data)
+
+        def pump(sock: socket.socket) -> None:
+            payload = bytes(CHUNK)
+            sock.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    sock.send(payload)
+                except TimeoutError:
+                    continue
+        threads = [threading.Thread(target=drain, args=(n,), daemon=True) for n in range(len(clients))]
+        threads += [threading.Thread(target=pump, args=(s,), daemon=True) for s in clients]
+        for thread in threads:
+            thread.start()
+        time.sleep(seconds)
+        counted = list(received)
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=2)
+        retransmits = [struct.unpack_from("I", s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104),
+                                          TCP_INFO_TOTAL_RETRANS)[0] for s in clients]
+        return IncastResult(seconds, counted, retransmits)
+    finally:
+        stop.set()
+        for sock in clients + accepted + [listener]:
+            sock.close()

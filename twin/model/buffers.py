@@ -1,0 +1,84 @@
+"""XOFF, XON and buffer of every switch port, from the lab file or derived from the line rate.
+
+Everything here is time at line rate, the unit the twin scales (200 Mbit/s stands for 400 Gbit/s:
+a 2 ms queue here is a 1 us queue there, 2000 times faster).
+
+- XOFF: 4 ms of line rate, and at least 4 frames, so one jumbo frame never pauses a port.
+  (At 200 Mbit/s: 100 KB, the order of a real switch's per-port XOFF in bytes.)
+- XON: half of XOFF, at least 2 frames below it. What is left in the queue at XON keeps the link
+  busy while the resumed senders' traffic arrives (2 ms covers the controller's reaction to the
+  99th percentile); the gap to XOFF sets how often a congested queue pauses and resumes its
+  senders (each cycle costs the controller events: a 2 ms gap, about 250 cycles a second).
+- Headroom: what the senders put in after the queue crossed XOFF, until their gates close. A
+  real switch reserves cable delay plus pause reaction per ingress port; here the reaction is
+  the controller's (woken by the kernel, a netlink message per sender): 0.1 ms typically, 3 ms
+  at the 99th percentile and 6-7 ms at worst with a busy all-ranks allreduce on rail4
+  (docs/benchmarks.md): budgeted at REACTION_MS for every port that can feed the queue, plus
+  two frames each already on their way.
+- Buffer: XOFF + headroom, per port (a port with more feeders gets more). With `pfc: false` the
+  same buffer simply drops when full, so the two modes differ only in PFC.
+Host NICs hold HOST_QUEUE_BYTES: a paused NIC keeps what its host sends (the host's sockets block
+long before), as a real NIC's host memory does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from twin.model.fabric import Fabric
+from twin.model.ports import Port, feeders
+
+XOFF_MS = 4.0
+MIN_XOFF_FRAMES = 4
+MIN_HYSTERESIS_FRAMES = 2
+REACTION_MS = 10.0
+IN_FLIGHT_FRAMES = 2
+ETHERNET_HEADER = 14
+HOST_QUEUE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    xoff: int  # bytes
+    xon: int
+    buffer: int
+
+    @property
+    def headroom(self) -> int:
+        return self.buffer - self.xoff
+
+
+def frame_bytes(mtu: int) -> int:
+    return mtu + ETHERNET_HEADER
+
+
+def line_bytes(rate_bps: int, ms: float) -> int:
+    return int(rate_bps / 8 * ms / 1000)
+
+
+def default_xoff(rate_bps: int, mtu: int) -> int:
+    return max(line_bytes(rate_bps, XOFF_MS), MIN_XOFF_FRAMES * frame_bytes(mtu))
+
+
+def default_xon(xoff: int, mtu: int) -> int:
+    return max(0, min(xoff // 2, xoff - MIN_HYSTERESIS_FRAMES * frame_bytes(mtu)))
+
+
+def headroom(rate_bps: int, mtu: int, senders: int) -> int:
+    return senders * (line_bytes(rate_bps, REACTION_MS) + IN_FLIGHT_FRAMES * frame_bytes(mtu))
+
+
+def for_port(fabric: Fabric, port: Port) -> Thresholds:
+    """A switch port's thresholds (lab settings win over the derived defaults)."""
+    xoff = fabric.pfc_xoff_bytes or default_xoff(fabric.rate_bps, fabric.mtu)
+    xon = fabric.pfc_xon_bytes if fabric.pfc_xon_bytes is not None else default_xon(xoff, fabric.mtu)
+    senders = len(feeders(fabric, port.node, port.ifname))
+    buffer = fabric.buffer_bytes or xoff + headroom(fabric.rate_bps, fabric.mtu, max(1, senders))
+    return Thresholds(xoff=xoff, xon=min(xon, xoff - 1), buffer=max(buffer, xoff + frame_bytes(fabric.mtu)))
+
+
+def queue_limit(fabric: Fabric, port: Port) -> int:
+    """Bytes the port's egress queue holds before it drops (its TBF's limit)."""
+    if not fabric.nodes[port.node].is_switch:
+        return HOST_QUEUE_BYTES
+    return for_port(fabric, port).buffer

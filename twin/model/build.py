@@ -1,0 +1,170 @@
+"""Lab spec -> Fabric, in small named steps (nodes, wiring, interfaces, addresses, ASNs, graph).
+
+Addressing plan (IPv4, identical in every lab; labs never share a namespace):
+  switch loopbacks   10.255.0.0/16, one /32 each
+  fabric links       10.0.0.0/16, one /31 per switch-switch link (upper tier gets the even address)
+  host NIC links     10.<rail>.0.0/16, one /31 per host NIC (leaf even, host odd)
+ASN plan (RFC 7938, private 2-byte ASNs):
+  superspine tier 65000; spine plane r 65100+r (3-tier) or all spines 65100 (2-tier);
+  leaf i 64512+i (one per leaf).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from ipaddress import IPv4Interface, IPv4Network
+
+from twin.errors import LabFileError, Problem
+from twin.spec.labfile import LabFile
+from twin.model.fabric import IFNAMSIZ, Endpoint, Fabric, Link, Node
+from twin.units import parse_rate_bps, parse_size_bytes, parse_time_s
+
+LOOPBACKS = IPv4Network("10.255.0.0/16")
+FABRIC_LINKS = IPv4Network("10.0.0.0/16")
+SUPERSPINE_ASN = 65000
+SPINE_ASN_BASE = 65100
+LEAF_ASN_BASE = 64512
+
+
+def rail_network(rail: int) -> IPv4Network:
+    return IPv4Network(f"10.{rail}.0.0/16")
+
+
+def host_name(group: int, host: int) -> str:
+    return f"host-g{group}-h{host}"
+
+
+def leaf_name(group: int, rail: int) -> str:
+    return f"leaf-g{group}-r{rail}"
+
+
+def spine_name(tiers: int, rail: int, spine: int) -> str:
+    return f"spine-r{rail}-s{spine}" if tiers == 3 else f"spine-{spine}"
+
+
+def superspine_name(index: int) -> str:
+    return f"superspine-{index}"
+
+
+def short_name(node: Node) -> str:
+    """Compact peer name used for interface names: leaf-g1-r3 -> lf-g1r3."""
+    if node.role == "host":
+        return f"hs-g{node.group}h{node.index}"
+    if node.role == "leaf":
+        return f"lf-g{node.group}r{node.rail}"
+    if node.role == "spine":
+        return f"sp-r{node.rail}s{node.index}" if node.rail else f"sp-{node.index}"
+    return f"ss-{node.index}"
+
+
+def add_nodes(fabric: Fabric, lab: LabFile) -> None:
+    spec = lab.spec.fabric
+    for group in range(1, spec.groups + 1):
+        for host in range(1, spec.hosts_per_group + 1):
+            _add(fabric, Node(host_name(group, host), "host", group=group, index=host))
+        for rail in range(1, spec.rails + 1):
+            _add(fabric, Node(leaf_name(group, rail), "leaf", group=group, rail=rail))
+    if spec.tiers == 3:
+        for rail in range(1, spec.rails + 1):
+            for spine in range(1, spec.spines_per_plane + 1):
+                _add(fabric, Node(spine_name(3, rail, spine), "spine", rail=rail, index=spine))
+        for index in range(1, (spec.superspines or 0) + 1):
+            _add(fabric, Node(superspine_name(index), "superspine", index=index))
+    else:
+        for spine in range(1, spec.spines_per_plane + 1):
+            _add(fabric, Node(spine_name(2, 0, spine), "spine", index=spine))
+
+
+def _add(fabric: Fabric, node: Node) -> None:
+    fabric.nodes[node.name] = node
+
+
+def wire(fabric: Fabric, lab: LabFile) -> None:
+    """Host NIC r -> leaf (g, r); leaf -> spines (of its plane in 3-tier); spine -> superspines."""
+    spec = lab.spec.fabric
+    for leaf in fabric.by_role("leaf"):
+        for host in range(1, spec.hosts_per_group + 1):
+            fabric.links.append(Link(Endpoint(leaf.name), Endpoint(host_name(leaf.group, host)),
+                                     "host", rail=leaf.rail))
+    for leaf in fabric.by_role("leaf"):
+        for spine in fabric.by_role("spine"):
+            if spec.tiers == 2 or spine.rail == leaf.rail:
+                fabric.links.append(Link(Endpoint(spine.name), Endpoint(leaf.name), "fabric"))
+    for spine in fabric.by_role("spine"):
+        for superspine in fabric.by_role("superspine"):
+            fabric.links.append(Link(Endpoint(superspine.name), Endpoint(spine.name), "fabric"))
+
+
+def name_interfaces(fabric: Fabric, lab: LabFile) -> None:
+    """Switch ports are named after their peer; host NICs are nic1..nicN by rail."""
+    too_long = []
+    for link in fabric.links:
+        for end, other in ((link.a, link.b), (link.b, link.a)):
+            node = fabric.nodes[end.node]
+            end.ifname = f"nic{link.rail}" if node.role == "host" else short_name(fabric.nodes[other.node])
+            if len(end.ifname) > IFNAMSIZ:
+                too_long.append(f"{end.node}:{end.ifname}")
+    if too_long:
+        raise LabFileError([Problem(str(lab.path), lab.line("fabric"), "fabric",
+                                    f"interface names exceed {IFNAMSIZ} characters: {too_long[:3]}",
+                                    "use smaller group/rail/host counts")])
+
+
+def assign_addresses(fabric: Fabric, lab: LabFile) -> None:
+    switches = fabric.switches
+    for number, node in enumerate(switches, start=1):
+        node.loopback = LOOPBACKS[number]
+    fabric_pairs = FABRIC_LINKS.subnets(new_prefix=31)
+    rail_pairs = {rail: rail_network(rail).subnets(new_prefix=31) for rail in range(1, fabric.rails + 1)}
+    for link in fabric.links:
+        pool = rail_pairs[link.rail] if link.kind == "host" else fabric_pairs
+        net = next(pool)
+        link.a.address = IPv4Interface(f"{net[0]}/31")
+        link.b.address = IPv4Interface(f"{net[1]}/31")
+
+
+def assign_asns(fabric: Fabric, lab: LabFile) -> None:
+    for number, leaf in enumerate(fabric.by_role("leaf")):
+        leaf.asn = LEAF_ASN_BASE + number
+    for spine in fabric.by_role("spine"):
+        spine.asn = SPINE_ASN_BASE + (spine.rail or 0)
+    for superspine in fabric.by_role("superspine"):
+        superspine.asn = SUPERSPINE_ASN
+
+
+def make_graph(fabric: Fabric, lab: LabFile) -> None:
+    for node in fabric.nodes.values():
+        fabric.graph.add_node(node.name, role=node.role, group=node.group, rail=node.rail)
+    for link in fabric.links:
+        fabric.graph.add_edge(link.a.node, link.b.node, kind=link.kind, link=link)
+
+
+BuildStep = Callable[[Fabric, LabFile], None]
+STEPS: list[tuple[str, BuildStep]] = [
+    ("nodes", add_nodes),
+    ("wiring", wire),
+    ("interfaces", name_interfaces),
+    ("addressing", assign_addresses),
+    ("asns", assign_asns),
+    ("graph", make_graph),
+]
+
+
+def build_fabric(lab: LabFile) -> Fabric:
+    spec = lab.spec
+    fabric = Fabric(
+        name=spec.name, tiers=spec.fabric.tiers, groups=spec.fabric.groups, rails=spec.fabric.rails,
+        rate_bps=parse_rate_bps(spec.links.rate), mtu=spec.links.mtu,
+        delay_s=parse_time_s(spec.links.delay) if spec.links.delay else None,
+        bfd_interval_ms=spec.routing.bfd.interval_ms, bfd_multiplier=spec.routing.bfd.multiplier,
+        ecmp_hash=spec.routing.ecmp_hash, runtime=spec.runtime,
+        pfc=spec.links.pfc, pfc_watchdog_ms=spec.links.pfc_watchdog_ms,
+        buffer_bytes=parse_size_bytes(spec.links.buffer) if spec.links.buffer else None,
+        pfc_xoff_bytes=parse_size_bytes(spec.links.pfc_xoff) if spec.links.pfc_xoff else None,
+        pfc_xon_bytes=parse_size_bytes(spec.links.pfc_xon) if spec.links.pfc_xon else None,
+    )
+    for _name, step in STEPS:
+        step(fabric, lab)
+    return fabric
+
+

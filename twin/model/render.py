@@ -1,0 +1,44 @@
+"""Render per-daemon FRR configs for a switch from the model (jinja2 templates)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import jinja2
+
+from twin.model.fabric import Fabric, Node
+
+DAEMONS = ("zebra", "bfdd", "bgpd", "staticd")
+SOCKET_OF = {"zebra": "zserv.api", "bfdd": "bfdd.sock", "bgpd": "bgpd.vty", "staticd": "staticd.vty"}
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("twin", "templates/frr"),
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                              keep_trailing_newline=True)
+
+
+def bgp_neighbors(fabric: Fabric, node: Node) -> list[dict]:
+    """Every switch neighbour of `node`: its address on the shared link and its ASN."""
+    neighbors = []
+    for link in fabric.links_of(node.name):
+        peer = fabric.nodes[link.peer(node.name).node]
+        if peer.is_switch:
+            neighbors.append({"address": str(link.peer(node.name).address.ip), "asn": peer.asn,
+                              "name": peer.name, "ifname": link.endpoint(node.name).ifname})
+    return neighbors
+
+
+def render_switch(fabric: Fabric, node: Node) -> dict[str, str]:
+    """daemon name -> config text."""
+    neighbors = bgp_neighbors(fabric, node)
+    context = {"fabric": fabric, "node": node, "neighbors": neighbors,
+               "maximum_paths": max(len(neighbors), 2)}
+    return {daemon: _env().get_template(f"{daemon}.conf.j2").render(**context) for daemon in DAEMONS}
+
+
+def render_bfd_binding(node: Node) -> list[str]:
+    """vtysh commands that bind BFD (the lab's profile) to every fabric BGP session."""
+    text = _env().get_template("bgpd-bfd.vtysh.j2").render(node=node)
+    return [line for line in text.splitlines() if line.strip()]

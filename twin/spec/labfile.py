@@ -1,0 +1,170 @@
+"""The lab file contract (../shared/formats.md): schema, loading, semantic checks.
+
+Loading never touches the machine. Every problem is collected with file, line and
+a hint, then raised once as a LabFileError.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from twin.errors import LabFileError, Problem, TwinError
+from twin.units import parse_rate_bps, parse_size_bytes, parse_time_s
+from twin.spec.yamlsrc import SourceMap, read_yaml, validate
+
+LAB_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,11}$"
+
+
+def _check_rate(value: str) -> str:
+    bps = parse_rate_bps(value)
+    if not 1_000_000 <= bps <= 10_000_000_000:
+        raise ValueError("rate must be between 1mbit and 10gbit (scale line rates down, e.g. 200mbit)")
+    return value
+
+
+def _check_time(value: str) -> str:
+    parse_time_s(value)
+    return value
+
+
+def _check_size(value: str) -> str:
+    if not 1_000 <= parse_size_bytes(value) <= 1_000_000_000:
+        raise ValueError("a queue size must be between 1KB and 1GB, e.g. 256KB")
+    return value
+
+
+Rate = Annotated[str, AfterValidator(_check_rate)]
+Duration = Annotated[str, AfterValidator(_check_time)]
+Size = Annotated[str, AfterValidator(_check_size)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class FabricSpec(_Strict):
+    tiers: Literal[2, 3] = Field(description="2 = leaf/spine, 3 = leaf/spine/superspine")
+    groups: int = Field(1, ge=1, le=64, description="aggregation groups (pods), 1 to 64")
+    rails: int = Field(1, ge=1, le=64, description="NICs per host = leaves per group, 1 to 64")
+    hosts_per_group: int = Field(ge=1, le=4096, description="hosts in each group, 1 to 4096")
+    spines_per_plane: int = Field(
+        ge=1, le=64, description="3-tier: spines in each rail plane; 2-tier: spines in total")
+    superspines: int | None = Field(
+        None, ge=1, le=64, description="3-tier only: every spine connects to every superspine")
+
+
+class LinksSpec(_Strict):
+    rate: Rate = Field("200mbit", description="line rate of every link, e.g. 200mbit")
+    mtu: int = Field(9000, ge=1280, le=9216, description="MTU of every link, 1280 to 9216")
+    delay: Duration | None = Field(None, description="one-way delay per link, e.g. 20us (needs netem)")
+    pfc: bool = Field(True, description="true: lossless, a filling queue pauses its senders (PFC); "
+                                        "false: lossy, a full queue drops")
+    buffer: Size | None = Field(None, description="egress queue of every switch port, e.g. 512KB "
+                                                  "(default: XOFF plus headroom for each port's senders)")
+    pfc_xoff: Size | None = Field(None, description="queue above which the senders are paused, e.g. 50KB "
+                                                    "(default: 2 ms of line rate, at least 4 frames)")
+    pfc_xon: Size | None = Field(None, description="queue below which they resume (default: half of XOFF)")
+    pfc_watchdog_ms: int | None = Field(None, ge=10, le=60000,
+                                        description="a queue paused this long stops honouring pauses "
+                                                    "and drops (a PFC watchdog); omitted = off")
+
+
+class BfdSpec(_Strict):
+    interval_ms: int = Field(300, ge=10, le=60000, description="BFD tx/rx interval in ms")
+    multiplier: int = Field(3, ge=1, le=255, description="BFD detect multiplier")
+
+
+class RoutingSpec(_Strict):
+    bfd: BfdSpec = Field(default_factory=BfdSpec, description="{interval_ms: 300, multiplier: 3}")
+    ecmp_hash: Literal["l3", "l4"] = Field("l4", description="l3 (addresses) or l4 (5-tuple)")
+
+
+class LabSpec(_Strict):
+    name: str = Field(pattern=LAB_NAME_PATTERN,
+                      description="lowercase letter, then up to 11 of a-z 0-9 -; prefixes every object")
+    fabric: FabricSpec = Field(description="tiers, groups, rails, hosts_per_group, spines_per_plane")
+    links: LinksSpec = Field(default_factory=LinksSpec, description="rate, mtu, pfc, buffer")
+    routing: RoutingSpec = Field(default_factory=RoutingSpec, description="bfd, ecmp_hash")
+    runtime: str = Field("netns", description="netns (default) or docker")
+
+
+@dataclass(frozen=True)
+class LabFile:
+    """A validated lab file and where each of its keys stands."""
+
+    path: Path
+    spec: LabSpec
+    source: SourceMap
+
+    def line(self, *loc) -> int | None:
+        return self.source.line(tuple(loc))
+
+
+def _semantic_problems(lab: LabFile, runtimes: list[str]) -> list[Problem]:
+    spec, path = lab.spec, str(lab.path)
+    fabric = spec.fabric
+    found = []
+
+    def problem(loc: tuple, message: str, hint: str) -> None:
+        found.append(Problem(path, lab.line(*loc), ".".join(loc), message, hint))
+
+    if fabric.tiers == 3 and fabric.superspines is None:
+        problem(("fabric", "tiers"), "a 3-tier fabric needs superspines",
+                "add `superspines: 2` under fabric")
+    if fabric.tiers == 2 and fabric.superspines is not None:
+        problem(("fabric", "superspines"), "a 2-tier fabric has no superspines",
+                "remove the key or set `tiers: 3`")
+    leaves = fabric.groups * fabric.rails
+    if leaves > 488:
+        problem(("fabric", "groups"), f"{leaves} leaves exceed the private ASN plan (488 at most)",
+                "lower groups or rails")
+    if fabric.groups * fabric.hosts_per_group > 32768:
+        problem(("fabric", "hosts_per_group"), "more than 32768 hosts per rail do not fit the rail's /16",
+                "lower groups or hosts_per_group")
+    links = spec.links
+    if not links.pfc:
+        for key in ("pfc_xoff", "pfc_xon", "pfc_watchdog_ms"):
+            if getattr(links, key) is not None:
+                problem(("links", key), f"{key} needs a lossless fabric", "remove it, or set `pfc: true`")
+    xoff = parse_size_bytes(links.pfc_xoff) if links.pfc_xoff else None
+    xon = parse_size_bytes(links.pfc_xon) if links.pfc_xon else None
+    if xoff is not None and xon is not None and xon >= xoff:
+        problem(("links", "pfc_xon"), f"pfc_xon ({links.pfc_xon}) must be below pfc_xoff ({links.pfc_xoff})",
+                "resume below the pause threshold, e.g. half of it")
+    if links.buffer and xoff is not None and parse_size_bytes(links.buffer) <= xoff:
+        problem(("links", "buffer"), f"buffer ({links.buffer}) must be larger than pfc_xoff ({links.pfc_xoff})",
+                "the buffer holds XOFF plus what arrives while the pause takes hold")
+    if spec.runtime not in runtimes:
+        problem(("runtime",), f"unknown runtime '{spec.runtime}'",
+                f"valid runtimes: {', '.join(runtimes)}")
+    return found
+
+
+def resolve_lab_path(name_or_path: str, search_dirs: list[Path]) -> Path:
+    """A path to a file, or a lab name looked up as <dir>/<name>.yaml."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
+        return candidate
+    for directory in search_dirs:
+        for suffix in (".yaml", ".yml"):
+            path = directory / f"{name_or_path}{suffix}"
+            if path.is_file():
+                return path
+    known = sorted({p.stem for d in search_dirs if d.is_dir() for p in d.glob("*.y*ml")})
+    raise TwinError(f"no lab file named '{name_or_path}'",
+                    hint=f"known labs: {', '.join(known) or 'none'}; or give a path to a .yaml file")
+
+
+def load_lab(path: Path, runtimes: list[str]) -> LabFile:
+    """Load and validate a lab file; raises LabFileError listing every problem."""
+    data, source = read_yaml(path)
+    spec = validate(LabSpec, data, str(path), source)
+    lab = LabFile(path=path, spec=spec, source=source)
+    problems = _semantic_problems(lab, runtimes)
+    if problems:
+        raise LabFileError(problems)
+    return lab

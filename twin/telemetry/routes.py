@@ -1,0 +1,108 @@
+"""Routing events during a run: BGP session and BFD peer transitions (read from each switch's
+FRR log every 50 ms; FRR writes whole-second stamps there, so `t` is when the line was read)
+and kernel route changes for host prefixes (netlink route notifications of every switch)."""
+
+from __future__ import annotations
+
+import re
+import select
+import socket
+import struct
+import threading
+from ipaddress import IPv4Network
+
+from pyroute2.netlink.rtnl.rtmsg import rtmsg
+
+from twin.model.ecmp import host_prefixes
+from twin.events import EventLog
+from twin.model.fabric import Fabric
+from twin.lab.nsutil import in_netns
+from twin.lab.runtime import Runtime
+from twin.lab.state import LabState
+
+LOG_LINE = re.compile(r"^(?P<stamp>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?) (?P<rest>.*)$")
+BGP_CHANGE = re.compile(r"%ADJCHANGE: neighbor (?P<peer>\S+?)\((?P<name>[^)]*)\).* (?P<state>Up|Down)")
+BFD_CHANGE = re.compile(r"state-change: \[.*peer:(?P<peer>\S+) .*\] (?P<old>\S+) -> (?P<new>\S+)")
+RTM_NEWROUTE, RTM_DELROUTE = 24, 25
+RTMGRP_IPV4_ROUTE = 0x40
+NETLINK_ROUTE = 0
+
+
+class RoutingMonitor:
+    def __init__(self, runtime: Runtime, state: LabState, fabric: Fabric, events: EventLog):
+        self.runtime, self.state, self.fabric, self.events = runtime, state, fabric, events
+        self.prefixes = set(host_prefixes(fabric))
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        offsets, sockets = {}, {}
+        for node in self.fabric.switches:
+            log = self.state.node_dir(node.name) / "frr.log"
+            offsets[node.name] = log.stat().st_size if log.exists() else 0
+            with in_netns(self.runtime.netns_path(node.name)):
+                sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
+            sock.bind((0, RTMGRP_IPV4_ROUTE))
+            sockets[sock] = node.name
+        for target, arg in ((self._watch_routes, sockets), (self._tail_logs, offsets)):
+            thread = threading.Thread(target=target, args=(arg,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=2)
+
+    def _watch_routes(self, sockets: dict[socket.socket, str]) -> None:
+        try:
+            while not self._stop.is_set():
+                ready, _, _ = select.select(list(sockets), [], [], 0.1)
+                for sock in ready:
+                    self._route_messages(sockets[sock], sock.recv(1 << 16))
+        finally:
+            for sock in sockets:
+                sock.close()
+
+    def _route_messages(self, node: str, data: bytes) -> None:
+        offset = 0
+        while offset + 16 <= len(data):
+            length, kind = struct.unpack_from("=IH", data, offset)
+            if kind in (RTM_NEWROUTE, RTM_DELROUTE):
+                msg = rtmsg(data[offset:offset + length])
+                msg.decode()
+                dst = msg.get_attr("RTA_DST")
+                if dst and msg.get_attr("RTA_TABLE") == 254 and \
+                        IPv4Network(f"{dst}/{msg['dst_len']}") in self.prefixes:
+                    hops = msg.get_attr("RTA_MULTIPATH")
+                    deleted = kind == RTM_DELROUTE
+                    self.events.emit("route", node=node, prefix=f"{dst}/{msg['dst_len']}",
+                                     op="del" if deleted else "add",
+                                     next_hops=0 if deleted else (len(hops) if hops else 1))
+            offset += ((length + 3) & ~3) or len(data)
+
+    def _tail_logs(self, offsets: dict[str, int]) -> None:
+        while not self._stop.wait(0.05):
+            for node, offset in offsets.items():
+                log = self.state.node_dir(node) / "frr.log"
+                try:
+                    with open(log, "rb") as handle:
+                        handle.seek(offset)
+                        data = handle.read()
+                except FileNotFoundError:
+                    continue
+                complete = data[: data.rfind(b"\n") + 1]
+                offsets[node] = offset + len(complete)
+                for line in complete.decode(errors="replace").splitlines():
+                    self._parse(node, line)
+
+    def _parse(self, node: str, line: str) -> None:
+        match = LOG_LINE.match(line)
+        if not match:
+            return
+        if bgp := BGP_CHANGE.search(match["rest"]):
+            self.events.emit("bgp", node=node, peer=bgp["name"] or bgp["peer"],
+                             state="up" if bgp["state"] == "Up" else "down", log_time=match["stamp"])
+        elif bfd := BFD_CHANGE.search(match["rest"]):
+            self.events.emit("bfd", node=node, peer=bfd["peer"], old=bfd["old"], state=bfd["new"],
+                             log_time=match["stamp"])
