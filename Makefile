@@ -12,7 +12,7 @@ SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util
 # The dashboard's test drives a real headless browser.
 TEST_PACKAGES := chromium chromium-driver
 
-.PHONY: help deps test-deps packages venv lab down status test unit integration e2e images bench golden clean
+.PHONY: help deps test-deps packages venv lab down status test unit integration e2e images bench golden architecture clean
 
 help:
 	@echo "make lab SCENARIO=silent-drop   run a fault drill (see scenarios/), results in results/"
@@ -24,6 +24,7 @@ help:
 	@echo "make images               the switch and host container images (debootstrap + docker import)"
 	@echo "make bench                lab, fault and workload benchmarks -> docs/benchmarks.md"
 	@echo "make golden               rewrite golden files after an intended model change"
+	@echo "make architecture         redraw docs/architecture.png from the imports (docs/architecture.md)"
 
 deps:
 	@$(MAKE) -s packages PACKAGES="$(SYSTEM_PACKAGES)"
@@ -93,6 +94,9 @@ images: deps venv
 
 golden: venv
 	UPDATE_GOLDEN=1 $(PYTEST) -q tests/unit/test_golden.py
+
+architecture: venv
+	$(VENV)/bin/python tools/architecture.py --out docs/architecture.png
 
 bench: deps venv
 	$(VENV)/bin/python bench/lab_lifecycle.py --labs mini rail4 rail8 --runs 3 --out docs/benchmarks.md

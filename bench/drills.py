@@ -23,7 +23,7 @@ from lab_lifecycle import machine  # noqa: E402
 from sections import write_section  # noqa: E402
 
 BEGIN, END = "<!-- drills:begin -->", "<!-- drills:end -->"
-TWIN = [sys.executable, "-c", "from twin.cli.main import main; main()"]
+TWIN = [sys.executable, "-c", "from twin.cli import main; main()"]
 
 
 def fmt(value, unit: str = " s") -> str:

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 from twin.run import runner
-from twin.results.report import analyse
+from twin.results import record
+from twin.results.analysis import analyse
 from twin.run.plan import load_scenario
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -66,16 +68,16 @@ def first_after(events, kind, start, state=None):
 
 
 def measure(path: Path, results: Path) -> dict:
-    result = runner.run(load_scenario(path), results)
-    report = analyse(result)
+    run = record.load(runner.run(load_scenario(path), results))
+    report = json.loads(analyse(run).to_json())
     fault = report["faults"][0]
     start = fault["applied_s"]
-    window = [e for e in result.events.records if start <= e["t"] <= fault["cleared_s"]]
+    window = [e for e in run.records if start <= e["t"] <= fault["cleared_s"]]
     return {"bfd_down_s": first_after(window, "bfd", start, "down"),
             "first_route_s": fault["first_route_change_s"], "last_route_s": fault["last_route_change_s"],
             "recovered_s": fault["flows_recovered_after_s"], "loss_pct": fault["flows"]["loss_pct"],
             "schedule_errors": [f["schedule_error_s"] for f in report["faults"]]
-            + [round(e["actual_s"] - e["scheduled_s"], 4) for e in result.events.records
+            + [round(e["actual_s"] - e["scheduled_s"], 4) for e in run.records
                if e["kind"] == "fault" and e["op"] == "cleared" and e["scheduled_s"] is not None]}
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sections import write_section
 from twin.lab import deploy
-from twin.lab.handle import open_lab
+from twin.lab.files import open_lab
 from twin.progress import NullProgress
 from twin.procs import alive
 

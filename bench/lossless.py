@@ -25,7 +25,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from ruamel.yaml import YAML
@@ -36,7 +35,7 @@ from sections import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- lossless:begin -->", "<!-- lossless:end -->"
-TWIN = [sys.executable, "-c", "from twin.cli.main import main; main()"]
+TWIN = [sys.executable, "-c", "from twin.cli import main; main()"]
 
 
 def cpu_times() -> list[tuple[int, int]]:
@@ -115,28 +114,26 @@ def collective_row(label: str, report: dict, rate_bps: int) -> str:
 
 def incast(lab_path: Path, seconds: float) -> dict:
     from twin.lab import deploy
-    from twin.lab.handle import open_lab
+    from twin.lab.files import open_lab
     from twin.lab.pfc import counters as pfc_counters
     from twin.lab.reach import fabric_nics
-    from twin.lab.runtime import get_runtime
-    from twin.telemetry.counters import CounterReader
+    from twin.lab.counters import CounterReader
     from twin.lab.traffic import tcp_incast
 
-    lab, fabric = open_lab(str(lab_path))
-    state = deploy.up(lab, fabric)
+    lab_file, fabric = open_lab(str(lab_path))
+    lab = deploy.up(lab_file, fabric)
     try:
-        runtime = get_runtime(state.runtime, fabric.name)
         nics = fabric_nics(fabric)
         receiver = nics[0]
         senders = [n for n in nics if n.host != receiver.host][:8]
-        with CounterReader(runtime, fabric) as reader:
+        with CounterReader(lab) as reader:
             drops0 = sum(v.get("qdisc_drops", 0) for v in reader.read(checksums=False).interfaces.values())
-            pfc0 = pfc_counters.ports(pfc_counters.read(state.directory))
+            pfc0 = pfc_counters.ports(pfc_counters.read(lab.paths.root))
             started = cpu_times()
-            result = tcp_incast(runtime, senders, receiver, seconds, flows_per_sender=2)
+            result = tcp_incast(lab, senders, receiver, seconds, flows_per_sender=2)
             cores = busy(started, cpu_times())
             drops = sum(v.get("qdisc_drops", 0) for v in reader.read(checksums=False).interfaces.values()) - drops0
-        document = pfc_counters.read(state.directory)
+        document = pfc_counters.read(lab.paths.root)
         pfc = pfc_counters.ports(document)
         pauses = sum(c.rx_pause - pfc0[k].rx_pause for k, c in pfc.items())
         paused = sum(c.paused_s - pfc0[k].paused_s for k, c in pfc.items())

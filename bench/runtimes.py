@@ -20,10 +20,9 @@ from pathlib import Path
 from lab_lifecycle import machine, pss_kib
 from sections import write_section
 from twin.lab import deploy
-from twin.lab.handle import open_lab
+from twin.lab.files import open_lab
 from twin.lab.nsutil import pids_in_netns
 from twin.progress import NullProgress
-from twin.lab.runtime import get_runtime
 from twin.lab.runtime.docker import DockerRuntime
 
 BEGIN, END = "<!-- runtimes:begin -->", "<!-- runtimes:end -->"
@@ -44,15 +43,15 @@ def node_memory_mib(runtime, fabric) -> dict[str, list[float]]:
 
 
 def run_once(ref: str, kind: str) -> dict:
-    lab, fabric = open_lab(ref)
-    fabric.runtime = kind
+    lab_file, fabric = open_lab(ref)
+    fabric = fabric.with_runtime(kind)
     start = time.monotonic()
-    state = deploy.up(lab, fabric, NullProgress(), timeout_s=120)
+    lab = deploy.up(lab_file, fabric, NullProgress(), timeout_s=120)
     up_s = time.monotonic() - start
-    memory = node_memory_mib(get_runtime(kind, fabric.name), fabric)
+    memory = node_memory_mib(lab.runtime, fabric)
     start = time.monotonic()
     deploy.down(fabric.name)
-    return {"up_s": up_s, "down_s": time.monotonic() - start, "nodes_s": state.timings_s["namespaces"],
+    return {"up_s": up_s, "down_s": time.monotonic() - start, "nodes_s": lab.state.timings_s["namespaces"],
             "nodes": len(fabric.nodes), "memory": memory}
 
 

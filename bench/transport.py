@@ -29,7 +29,7 @@ from sections import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- transport:begin -->", "<!-- transport:end -->"
-TWIN = [sys.executable, "-c", "from twin.cli.main import main; main()"]
+TWIN = [sys.executable, "-c", "from twin.cli import main; main()"]
 LOSSES = [0, 0.01, 0.1, 0.5, 1, 2, 5]
 LINK = "leaf-g1-r1 -- host-g1-h1"
 BUDGETS = [(14, 3), (15, 4)]  # (ib_timeout, retry_cnt): last retry 0.47 s / 2.0 s, give up 1.0 s / 4.2 s
@@ -42,7 +42,7 @@ def measure(ctx, transport: str, size: int, iters: int, timeout_s: float):
     from twin.errors import TwinError
 
     try:
-        result = run_bench(ctx.runtime, ctx.state, ctx.fabric, "allreduce", [size], "rail:1", iters=iters,
+        result = run_bench(ctx.lab, "allreduce", [size], "rail:1", iters=iters,
                            warmup=1, timeout_s=timeout_s, transport=transport, roce=ROCE)
     except TwinError as exc:  # the collective gave up (its own timeout) or the job ran too long
         return None, exc.message[:120], []
@@ -85,17 +85,16 @@ def main() -> None:
     from twin.lab import deploy
     from twin.faults import engine
     from twin.faults.base import FaultContext
-    from twin.lab.handle import open_lab
+    from twin.lab.files import open_lab
     from twin.roce.qp import last_retry_s, retry_budget_s
-    from twin.lab.runtime import get_runtime
     from twin.units import parse_size_bytes
 
     size = parse_size_bytes(args.size)
-    lab, fabric = open_lab(args.lab)
-    state = deploy.up(lab, fabric)
+    lab_file, fabric = open_lab(args.lab)
+    lab = deploy.up(lab_file, fabric)
     loss_rows, healthy_rows, survival_rows = [], [], []
     try:
-        ctx = FaultContext(get_runtime(state.runtime, fabric.name), state, fabric)
+        ctx = FaultContext(lab)
         base = {}
         for loss in LOSSES if "loss" in args.parts else []:
             row = {}

@@ -22,10 +22,9 @@ from pathlib import Path
 from twin.lab import deploy
 from twin.collectives.bench import run_bench
 from twin.collectives.metrics import human_size, size_sweep
-from twin.lab.handle import open_lab
+from twin.lab.files import open_lab
 from twin.probes.run import run_probe_mesh
 from twin.progress import NullProgress
-from twin.lab.runtime import get_runtime
 from twin.telemetry.sampler import Sampler
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -41,13 +40,12 @@ CHANNEL_REPEATS = 3  # each run draws new ephemeral ports, so new ECMP hashes
 
 
 def bench_lab(ref: str, sizes: str, quick: bool) -> dict:
-    lab, fabric = open_lab(ref)
-    state = deploy.up(lab, fabric, NullProgress(), timeout_s=120)
-    runtime = get_runtime(state.runtime, fabric.name)
+    lab_file, fabric = open_lab(ref)
+    lab = deploy.up(lab_file, fabric, NullProgress(), timeout_s=120)
     out: dict = {"lab": fabric.name, "rate_bps": fabric.rate_bps, "sweeps": [], "orders": [], "channels": []}
     try:
         def bench(table, label, **kwargs):
-            result = run_bench(runtime, state, fabric, "allreduce", iters=2 if quick else 5, warmup=2, **kwargs)
+            result = run_bench(lab, "allreduce", iters=2 if quick else 5, warmup=2, **kwargs)
             print(f"{fabric.name} {label}: " + ", ".join(
                 f"{human_size(m.size)} {m.line_fraction(fabric.rate_bps):.2f}" for m in result.measurements)
                 + f"; spine {result.spine_bytes / 1e6:.0f} MB, superspine {result.superspine_bytes / 1e6:.0f} MB,"
@@ -65,10 +63,10 @@ def bench_lab(ref: str, sizes: str, quick: bool) -> dict:
                 bench("channels", f"rail:1, naive ring, {channels} connection(s)/pair", sizes=big[:1],
                       ranks="rail:1", order="naive", channels=channels)
         interval = PROBE_INTERVAL_MS.get(fabric.name, 200)
-        out["probes"] = run_probe_mesh(runtime, state, fabric, duration_s=5 if quick else 15, interval_ms=interval)
+        out["probes"] = run_probe_mesh(lab, duration_s=5 if quick else 15, interval_ms=interval)
         out["probes"]["interval_ms"] = interval
         print(f"{fabric.name} probes: {out['probes']['load']} achieved {out['probes']['achieved_pps']}", flush=True)
-        sampler = Sampler(runtime, state, fabric, 100)
+        sampler = Sampler(lab, 100)
         sampler.start()
         time.sleep(5 if quick else 15)
         out["telemetry"] = sampler.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 
@@ -60,3 +61,9 @@ class LabStateError(TwinError):
 
 class ConvergenceError(TwinError):
     pass
+
+
+def closest(word: str, choices: list[str]) -> str | None:
+    """The choice a typo most likely meant ("did you mean ...?"), if any is close."""
+    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
+    return match[0] if match else None

@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -52,6 +53,27 @@ class EventLog:
     def close(self) -> None:
         with self._lock:
             self._file.close()
+
+
+@dataclass
+class JsonlTail:
+    """Reads a JSON-lines file as another process writes it (a rank's or an agent's records),
+    whole lines only."""
+    path: Path
+    offset: int = 0
+    pending: str = ""
+
+    def read(self) -> list[dict]:
+        try:
+            with open(self.path) as handle:
+                handle.seek(self.offset)
+                chunk = handle.read()
+                self.offset = handle.tell()
+        except FileNotFoundError:
+            return []
+        lines = (self.pending + chunk).split("\n")
+        self.pending = lines.pop()
+        return [json.loads(line) for line in lines if line.strip()]
 
 
 def read_events(path: Path) -> list[dict]:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from twin.lab import deploy
-from twin.lab.handle import open_lab
+from twin.lab.files import open_lab
 from twin.lab.runtime.docker import labelled_containers
 from twin.lab.runtime.netns import NETNS_DIR, namespace_prefix
 from twin.lab.state import lab_dir
@@ -43,19 +43,18 @@ def leftovers(lab: str) -> list[str]:
 @contextmanager
 def lab_running(ref: str, runtime: str | None = None):
     """Bring a lab up (on `runtime`, else the lab file's); tear it down afterwards whatever
-    happens, and check nothing is left."""
-    lab, fabric = open_lab(ref)
-    fabric.runtime = runtime or fabric.runtime
+    happens, and check nothing is left. Yields the running `Lab`."""
+    lab_file, fabric = open_lab(ref)
+    fabric = fabric.with_runtime(runtime)
     try:
-        state = deploy.up(lab, fabric, timeout_s=90)
-        yield state, fabric
+        yield deploy.up(lab_file, fabric, timeout_s=90)
     finally:
         deploy.down(fabric.name)
         assert leftovers(fabric.name) == [], f"teardown left: {leftovers(fabric.name)}"
 
 
 def twin_cli(*args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from twin.cli.main import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from twin.cli import main; main()", *args],
                           capture_output=True, text=True, cwd=ROOT, **kwargs)
 
 

@@ -13,7 +13,6 @@ from twin.dashboard.server import Dashboard
 from twin.faults import engine
 from twin.faults.base import FaultContext
 from twin.probes.mesh import ProbeMesh
-from twin.lab.runtime import get_runtime
 
 from .helpers import ROOT, lab_running
 
@@ -54,13 +53,13 @@ def _classes(driver, link: str) -> set[str]:
 
 
 def test_dashboard_draws_the_fabric_and_shows_a_silent_drop(browser, runtime, lab_ref):
-    with lab_running(lab_ref("mini"), runtime) as (state, fabric):
-        runtime = get_runtime(state.runtime, fabric.name)
+    with lab_running(lab_ref("mini"), runtime) as lab:
+        fabric = lab.fabric
         lossy = next(l.name for l in fabric.links if {l.a.node, l.b.node} == LOSSY_ENDS)
-        mesh = ProbeMesh(runtime, state, fabric, "dashboard-test", interval_ms=50, report_ms=500)
+        mesh = ProbeMesh(lab, "dashboard-test", interval_ms=50, report_ms=500)
         mesh.start()
-        board = Dashboard(Collector(runtime, state, fabric), fabric)
-        ctx = FaultContext(runtime, state, fabric)
+        board = Dashboard(Collector(lab), fabric)
+        ctx = FaultContext(lab)
         try:
             mesh.wait_for_paths()
             board.start()
@@ -82,7 +81,7 @@ def test_dashboard_draws_the_fabric_and_shows_a_silent_drop(browser, runtime, la
                 time.sleep(0.2)
             took = time.monotonic() - injected
             ARTIFACTS.mkdir(exist_ok=True)
-            browser.save_screenshot(str(ARTIFACTS / f"dashboard-silent-drop-{state.runtime}.png"))
+            browser.save_screenshot(str(ARTIFACTS / f"dashboard-silent-drop-{lab.state.runtime}.png"))
             assert "loss" in _classes(browser, lossy), f"not in the loss colour {took:.1f} s after the drop"
             assert "fault" in _classes(browser, lossy)  # the fault marker, outside training
             assert "dash-drop (silent_drop)" in browser.find_element("id", "status").text
@@ -90,7 +89,7 @@ def test_dashboard_draws_the_fabric_and_shows_a_silent_drop(browser, runtime, la
             assert not any("loss" in _classes(browser, l.name) for l in fabric.links if "spine-2" in l.name)
             print(f"loss colour {took:.1f} s after the drop")  # shown with -s; the screenshot is in artifacts/
         finally:
-            if state.faults:
+            if lab.state.faults:
                 engine.clear(ctx, "dash-drop")
             board.stop()
             mesh.stop()

@@ -6,7 +6,6 @@ import subprocess
 import time
 
 import pytest
-from pyroute2 import IPRoute
 
 from twin.lab import converge, nft, kernel_state as snapshot
 from twin.lab.converge import fib_next_hops
@@ -15,7 +14,6 @@ from twin.faults.base import FaultContext
 from twin.lab.pfc import counters as pfc_counters
 from twin.progress import NullProgress
 from twin.lab.reach import fabric_nics, unreachable_pairs
-from twin.lab.runtime import get_runtime
 from twin.lab.shaping import shaped_rate_bps
 from twin.lab.status import lab_status
 from twin.lab.traffic import udp_burst
@@ -27,8 +25,12 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def lab(runtime, lab_ref):
-    with lab_running(lab_ref("mini"), runtime) as (state, fabric):
-        yield FaultContext(get_runtime(runtime, fabric.name), state, fabric, seed=7)
+    with lab_running(lab_ref("mini"), runtime) as running:
+        yield running
+
+
+def faults_on(lab):
+    return FaultContext(lab, seed=7)
 
 
 def nic(ctx, label):
@@ -37,9 +39,9 @@ def nic(ctx, label):
 
 def converged(ctx):
     deadline = time.monotonic() + 60
-    converge.wait_routing(ctx.runtime, ctx.state, ctx.fabric, NullProgress(), deadline)
-    converge.wait_bfd(ctx.runtime, ctx.state, ctx.fabric, NullProgress(), deadline)
-    converge.wait_reachable(ctx.runtime, ctx.fabric, NullProgress(), deadline)
+    converge.wait_routing(ctx, NullProgress(), deadline)
+    converge.wait_bfd(ctx, NullProgress(), deadline)
+    converge.wait_reachable(ctx, NullProgress(), deadline)
 
 
 def wait_for(predicate, timeout_s=15.0, what="condition"):
@@ -58,14 +60,14 @@ class Applied:
         self.ctx, self.entry = ctx, entry
 
     def __enter__(self):
-        self.before = snapshot.take(self.ctx.runtime, self.ctx.state, self.ctx.fabric)
+        self.before = snapshot.take(self.ctx)
         timing, params = engine.parse(self.entry)
-        return engine.inject(self.ctx, timing, params)
+        return engine.inject(faults_on(self.ctx), timing, params)
 
     def __exit__(self, *exc):
-        self.cleared = engine.clear(self.ctx, self.entry["id"])
+        self.cleared = engine.clear(faults_on(self.ctx), self.entry["id"])
         converged(self.ctx)
-        after = snapshot.take(self.ctx.runtime, self.ctx.state, self.ctx.fabric)
+        after = snapshot.take(self.ctx)
         assert snapshot.differences(self.before, after) == []
         assert self.ctx.state.faults == []
 
@@ -73,18 +75,18 @@ class Applied:
 def test_silent_drop_loses_the_stated_share_and_bfd_stays_up(lab):
     with Applied(lab, id="lossy", kind="silent_drop", link="leaf-g1-r1 -- host-g1-h1",
                  direction="a_to_b", loss_pct=5):
-        burst = udp_burst(lab.runtime, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 20000)
+        burst = udp_burst(lab, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 20000)
         dropped = sum(c["packets"] for c in nft.counters(lab.runtime, "host-g1-h1", "netdev", "ftw_lossy"))
         assert 3.5 <= burst.loss_pct <= 6.5, burst
         assert abs(dropped - (burst.sent - burst.received)) <= 5, (dropped, burst)
-        statuses = lab_status(lab.runtime, lab.state, lab.fabric)
+        statuses = lab_status(lab)
         assert all(set(s.bfd.values()) == {"up"} for s in statuses)
 
 
 def test_silent_drop_flows_pct_hits_a_fixed_subset_of_flows(lab):
     with Applied(lab, id="flows", kind="silent_drop", link="leaf-g1-r1 -- host-g1-h1",
                  direction="a_to_b", loss_pct=100, flows_pct=50):
-        bursts = [udp_burst(lab.runtime, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 2000,
+        bursts = [udp_burst(lab, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 2000,
                             source_ports=1, settle_s=0.3) for _ in range(12)]
         # each burst is one flow (one source port): it is either wholly lost or untouched
         assert {round(b.loss_pct) for b in bursts} <= {0, 100}
@@ -93,10 +95,10 @@ def test_silent_drop_flows_pct_hits_a_fixed_subset_of_flows(lab):
 
 def test_blackhole_loses_exactly_the_targeted_traffic(lab):
     with Applied(lab, id="hole", kind="blackhole", node="leaf-g2-r1", host="host-g2-h1"):
-        to_target = udp_burst(lab.runtime, nic(lab, "host-g1-h1:nic1"), nic(lab, "host-g2-h1:nic1"), 2000)
-        to_neighbour = udp_burst(lab.runtime, nic(lab, "host-g1-h1:nic1"), nic(lab, "host-g2-h2:nic1"), 2000)
+        to_target = udp_burst(lab, nic(lab, "host-g1-h1:nic1"), nic(lab, "host-g2-h1:nic1"), 2000)
+        to_neighbour = udp_burst(lab, nic(lab, "host-g1-h1:nic1"), nic(lab, "host-g2-h2:nic1"), 2000)
         assert (to_target.received, to_neighbour.loss_pct) == (0, 0.0)
-        failed = unreachable_pairs(lab.runtime, lab.fabric)
+        failed = unreachable_pairs(lab)
         assert failed and all("host-g2-h1:nic1" in pair for pair in failed)
         # still advertised: the spines keep their route toward the black-holed host
         assert fib_next_hops(lab.runtime, lab.state, "spine-1")[lab.fabric.links_of("host-g2-h1")[0].network] == 1
@@ -107,31 +109,31 @@ def test_link_down_withdraws_ecmp_members_and_reachability_survives(lab):
         remote = [link.network for link in lab.fabric.links if link.kind == "host" and link.a.node == "leaf-g2-r1"]
         wait_for(lambda: all(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").get(p) == 1 for p in remote),
                  what="leaf-g1-r1 to drop the spine-1 next hop")
-        assert unreachable_pairs(lab.runtime, lab.fabric) == []
+        assert unreachable_pairs(lab) == []
 
 
 def test_bgp_down_shuts_one_session_and_links_stay_up(lab):
     with Applied(lab, id="misconf", kind="bgp_down", link="leaf-g1-r1 -- spine-1") as entry:
-        wait_for(lambda: {s.name: s for s in lab_status(lab.runtime, lab.state, lab.fabric)}["leaf-g1-r1"]
+        wait_for(lambda: {s.name: s for s in lab_status(lab)}["leaf-g1-r1"]
                  .bgp["spine-1"] != "Established", what="the session to go down")
-        with IPRoute(netns=lab.runtime.netns_path("leaf-g1-r1"), flags=0) as ipr:
+        with lab.netlink("leaf-g1-r1") as ipr:
             assert ipr.get_links(ifname="sp-1")[0]["flags"] & 1  # IFF_UP: the link itself is fine
         assert entry["record"]["peer"] == "10.0.0.0"
-        assert unreachable_pairs(lab.runtime, lab.fabric) == []
+        assert unreachable_pairs(lab) == []
 
 
 def test_slow_node_runs_the_nic_at_the_stated_share(lab):
     with Applied(lab, id="slow", kind="slow_node", node="host-g1-h1", rate_pct=25):
         for node, ifname in (("host-g1-h1", "nic1"), ("leaf-g1-r1", "hs-g1h1")):
-            with IPRoute(netns=lab.runtime.netns_path(node), flags=0) as ipr:
+            with lab.netlink(node) as ipr:
                 assert shaped_rate_bps(ipr, ipr.link_lookup(ifname=ifname)[0]) == lab.fabric.rate_bps // 4
 
 
 def test_switch_down_and_back(lab):
     with Applied(lab, id="dead", kind="switch_down", node="spine-1"):
-        status = {s.name: s for s in lab_status(lab.runtime, lab.state, lab.fabric)}
+        status = {s.name: s for s in lab_status(lab)}
         assert not any(status["spine-1"].daemons.values())
-        wait_for(lambda: unreachable_pairs(lab.runtime, lab.fabric, timeout_s=1) == [],
+        wait_for(lambda: unreachable_pairs(lab, timeout_s=1) == [],
                  what="traffic to move to spine-2")
 
 
@@ -166,7 +168,7 @@ def test_pfc_pause_holds_traffic_without_a_drop(lab):
     with Applied(lab, id="pause", kind="pfc_pause", link="leaf-g1-r1 -- host-g1-h1",
                  direction="a_to_b", pause_ms=1500) as entry:
         wait_for(lambda: _pfc(lab, "leaf-g1-r1", "hs-g1h1").paused, what="the direction to be paused")
-        burst = udp_burst(lab.runtime, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"),
+        burst = udp_burst(lab, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"),
                           1000, pps=2000, settle_s=3.0)
         assert burst.received == burst.sent, burst  # held, not dropped
         assert burst.max_delay_s >= 0.5, burst  # ... and held for a while
@@ -182,22 +184,22 @@ def test_flap_cycles_then_leaves_the_link_up(lab):
 
 
 def test_overlapping_faults_are_refused_and_nothing_changes(lab):
-    before = snapshot.take(lab.runtime, lab.state, lab.fabric)
+    before = snapshot.take(lab)
     with Applied(lab, id="first", kind="link_down", link="leaf-g2-r1 -- spine-2"):
         timing, params = engine.parse({"id": "second", "kind": "silent_drop", "link": "spine-2 -- leaf-g2-r1",
                                        "loss_pct": 1})
         with pytest.raises(Exception, match="overlaps active fault 'first'"):
-            engine.inject(lab, timing, params)
-    assert snapshot.differences(before, snapshot.take(lab.runtime, lab.state, lab.fabric)) == []
+            engine.inject(faults_on(lab), timing, params)
+    assert snapshot.differences(before, snapshot.take(lab)) == []
 
 
 def test_bitflip_damaged_packets_are_discarded_and_counted_never_delivered(lab):
     from twin.lab.offload import snmp
-    host_path = lab.runtime.netns_path("host-g1-h1")
+    host_path = lab.netns("host-g1-h1")
     before = snmp(host_path)["Udp.InCsumErrors"]
     with Applied(lab, id="flips", kind="bitflip", link="leaf-g1-r1 -- host-g1-h1", direction="a_to_b",
                  rate_pct=20):
-        burst = udp_burst(lab.runtime, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 5000)
+        burst = udp_burst(lab, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 5000)
         damaged = sum(c["packets"] for c in nft.counters(lab.runtime, "host-g1-h1", "netdev", "ftw_flips"))
         discarded = snmp(host_path)["Udp.InCsumErrors"] - before
     assert burst.damaged == 0, "a corrupted datagram reached the application"
@@ -208,7 +210,7 @@ def test_bitflip_damaged_packets_are_discarded_and_counted_never_delivered(lab):
 def test_bitflip_min_size_spares_small_packets(lab):
     with Applied(lab, id="bigflips", kind="bitflip", link="leaf-g1-r1 -- host-g1-h1", direction="a_to_b",
                  rate_pct=100, min_size=1000):
-        small = udp_burst(lab.runtime, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 1000)
+        small = udp_burst(lab, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 1000)
     assert (small.loss_pct, small.damaged) == (0.0, 0)
 
 
@@ -228,13 +230,13 @@ def test_pfc_storm_spreads_upstream_and_holds_innocent_traffic(lab):
                  xoff_kb=4, xon_kb=1):
         wait_for(lambda: "leaf-g1-r1 hs-g1h1" in _paused(lab), what="the storming port to be paused")
         # traffic into the paused port fills its queue past XOFF ...
-        udp_burst(lab.runtime, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 400, pps=2000,
+        udp_burst(lab, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 400, pps=2000,
                   settle_s=0.1)
         # ... so the spines' ports toward leaf-g1-r1 are paused too
         wait_for(lambda: {"spine-1 lf-g1r1", "spine-2 lf-g1r1"} <= _paused(lab), what="the storm to reach the spines")
         innocent = {}
         sender = threading.Thread(target=lambda: innocent.update(burst=udp_burst(
-            lab.runtime, nic(lab, "host-g2-h2:nic1"), nic(lab, "host-g1-h2:nic1"), 200, pps=1000, settle_s=8)))
+            lab, nic(lab, "host-g2-h2:nic1"), nic(lab, "host-g1-h2:nic1"), 200, pps=1000, settle_s=8)))
         sender.start()
         time.sleep(2)  # the innocent host's traffic is stuck behind the spread pause
     sender.join()
@@ -246,11 +248,11 @@ def test_pfc_storm_spreads_upstream_and_holds_innocent_traffic(lab):
 def test_pfc_storm_watchdog_drops_and_unblocks(lab):
     with Applied(lab, id="wd", kind="pfc_storm", node="host-g1-h1", nic="nic1", propagate=True,
                  xoff_kb=4, xon_kb=1, watchdog_ms=1000):
-        udp_burst(lab.runtime, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 400, pps=2000,
+        udp_burst(lab, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 400, pps=2000,
                   settle_s=0.1)
         wait_for(lambda: _pfc(lab, "leaf-g1-r1", "hs-g1h1").watchdog >= 1, what="the watchdog")
         wait_for(lambda: _paused(lab) == set(), what="the pauses to be released")
-        innocent = udp_burst(lab.runtime, nic(lab, "host-g2-h2:nic1"), nic(lab, "host-g1-h2:nic1"), 500)
-        victim = udp_burst(lab.runtime, nic(lab, "host-g2-h2:nic1"), nic(lab, "host-g1-h1:nic1"), 500)
+        innocent = udp_burst(lab, nic(lab, "host-g2-h2:nic1"), nic(lab, "host-g1-h2:nic1"), 500)
+        victim = udp_burst(lab, nic(lab, "host-g2-h2:nic1"), nic(lab, "host-g1-h1:nic1"), 500)
     assert innocent.loss_pct == 0 and innocent.max_delay_s < 0.1, innocent
     assert victim.received == 0, victim  # dropped toward the broken NIC, as switch watchdogs do

@@ -12,7 +12,6 @@ import pytest
 from pyroute2 import netns
 
 from twin.lab.reach import unreachable_pairs
-from twin.lab.runtime import get_runtime
 from twin.lab.state import lab_dir
 
 from .helpers import ROOT, lab_copy, lab_running, leftovers, twin_cli
@@ -21,7 +20,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.own_labs]  # crash, intr, sid
 
 
 def _start_up(ref: str, *options: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "from twin.cli.main import main; main()", "lab", "up", ref, *options],
+    return subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "lab", "up", ref, *options],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -76,12 +75,12 @@ def test_failed_up_rolls_back(tmp_path):
 
 
 def test_two_labs_side_by_side(tmp_path):
-    with lab_running(str(lab_copy(tmp_path, "mini", "side-a"))) as (_sa, fabric_a):
-        with lab_running(str(lab_copy(tmp_path, "mini", "side-b"))) as (_sb, fabric_b):
-            assert unreachable_pairs(get_runtime("netns", "side-a"), fabric_a) == []
-            assert unreachable_pairs(get_runtime("netns", "side-b"), fabric_b) == []
+    with lab_running(str(lab_copy(tmp_path, "mini", "side-a"))) as side_a:
+        with lab_running(str(lab_copy(tmp_path, "mini", "side-b"))) as side_b:
+            assert unreachable_pairs(side_a) == []
+            assert unreachable_pairs(side_b) == []
         # side-b is gone; side-a is untouched and still forwards
-        assert unreachable_pairs(get_runtime("netns", "side-a"), fabric_a) == []
+        assert unreachable_pairs(side_a) == []
         assert twin_cli("lab", "status", "side-a").returncode == 0
 
 

@@ -7,7 +7,6 @@ import time
 import pytest
 
 from twin.lab.reach import unreachable_pairs
-from twin.lab.runtime import get_runtime
 from twin.lab.status import lab_status
 
 from .helpers import lab_running, twin_cli
@@ -22,8 +21,7 @@ def mini(runtime, lab_ref):
 
 
 def test_converged_and_healthy(mini):
-    state, fabric = mini
-    statuses = {s.name: s for s in lab_status(get_runtime(state.runtime, fabric.name), state, fabric)}
+    statuses = {s.name: s for s in lab_status(mini)}
     assert all(s.healthy for s in statuses.values()), [s for s in statuses.values() if not s.healthy]
     assert statuses["leaf-g1-r1"].bgp == {"spine-1": "Established", "spine-2": "Established"}
     assert len(statuses["spine-1"].bfd) == 2
@@ -31,19 +29,18 @@ def test_converged_and_healthy(mini):
 
 
 def test_all_pairs_reachable_with_real_packets(mini):
-    state, fabric = mini
-    assert unreachable_pairs(get_runtime(state.runtime, fabric.name), fabric) == []
+    assert unreachable_pairs(mini) == []
 
 
 def test_exec_passes_exit_code_through(mini):
-    _state, fabric = mini
+    fabric = mini.fabric
     assert twin_cli("lab", "exec", fabric.name, "host-g1-h1", "--", "sh", "-c", "exit 7").returncode == 7
     ping = twin_cli("lab", "exec", fabric.name, "host-g1-h1", "--", "ping", "-c", "1", "-W", "2", "10.1.0.7")
     assert ping.returncode == 0, ping.stdout + ping.stderr
 
 
 def test_status_cli_healthy(mini):
-    _state, fabric = mini
+    fabric = mini.fabric
     result = twin_cli("lab", "status", fabric.name)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "leaf-g1-r1" in result.stdout
@@ -51,11 +48,11 @@ def test_status_cli_healthy(mini):
 
 def test_dead_daemon_is_reported(mini):
     """Runs last in this module: it kills spine-1's bgpd."""
-    state, fabric = mini
-    bgpd = next(r for r in state.daemons() if r.name == "spine-1/bgpd")
+    bgpd = next(r for r in mini.state.daemons() if r.name == "spine-1/bgpd")
     os.kill(bgpd.pid, signal.SIGKILL)
     time.sleep(0.2)
-    statuses = {s.name: s for s in lab_status(get_runtime(state.runtime, fabric.name), state, fabric)}
+    statuses = {s.name: s for s in lab_status(mini)}
+    fabric = mini.fabric
     assert statuses["spine-1"].daemons["bgpd"] is False
     assert not statuses["spine-1"].healthy
     result = twin_cli("lab", "status", fabric.name)

@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from twin.detect.verdicts import link_key
-from twin.lab.runtime import get_runtime
+from twin.model.fabric import link_key
 from twin.lab.state import load_state
 from twin.lab.status import lab_status
 
@@ -118,10 +117,8 @@ duration_s: 10
     assert f"{len(moved)} before losing a packet" in stdout
 
 
-def unhealthy_sessions(state, fabric) -> list[tuple[str, str]]:
-    runtime = get_runtime(state.runtime, fabric.name)
-    return [(s.name, peer) for s in lab_status(runtime, state, fabric) for peer, st in s.bgp.items()
-            if st != "Established"]
+def unhealthy_sessions(lab) -> list[tuple[str, str]]:
+    return [(s.name, peer) for s in lab_status(lab) for peer, st in s.bgp.items() if st != "Established"]
 
 
 def wait_for(check, timeout_s: float = 20.0):
@@ -133,28 +130,28 @@ def wait_for(check, timeout_s: float = 20.0):
 
 @pytest.fixture(scope="module")
 def mini(runtime, lab_ref):
-    with lab_running(lab_ref("mini"), runtime) as (state, fabric):
-        yield state, fabric
+    with lab_running(lab_ref("mini"), runtime) as lab:
+        yield lab
 
 
 def test_drain_and_undrain_by_hand(mini):
-    state, fabric = mini
+    fabric = mini.fabric
     refused = twin_cli("lab", "drain", fabric.name, "leaf-g1-r1 -- host-g1-h1")
     assert refused.returncode != 0 and "host link" in refused.stderr + refused.stdout
     drained = twin_cli("lab", "drain", fabric.name, "spine-1 -- leaf-g1-r1")
     assert drained.returncode == 0, drained.stderr
     assert load_state(fabric.name).drains == [link_key(BAD)]
-    down = wait_for(lambda: sorted(n for n, _ in unhealthy_sessions(state, fabric)))
+    down = wait_for(lambda: sorted(n for n, _ in unhealthy_sessions(mini)))
     assert down == ["leaf-g1-r1", "spine-1"]  # the session, shut on both of its ends
     last = twin_cli("lab", "drain", fabric.name, "leaf-g1-r1 -- spine-2")
     assert last.returncode != 0 and "without a spine link" in last.stderr + last.stdout
     assert twin_cli("lab", "undrain", fabric.name, BAD).returncode == 0
     assert load_state(fabric.name).drains == []
-    assert wait_for(lambda: not unhealthy_sessions(state, fabric)), unhealthy_sessions(state, fabric)
+    assert wait_for(lambda: not unhealthy_sessions(mini)), unhealthy_sessions(mini)
 
 
 def test_isolation_drains_what_a_detector_names_and_restores_it_at_the_clear(mini, tmp_path, lab_ref):
-    state, fabric = mini
+    fabric = mini.fabric
     report, events, stdout = run_scenario(tmp_path, f"""name: isolation
 lab: {lab_ref("mini")}
 duration_s: 12
@@ -171,4 +168,4 @@ duration_s: 12
     assert report["expectations"][0]["status"] == "pass"
     assert "isolation: drained" in stdout
     assert load_state(fabric.name).drains == []  # put back into service: sessions come up again
-    assert wait_for(lambda: not unhealthy_sessions(state, fabric)), unhealthy_sessions(state, fabric)
+    assert wait_for(lambda: not unhealthy_sessions(mini)), unhealthy_sessions(mini)

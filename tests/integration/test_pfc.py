@@ -11,8 +11,7 @@ from twin.faults import engine
 from twin.faults.base import FaultContext
 from twin.lab.pfc import counters as pfc_counters
 from twin.lab.reach import fabric_nics
-from twin.lab.runtime import get_runtime
-from twin.telemetry.counters import CounterReader
+from twin.lab.counters import CounterReader
 from twin.lab.traffic import tcp_incast
 
 from .helpers import lab_copy, lab_running
@@ -21,30 +20,30 @@ pytestmark = pytest.mark.integration
 SECONDS = 4.0
 
 
-def queue_drops(runtime, fabric) -> int:
-    with CounterReader(runtime, fabric) as reader:
+def queue_drops(lab) -> int:
+    with CounterReader(lab) as reader:
         return sum(v.get("qdisc_drops", 0) for v in reader.read(checksums=False).interfaces.values())
 
 
-def incast(runtime, fabric):
+def incast(lab):
     """Three senders (one under the same leaf, two across the spines), four flows each, into
     host-g1-h1's NIC: enough windows in flight to overrun the queue's buffer without PFC."""
-    nics = {n.label: n for n in fabric_nics(fabric)}
+    nics = {n.label: n for n in fabric_nics(lab.fabric)}
     senders = [nics["host-g1-h2:nic1"], nics["host-g2-h1:nic1"], nics["host-g2-h2:nic1"]]
-    before = queue_drops(runtime, fabric)
-    result = tcp_incast(runtime, senders, nics["host-g1-h1:nic1"], SECONDS, flows_per_sender=4)
-    return result, queue_drops(runtime, fabric) - before
+    before = queue_drops(lab)
+    result = tcp_incast(lab, senders, nics["host-g1-h1:nic1"], SECONDS, flows_per_sender=4)
+    return result, queue_drops(lab) - before
 
 
 @pytest.fixture(scope="module")
 def mini():
-    with lab_running("mini", "netns") as (state, fabric):
-        yield FaultContext(get_runtime("netns", fabric.name), state, fabric)
+    with lab_running("mini", "netns") as lab:
+        yield lab
 
 
 def test_incast_pauses_its_feeders_two_hops_back_and_drops_nothing(mini):
     before = pfc_counters.ports(pfc_counters.read(mini.state.directory))
-    result, drops = incast(mini.runtime, mini.fabric)
+    result, drops = incast(mini)
     after = pfc_counters.ports(pfc_counters.read(mini.state.directory))
     pauses = {key: after[key].rx_pause - before[key].rx_pause for key in after}
     # (TCP may still retransmit a segment held by a pause past its tail-loss probe: not a drop)
@@ -70,9 +69,9 @@ def test_incast_pauses_its_feeders_two_hops_back_and_drops_nothing(mini):
 def test_the_same_incast_on_a_lossy_lab_drops(tmp_path):
     path = lab_copy(tmp_path, "mini", "lossy")
     path.write_text(path.read_text().replace("  mtu: 9000\n", "  mtu: 9000\n  pfc: false\n"))
-    with lab_running(str(path), "netns") as (state, fabric):
-        assert not fabric.pfc and pfc_counters.read(state.directory) is None  # no controller
-        result, drops = incast(get_runtime("netns", fabric.name), fabric)
+    with lab_running(str(path), "netns") as lossy:
+        assert not lossy.fabric.pfc and pfc_counters.read(lossy.paths.root) is None  # no controller
+        result, drops = incast(lossy)
     assert drops > 0 and sum(result.retransmits) > 0, (drops, result)
 
 
@@ -80,11 +79,11 @@ def test_a_pfc_storm_is_named_at_its_source_from_pause_counters(mini):
     timing, params = engine.parse({"id": "storm", "kind": "pfc_storm", "node": "host-g2-h1", "nic": "nic1",
                                    "xoff_kb": 8, "xon_kb": 2})
     localizer, verdicts = PauseLocalizer(mini.fabric), []
-    engine.inject(mini, timing, params)
+    engine.inject(FaultContext(mini), timing, params)
     try:
         nics = {n.label: n for n in fabric_nics(mini.fabric)}
         from twin.lab.traffic import udp_burst
-        udp_burst(mini.runtime, nics["host-g1-h1:nic1"], nics["host-g2-h1:nic1"], 300, pps=3000, settle_s=0.1)
+        udp_burst(mini, nics["host-g1-h1:nic1"], nics["host-g2-h1:nic1"], 300, pps=3000, settle_s=0.1)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and not verdicts:
             verdicts = localizer.observe(time.monotonic(), pfc_counters.ports(pfc_counters.read(mini.state.directory)))
@@ -92,6 +91,6 @@ def test_a_pfc_storm_is_named_at_its_source_from_pause_counters(mini):
         time.sleep(0.5)
         verdicts += localizer.observe(time.monotonic(), pfc_counters.ports(pfc_counters.read(mini.state.directory)))
     finally:
-        report = engine.clear(mini, "storm")["record"]["report"]
+        report = engine.clear(FaultContext(mini), "storm")["record"]["report"]
     assert [(v.node, v.kind) for v in verdicts] == [("host-g2-h1", "pfc_storm")]
     assert report["pauses"] == 1 and report["most_held"] >= 2  # the storm spread beyond its port

@@ -6,10 +6,8 @@ import subprocess
 import time
 
 import pytest
-from pyroute2 import IPRoute
 
 from twin.lab.reach import unreachable_pairs
-from twin.lab.runtime import get_runtime
 from twin.lab.shaping import shaped_rate_bps
 from twin.lab.status import lab_status
 
@@ -24,14 +22,8 @@ def rail4(runtime, lab_ref):
         yield running
 
 
-def _runtime(rail4):
-    state, fabric = rail4
-    return get_runtime(state.runtime, fabric.name)
-
-
 def test_bgp_bfd_ecmp_everywhere(rail4):
-    state, fabric = rail4
-    statuses = {s.name: s for s in lab_status(_runtime(rail4), state, fabric)}
+    statuses = {s.name: s for s in lab_status(rail4)}
     for status in statuses.values():
         assert set(status.bgp.values()) == {"Established"}, status
         assert set(status.bfd.values()) == {"up"}, status
@@ -41,12 +33,11 @@ def test_bgp_bfd_ecmp_everywhere(rail4):
 
 
 def test_all_pairs_reachable(rail4):
-    _state, fabric = rail4
-    assert unreachable_pairs(_runtime(rail4), fabric) == []
+    assert unreachable_pairs(rail4) == []
 
 
 def test_traffic_from_nic_r_leaves_through_nic_r(rail4):
-    runtime = _runtime(rail4)
+    runtime = rail4.runtime
     for rail in (1, 3):
         source = f"10.{rail}.0.1"  # host-g1-h1 nic<rail>
         got = runtime.exec("host-g1-h1", ["ip", "-j", "route", "get", "10.2.0.7", "from", source])
@@ -54,10 +45,9 @@ def test_traffic_from_nic_r_leaves_through_nic_r(rail4):
 
 
 def test_every_link_direction_is_shaped(rail4):
-    _state, fabric = rail4
-    runtime = _runtime(rail4)
+    fabric = rail4.fabric
     for node in fabric.nodes:
-        with IPRoute(netns=runtime.netns_path(node), flags=0) as ipr:
+        with rail4.netlink(node) as ipr:
             for link in fabric.links_of(node):
                 index = ipr.link_lookup(ifname=link.endpoint(node).ifname)[0]
                 assert shaped_rate_bps(ipr, index) == fabric.rate_bps, (node, link.name)
@@ -65,8 +55,7 @@ def test_every_link_direction_is_shaped(rail4):
 
 def test_achieved_rate_within_5_percent(rail4):
     """A real TCP flow across leaf -> spine -> superspine -> spine -> leaf."""
-    _state, fabric = rail4
-    runtime = _runtime(rail4)
+    fabric, runtime = rail4.fabric, rail4.runtime
     server_ns = runtime.resource_name("host-g2-h2")
     server = subprocess.Popen(["ip", "netns", "exec", server_ns, "iperf3", "-s", "-1", "-B", "10.2.0.7"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -83,8 +72,7 @@ def test_achieved_rate_within_5_percent(rail4):
 
 
 def test_bfd_runs_with_the_lab_timers_and_guards_bgp(rail4):
-    state, fabric = rail4
-    runtime = _runtime(rail4)
+    state, fabric, runtime = rail4.state, rail4.fabric, rail4.runtime
     from twin.lab.frr import vtysh_json
     peers = vtysh_json(runtime, state, "spine-r1-s1", "show bfd peers json")
     assert len(peers) == 4
@@ -105,11 +93,8 @@ def test_ranks_use_their_own_rail_even_toward_another_rail(rail4):
     out of its own NIC, so cross-rail rings cross the superspines and rail rings never do."""
     from twin.collectives.bench import run_bench
 
-    state, fabric = rail4
-    runtime = _runtime(rail4)
-    cross = run_bench(runtime, state, fabric, "allreduce", [1 << 20], ranks="hosts:host-g1-h1,host-g2-h2",
-                      iters=2, warmup=0)
-    rail = run_bench(runtime, state, fabric, "allreduce", [1 << 20], ranks="rail:2", iters=2, warmup=0)
+    cross = run_bench(rail4, "allreduce", [1 << 20], ranks="hosts:host-g1-h1,host-g2-h2", iters=2, warmup=0)
+    rail = run_bench(rail4, "allreduce", [1 << 20], ranks="rail:2", iters=2, warmup=0)
     assert cross.measurements[0].wrong == rail.measurements[0].wrong == 0
     assert cross.superspine_bytes > 2 << 20, "cross-rail ring hops did not cross the superspines"
     assert rail.superspine_bytes < 100_000 < rail.spine_bytes
@@ -120,8 +105,7 @@ def test_probe_paths_cover_every_link_no_ecmp_polarization(rail4):
     paths and left half the superspine links unused; each switch has its own seed now."""
     from twin.probes.run import run_probe_mesh
 
-    state, fabric = rail4
-    summary = run_probe_mesh(_runtime(rail4), state, fabric, duration_s=2, interval_ms=200)
+    summary = run_probe_mesh(rail4, duration_s=2, interval_ms=200)
     assert summary["uncovered"] == []
     # 208 equal-cost paths over the probed pairs; each pair's ports hit all of its paths with
     # probability 0.99, so a path or two may go unprobed (never a link: the test above)

@@ -10,7 +10,6 @@ import pytest
 from twin.collectives.bench import run_bench
 from twin.faults import engine
 from twin.faults.base import FaultContext
-from twin.lab.runtime import get_runtime
 
 from .helpers import lab_running, twin_cli
 
@@ -20,12 +19,12 @@ SIZE = 8 * 1024 * 1024
 
 @pytest.fixture(scope="module")
 def mini():
-    with lab_running("mini", "netns") as (state, fabric):
-        yield FaultContext(get_runtime("netns", fabric.name), state, fabric)
+    with lab_running("mini", "netns") as lab:
+        yield lab
 
 
 def bench(ctx, transport, **roce):
-    result = run_bench(ctx.runtime, ctx.state, ctx.fabric, "allreduce", [SIZE], iters=3, warmup=1,
+    result = run_bench(ctx, "allreduce", [SIZE], iters=3, warmup=1,
                        timeout_s=120, transport=transport, roce={"ib_timeout": 20, "retry_cnt": 7,
                                                                   "qps_per_connection": 2, "time_scale": 1.0, **roce})
     (measurement,) = result.measurements
@@ -43,11 +42,11 @@ def test_one_percent_loss_cripples_roce_and_not_tcp(mini):
     healthy = {t: bench(mini, t).busbw for t in ("roce", "tcp")}
     timing, params = engine.parse({"id": "lossy", "kind": "silent_drop", "link": "leaf-g1-r1 -- host-g1-h1",
                                    "loss_pct": 1})
-    engine.inject(mini, timing, params)
+    engine.inject(FaultContext(mini), timing, params)
     try:
         lossy = {t: bench(mini, t) for t in ("roce", "tcp")}
     finally:
-        engine.clear(mini, "lossy")
+        engine.clear(FaultContext(mini), "lossy")
     assert lossy["roce"].wrong == 0 and lossy["tcp"].wrong == 0
     assert lossy["roce"].busbw < 0.5 * healthy["roce"], (lossy["roce"], healthy)  # go-back-N
     assert lossy["tcp"].busbw > 0.7 * healthy["tcp"], (lossy["tcp"], healthy)  # selective repeat

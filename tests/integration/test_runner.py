@@ -31,8 +31,8 @@ def _run_shipped(tmp_path, scenario: str, runtime: str, lab_ref) -> tuple[subpro
 
 def test_smoke_scenario_writes_results(tmp_path, runtime, lab_ref):
     _result, run_dir = _run_shipped(tmp_path, "smoke", runtime, lab_ref)
-    assert {p.name for p in run_dir.iterdir()} == {"events.jsonl", "report.json", "junit.xml",
-                                                   "timeline.png", "topology.png", "metrics.jsonl",
+    assert {p.name for p in run_dir.iterdir()} == {"run.json", "model.json", "events.jsonl", "report.json",
+                                                   "junit.xml", "timeline.png", "topology.png", "metrics.jsonl",
                                                    "index.html"}
     report = json.loads((run_dir / "report.json").read_text())
     fault = report["faults"][0]
@@ -46,6 +46,15 @@ def test_smoke_scenario_writes_results(tmp_path, runtime, lab_ref):
     kinds = [json.loads(line)["kind"] for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert {"fault", "flow", "route", "bgp", "bfd", "scenario", "telemetry"} <= set(kinds)
     assert report["telemetry"]["samples"] > 50 and report["telemetry"]["achieved_mean_ms"] < 150
+    # The folder holds what its report needs: rebuilt from it, the report comes back the same.
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["interrupted"] is False and [f["targets"] for f in run["faults"]] == [["leaf-g1-r1 -- spine-1"]]
+    for name in ("report.json", "junit.xml", "index.html", "timeline.png", "topology.png"):
+        (run_dir / name).unlink()
+    rebuilt = twin_cli("report", str(run_dir), "--quiet")
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert json.loads((run_dir / "report.json").read_text()) == report
+    assert (run_dir / "timeline.png").is_file() and (run_dir / "index.html").is_file()
 
 
 def test_training_job_hangs_on_a_black_hole_and_comes_back(tmp_path, runtime, lab_ref):
@@ -149,7 +158,7 @@ faults:
 
 
 def _start_run(path, tmp_path, *options):
-    return subprocess.Popen([sys.executable, "-c", "from twin.cli.main import main; main()", "run", str(path),
+    return subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "run", str(path),
                              "--results", str(tmp_path / "results"), *options],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "run.err", "w"))
 

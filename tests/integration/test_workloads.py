@@ -16,8 +16,7 @@ from twin.faults import engine
 from twin.faults.base import FaultContext
 from twin.probes.mesh import ProbeMesh
 from twin.probes.run import run_probe_mesh
-from twin.lab.runtime import get_runtime
-from twin.telemetry.counters import CounterReader
+from twin.lab.counters import CounterReader
 
 from .helpers import ROOT, lab_running
 
@@ -27,12 +26,12 @@ KiB, MiB = 1024, 1024 * 1024
 
 @pytest.fixture(scope="module")
 def lab(runtime, lab_ref):
-    with lab_running(lab_ref("mini"), runtime) as (state, fabric):
-        yield FaultContext(get_runtime(runtime, fabric.name), state, fabric, seed=3)
+    with lab_running(lab_ref("mini"), runtime) as running:
+        yield running
 
 
 def test_every_collective_returns_correct_data(lab):
-    result = run_bench(lab.runtime, lab.state, lab.fabric, list(OPS), [256 * KiB], ranks="all",
+    result = run_bench(lab, list(OPS), [256 * KiB], ranks="all",
                        iters=2, warmup=0)
     assert sorted(m.op for m in result.measurements) == sorted(OPS)
     assert all(m.wrong == 0 and m.busbw > 0 for m in result.measurements)
@@ -41,23 +40,23 @@ def test_every_collective_returns_correct_data(lab):
 
 def test_a_slow_link_slows_the_collective_in_proportion(lab):
     def busbw():
-        result = run_bench(lab.runtime, lab.state, lab.fabric, "allreduce", [2 * MiB], iters=3)
+        result = run_bench(lab, "allreduce", [2 * MiB], iters=3)
         return result.measurements[0].busbw
 
     healthy = busbw()
     assert healthy * 8 > 0.7 * lab.fabric.rate_bps  # a healthy ring runs near line rate
     timing, params = engine.parse({"id": "slow", "kind": "slow_node", "node": "host-g2-h2", "rate_pct": 25})
-    engine.inject(lab, timing, params)
+    engine.inject(FaultContext(lab, seed=3), timing, params)
     try:
         slowed = busbw()
     finally:
-        engine.clear(lab, "slow")
+        engine.clear(FaultContext(lab, seed=3), "slow")
     # The ring runs at its slowest link: a quarter of line rate, so about a quarter of the busbw.
     assert 0.17 < slowed / healthy < 0.35, f"healthy {healthy:.0f} B/s, slowed {slowed:.0f} B/s"
 
 
 def test_probe_mesh_discovers_a_path_over_every_link(lab):
-    summary = run_probe_mesh(lab.runtime, lab.state, lab.fabric, duration_s=3, interval_ms=50)
+    summary = run_probe_mesh(lab, duration_s=3, interval_ms=50)
     assert summary["uncovered"] == []
     assert summary["unresolved_hops"] == 0
     assert summary["lost"] == 0, summary["lossy_paths"]
@@ -68,7 +67,7 @@ def test_probe_mesh_discovers_a_path_over_every_link(lab):
 @contextmanager
 def probing(lab, name, **options):
     """A probe mesh whose paths are known; yields the list its final intervals are appended to."""
-    mesh = ProbeMesh(lab.runtime, lab.state, lab.fabric, name, **options)
+    mesh = ProbeMesh(lab, name, **options)
     intervals = []
     mesh.listeners.append(intervals.append)
     mesh.start()
@@ -93,10 +92,10 @@ def test_probes_to_a_host_behind_a_total_drop_are_lost_within_one_interval(lab):
         time.sleep(1.0)
         timing, params = engine.parse({"id": "cut", "kind": "silent_drop", "link": "leaf-g2-r1 -- host-g2-h2",
                                        "direction": "a_to_b", "loss_pct": 100})
-        engine.inject(lab, timing, params)
+        engine.inject(FaultContext(lab, seed=3), timing, params)
         injected = time.monotonic()
         time.sleep(2.0)
-        engine.clear(lab, "cut")
+        engine.clear(FaultContext(lab, seed=3), "cut")
     before = [i for i in intervals if i.t + 0.25 <= injected]
     first_after = next(i for i in intervals if i.t >= injected)
     assert before and all(s.lost == 0 for i in before for s in i.samples)
@@ -108,16 +107,16 @@ def test_probes_to_a_host_behind_a_total_drop_are_lost_within_one_interval(lab):
 
 
 def test_counters_follow_traffic_and_are_served_to_prometheus(lab):
-    with CounterReader(lab.runtime, lab.fabric) as reader:
+    with CounterReader(lab) as reader:
         before = reader.read()
-        run_bench(lab.runtime, lab.state, lab.fabric, "broadcast", [1 * MiB], iters=1, warmup=0)
+        run_bench(lab, "broadcast", [1 * MiB], iters=1, warmup=0)
         after = reader.read()
     key = ("host-g1-h1", "nic1")
     assert after.interfaces[key]["tx_bytes"] - before.interfaces[key]["tx_bytes"] > 1 * MiB
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-c", "from twin.cli.main import main; main()", "telemetry", lab.fabric.name,
+    server = subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "telemetry", lab.fabric.name,
                                "--serve", "--port", str(port)], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
@@ -143,17 +142,17 @@ def test_counters_follow_traffic_and_are_served_to_prometheus(lab):
 def test_diagnose_finds_nothing_on_a_healthy_lab_and_ranks_a_lossy_link_first(lab):
     from twin.detect.diagnose import diagnose
 
-    healthy = diagnose(lab.runtime, lab.state, lab.fabric, duration_s=3)
+    healthy = diagnose(lab, duration_s=3)
     assert healthy["suspects"] == [] and healthy["probes"]["lost"] == 0
     # A host link: on mini every path over leaf-g1-r1 -- spine-1 also crosses leaf-g2-r1 -- spine-1
     # (two leaves only), so no probe can tell those two apart.
     timing, params = engine.parse({"id": "grey", "kind": "silent_drop", "link": "leaf-g1-r1 -- host-g1-h2",
                                    "loss_pct": 20})
-    engine.inject(lab, timing, params)
+    engine.inject(FaultContext(lab, seed=3), timing, params)
     try:
-        found = diagnose(lab.runtime, lab.state, lab.fabric, duration_s=3)
+        found = diagnose(lab, duration_s=3)
     finally:
-        engine.clear(lab, "grey")
+        engine.clear(FaultContext(lab, seed=3), "grey")
     top = found["suspects"][0]
     assert top["name"] == "host-g1-h2 -- leaf-g1-r1", found["suspects"]
     assert any("probe localizer named it" in e for e in top["evidence"])
@@ -164,11 +163,11 @@ def test_slow_node_search_finds_the_slowed_host(lab):
     from twin.detect.slow_node import find_slow_node
 
     timing, params = engine.parse({"id": "slow", "kind": "slow_node", "node": "host-g2-h2", "rate_pct": 25})
-    engine.inject(lab, timing, params)
+    engine.inject(FaultContext(lab, seed=3), timing, params)
     try:
-        search = find_slow_node(lab.runtime, lab.state, lab.fabric, size=1 * MiB, iters=2)
+        search = find_slow_node(lab, size=1 * MiB, iters=2)
     finally:
-        engine.clear(lab, "slow")
+        engine.clear(FaultContext(lab, seed=3), "slow")
     assert search.suspect == "host-g2-h2", search.as_dict()
     first, second = search.steps
     assert first.halves == [["host-g1-h1", "host-g1-h2"], ["host-g2-h1", "host-g2-h2"]]

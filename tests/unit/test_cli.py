@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def twin(*args, cwd=ROOT, env=None):
-    return subprocess.run([sys.executable, "-c", "from twin.cli.main import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from twin.cli import main; main()", *args],
                           capture_output=True, text=True, cwd=cwd, env=env)
 
 
@@ -30,11 +30,17 @@ def test_show_finds_a_running_lab_by_name_whatever_file_it_came_from(tmp_path, r
     import json
     import os
 
-    from twin.lab.handle import LAB_COPY
+    from twin.lab.handle import LabPaths
     from twin.lab.state import LabState
-    state = LabState(lab="elsewhere", runtime="netns", lab_file=str(tmp_path / "gone.yaml"), status="up")
-    state.save()  # the lab's saved copy, as `up` keeps it: not in labs/, its file since moved
-    (state.directory / LAB_COPY).write_text((ROOT / "labs" / "mini.yaml").read_text().replace("name: mini", "name: elsewhere"))
+    from twin.model import serialize
+    from twin.model.build import build_fabric
+    from twin.spec.labfile import load_lab
+    copy = tmp_path / "gone.yaml"
+    copy.write_text((ROOT / "labs" / "mini.yaml").read_text().replace("name: mini", "name: elsewhere"))
+    state = LabState(lab="elsewhere", runtime="netns", lab_file=str(copy), status="up")
+    state.save()  # the lab's saved model, as `up` keeps it: not in labs/, and its file since gone
+    serialize.save(build_fabric(load_lab(copy, ["netns"])), LabPaths(state.directory).model)
+    copy.unlink()
     result = twin("lab", "show", "elsewhere", "--json", env={**os.environ, "FABRIC_TWIN_RUN_DIR": str(run_dir)})
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["name"] == "elsewhere"
@@ -72,7 +78,7 @@ def test_graph_rejects_unknown_format(tmp_path):
 def test_status_of_a_lab_that_is_not_up(tmp_path):
     import os
     env_run = tmp_path / "run"
-    result = subprocess.run([sys.executable, "-c", "from twin.cli.main import main; main()", "lab", "status", "ghost"],
+    result = subprocess.run([sys.executable, "-c", "from twin.cli import main; main()", "lab", "status", "ghost"],
                             capture_output=True, text=True, cwd=ROOT,
                             env={**os.environ, "FABRIC_TWIN_RUN_DIR": str(env_run)})
     assert result.returncode == 2 and "lab 'ghost' is not running" in result.stderr

@@ -10,7 +10,7 @@ import pytest
 
 from twin.lab import deploy, runtime
 from twin.errors import LabStateError, RuntimeBackendError
-from twin.lab.handle import open_lab
+from twin.lab.files import open_lab
 from twin.procs import alive
 from twin.lab.state import LabState, Resource, lab_dir, load_state
 
@@ -64,7 +64,7 @@ class FakeRuntime:
 
 @pytest.fixture
 def fake_lab(tmp_path, run_dir, monkeypatch):
-    monkeypatch.setitem(runtime._REGISTRY, "fake", FakeRuntime)
+    monkeypatch.setitem(runtime.RUNTIMES._entries, "fake", FakeRuntime)
     monkeypatch.setattr(deploy.preflight, "check", lambda lab: None)
     monkeypatch.setattr(deploy.netconf, "configure_sysctls", lambda *args: None)
     FakeRuntime.nodes = set()

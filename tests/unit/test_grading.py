@@ -3,11 +3,12 @@ hangs, recovery, and the measured value behind every pass and fail."""
 
 import math
 
-from twin.results.expectations import Expectation
-from twin.results.grading import detectors, grade
+from twin.results.expectations import Expectation, grade
+from twin.results.grading import detectors
+from twin.results.report import FaultWindow, Report
 
-FAULT = {"id": "bad", "kind": "silent_drop", "scheduled_s": 10.0, "applied_s": 10.01, "cleared_s": 20.0,
-         "last_route_change_s": None, "flows_recovered_after_s": 0.5}
+FAULT = FaultWindow(id="bad", kind="silent_drop", scheduled_s=10.0, applied_s=10.01, cleared_s=20.0,
+                    last_route_change_s=None, flows_recovered_after_s=0.5)
 TARGETS = {"bad": ["leaf-g1-r1 -- spine-1"]}
 
 
@@ -27,13 +28,13 @@ RECORDS = [
 
 
 def report(collectives=None):
-    r = {"faults": [FAULT], "duration_s": 40.0, "collectives": collectives or {}}
-    r["detectors"] = detectors(RECORDS, r["faults"], TARGETS, r["duration_s"])
+    r = Report(scenario="grading", faults=[FAULT], duration_s=40.0, collectives=collectives or {})
+    r.detectors = detectors(RECORDS, r.faults, TARGETS, r.duration_s)
     return r
 
 
 def test_detector_scores():
-    d = report()["detectors"]
+    d = {name: score.model_dump() for name, score in report().detectors.items()}
     assert d["ext"] == {"verdicts": 2, "right": 1, "wrong": 1, "precision": 0.5, "recall": 1.0,
                         "detect_s": {"bad": 1.19}}
     assert d["localizer"]["detect_s"] == {} and d["localizer"]["wrong"] == 2
@@ -49,7 +50,7 @@ def test_expectations_pass_and_fail_with_measured_values():
         {"collective": {"max_slowdown": 1.5}}, {"no_hang": True}, {"recover": {"workload": "train", "within_s": 5}},
         {"reroute": {"fault": "bad", "within_s": 1}},
     )]
-    graded = grade(expectations, report(collectives), RECORDS, TARGETS)
+    graded = grade(expectations, report(collectives), RECORDS)
     assert [(g["kind"], g["status"], g["measured"]) for g in graded] == [
         ("detect", "pass", 1.19), ("detect", "fail", 1.19), ("collective", "fail", 1.8), ("no_hang", "pass", 0),
         ("recover", "pass", 2.89), ("reroute", "fail", None)]
@@ -61,7 +62,7 @@ def test_a_window_without_a_finished_iteration_is_an_infinite_slowdown():
                                "recovered_s": None, "fault_windows": [{"iterations": 0}]}}
     expectations = [Expectation.model_validate(e) for e in (
         {"collective": {"max_slowdown": 100}}, {"no_hang": True}, {"recover": {"workload": "train-0", "within_s": 60}})]
-    graded = grade(expectations, report(collectives), RECORDS, TARGETS)
+    graded = grade(expectations, report(collectives), RECORDS)
     assert [g["status"] for g in graded] == ["fail", "fail", "fail"]
     assert "without a single finished iteration" in graded[0]["message"]
     assert math.isfinite(graded[1]["measured"]) and graded[2]["message"] == "never recovered"
@@ -69,17 +70,17 @@ def test_a_window_without_a_finished_iteration_is_an_infinite_slowdown():
 
 def test_max_wrong_verdicts_counts_every_detectors_false_positives():
     expectations = [Expectation.model_validate({"max_wrong_verdicts": n}) for n in (3, 2)]
-    graded = grade(expectations, report(), RECORDS, TARGETS)
+    graded = grade(expectations, report(), RECORDS)
     assert [(g["status"], g["measured"], g["limit"]) for g in graded] == [("pass", 3, 3), ("fail", 3, 2)]
 
 
 def test_detection_counts_from_the_end_of_the_apply_and_a_verdict_during_it_is_right():
-    slow = FAULT | {"apply_took_s": 0.8}
+    slow = FAULT.model_copy(update={"apply_took_s": 0.8})
     records = [verdict(10.5, "during-apply", link="leaf-g1-r1 -- spine-1"),
                verdict(11.3, "after", link="leaf-g1-r1 -- spine-1")]
     d = detectors(records, [slow], TARGETS, 40.0)
-    assert d["during-apply"]["detect_s"] == {"bad": 0.0} and d["during-apply"]["wrong"] == 0
-    assert d["after"]["detect_s"] == {"bad": 0.49}
+    assert d["during-apply"].detect_s == {"bad": 0.0} and d["during-apply"].wrong == 0
+    assert d["after"].detect_s == {"bad": 0.49}
 
 
 def test_min_slowdown_and_hangs_per_workload():
@@ -97,6 +98,6 @@ def test_min_slowdown_and_hangs_per_workload():
         {"no_hang": {"workload": "allreduce-0"}}, {"no_hang": {"workload": "allreduce-1"}},
         {"hang": {"workload": "allreduce-1", "cause": "transport_error"}},
         {"hang": {"workload": "allreduce-1", "cause": "timeout"}}, {"hang": {"workload": "allreduce-0"}})]
-    graded = grade(expectations, report(collectives), RECORDS, TARGETS)
+    graded = grade(expectations, report(collectives), RECORDS)
     assert [g["status"] for g in graded] == ["pass", "fail", "pass", "pass", "fail", "pass", "fail", "fail"]
     assert graded[5]["measured"] == ["peer_closed", "transport_error"]

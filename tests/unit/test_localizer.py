@@ -8,7 +8,8 @@ import pytest
 from test_model import fabric_of
 
 from twin.detect.localizer import Localizer
-from twin.detect.verdicts import Verdict, link_key, names_fault, parse_line
+from twin.detect.verdicts import Verdict, names_fault, parse_line
+from twin.model.fabric import link_key
 from twin.probes.plan import equal_cost_paths, plan
 
 
@@ -158,4 +159,4 @@ def test_a_loss_two_links_share_waits_for_a_path_that_tells_them_apart():
     verdicts = observe(0.0, both) + observe(0.25, both)
     assert verdicts == []  # the rival, less probed, would have won the rate tie-break
     verdicts = observe(0.5, elsewhere[0]) + observe(0.75, elsewhere[-1])  # no host link in common
-    assert [v.target for v in verdicts] == [bad]
+    assert [v.target.key for v in verdicts] == [bad]

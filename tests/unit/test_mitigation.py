@@ -4,8 +4,9 @@ takes, which links a drain refuses; and the quick drill's shortened timelines.""
 import pytest
 from test_model import fabric_of
 
-from twin.run.drill import QUICK_LEAD_S, QUICK_PLAIN_S, QUICK_TAIL_S, shorten
-from twin.faults.base import FaultContext, TargetError
+from twin.spec.quick import QUICK_LEAD_S, QUICK_PLAIN_S, QUICK_TAIL_S, shorten
+from twin.lab.handle import Lab
+from twin.model.targets import TargetError
 from twin.mitigate.dodge import links_to_avoid, pick
 from twin.mitigate.drain import DrainError, drain
 from twin.lab.state import LabState
@@ -32,8 +33,7 @@ def test_pick_takes_a_path_that_avoids_and_never_a_worse_or_unknown_one():
 
 
 def ctx(lab, drains=()):
-    return FaultContext(runtime=None, state=LabState(lab=lab, runtime="netns", lab_file="", drains=list(drains)),
-                        fabric=fabric_of(lab))
+    return Lab(fabric_of(lab), LabState(lab=lab, runtime="netns", lab_file="", drains=list(drains)), runtime=None)
 
 
 @pytest.mark.parametrize("link, drained, message", [

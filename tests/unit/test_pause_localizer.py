@@ -1,7 +1,7 @@
 """Naming a PFC storm's source from pause counters (detect/pauses.py), on synthetic counters."""
 
 from twin.detect.pauses import STORM_S, PauseLocalizer
-from twin.lab.handle import open_lab
+from twin.lab.files import open_lab
 from twin.lab.pfc.counters import PortCounters
 
 

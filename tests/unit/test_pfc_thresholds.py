@@ -7,7 +7,7 @@ import pytest
 from twin.lab import runtime
 from twin.model.build import build_fabric
 from twin.spec.labfile import load_lab
-from twin.lab.handle import open_lab
+from twin.lab.files import open_lab
 from twin.model import buffers as thresholds
 from twin.model.ports import Port, feeders, ports
 

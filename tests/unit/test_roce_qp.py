@@ -116,7 +116,7 @@ def test_a_lost_nak_is_recovered_by_the_timer():
     data, out = message(8 * PAYLOAD), bytearray(8 * PAYLOAD)
     send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
     link.run(0.2)
-    assert recv.done and bytes(out) == bytes(data)
+    assert send.done and recv.done and bytes(out) == bytes(data)
     assert link.b.stats.naks_sent == 1 and link.a.stats.naks_received == 0 and link.a.stats.timeouts >= 1
 
 

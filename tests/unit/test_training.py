@@ -6,8 +6,8 @@ import re
 import pytest
 
 from twin.errors import TwinError
-from twin.faults import kinds
-from twin.lab.handle import open_lab
+from twin.faults.registry import FAULTS, kinds
+from twin.lab.files import open_lab
 from twin.seal import key_of, new_key, seal, unseal
 from twin.lab.state import LabState, load_state
 from twin.train import hints, pools
@@ -91,7 +91,7 @@ def test_a_revealed_unfinished_session_scores_zero_and_history_is_per_trainee(tm
 
 def test_every_fault_kind_has_a_complete_runbook():
     for kind in kinds():
-        text = hints.runbook_path(kind).read_text()
+        text = FAULTS.get(kind).runbook.read_text()
         for section in ("## Symptoms", "## What reveals it", "## How production tooling finds it",
                         "## Mitigation", "## Hints"):
             assert section in text, f"{kind}: {section}"

@@ -1,0 +1,60 @@
+"""The `twin` command: a thin layer over the library (click + rich), one module per command group.
+
+lab.py        twin lab ..., twin export, twin cleanup
+faults.py     twin fault ...
+run.py        twin run, twin e2e, twin report
+workloads.py  twin bench, twin probe, twin telemetry, twin diagnose, twin dashboard
+train.py      twin train ...
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.markup import escape
+
+from twin import __version__
+from twin.cli.faults import fault
+from twin.cli.lab import cleanup, export_cmd, lab
+from twin.cli.run import e2e_cmd, report_cmd, run_cmd
+from twin.cli.tools import console
+from twin.cli.train import train
+from twin.cli.workloads import bench, dashboard, diagnose_cmd, probe, telemetry
+from twin.errors import TwinError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.version_option(__version__, prog_name="twin")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """fabric-twin: a network digital twin of an AI-training cluster fabric."""
+    ctx.obj = {"debug": debug}
+
+
+for command in (lab, fault, run_cmd, e2e_cmd, report_cmd, export_cmd, cleanup, bench, probe, telemetry, diagnose_cmd,
+                dashboard, train):
+    cli.add_command(command)
+
+
+def main() -> None:
+    debug = "--debug" in sys.argv
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        console.print("aborted")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except TwinError as exc:
+        if debug:
+            raise
+        console.print("[bold red]error:[/] " + escape(exc.message))
+        if exc.hint:
+            console.print("[bold]hint:[/] " + escape(exc.hint))
+        sys.exit(2)
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        sys.exit(130)

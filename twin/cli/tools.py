@@ -1,9 +1,17 @@
-"""What every `twin` command shares: the consoles and the progress bar that renders library progress."""
+"""What every `twin` command shares: the consoles, the progress bar that renders library progress,
+shared options."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from twin.lab.runtime import names as runtime_names
 
 console = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True, width=160)
@@ -30,8 +38,28 @@ class RichProgress:
         self.progress.console.print(f"[yellow]{message}[/]")
 
 
+def until_interrupted() -> None:
+    """Block until Ctrl-C (a server command's foreground; the caller's `finally` stops it)."""
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+
+
 def progress_bar() -> Progress:
     return Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=console, transient=False)
 
 
+
+
+@contextmanager
+def progress() -> Iterator[RichProgress]:
+    """Library progress for the length of a block, as a bar on stderr."""
+    with progress_bar() as bar:
+        yield RichProgress(bar)
+
+
+RUNTIME_OPTION = click.option("--runtime", type=click.Choice(runtime_names()), default=None,
+                              help="Run the lab on this runtime instead of the lab file's (netns, docker).")

@@ -6,32 +6,22 @@ import getpass
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
-import time
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
-from twin.lab import deploy
-from twin.cli.tools import RichProgress, out, progress_bar
+from twin.cli.tools import RUNTIME_OPTION, out, progress
 from twin.errors import TwinError
-from twin.lab.handle import open_lab, running_lab
-from twin.procs import alive, terminate
-from twin.lab.runtime import names as runtime_names
-from twin.seal import new_key
-from twin.lab.state import Resource, known_labs, lab_dir
-from twin.train import hints, pools
-from twin.train.briefing import briefing
-from twin.train.session import (
-    HINT_COST, Session, active_session, grade, hidden_faults, read_sealed_events, record_score,
-    require_session, seal_answer, training_dir)
-
-READY_TIMEOUT_S = 180
-SYMPTOMS_S = 10  # of fault before the briefing: long enough for the job and the pingmesh to show it
-STOP_GRACE_S = 30
+from twin.faults.registry import FAULTS
+from twin.lab.files import open_lab
+from twin.lab.handle import Lab
+from twin.lab.state import known_labs
+from twin.model.targets import resolve
+from twin.train import hints, lifecycle, pools
+from twin.train.session import (HINT_COST, active_session, grade, hidden_faults, read_sealed_events, record_score,
+                                require_session)
 
 
 def _session_lab(lab: str | None) -> str:
@@ -58,115 +48,39 @@ def train() -> None:
 @click.option("--lab", "lab_ref", default="rail4", show_default=True, help="The lab to train on.")
 @click.option("--seed", type=int, default=None, help="Same seed, same fault and moment (for an exercise set).")
 @click.option("--trainee", default=None, help="Name for the score history (default: your user name).")
-@click.option("--runtime", type=click.Choice(runtime_names()), default=None, help="netns (default) or docker.")
+@RUNTIME_OPTION
 def train_start(level: int, lab_ref: str, seed: int | None, trainee: str | None, runtime: str | None) -> None:
     """Bring the lab up with a training job and a pingmesh, hide a fault in it, print the briefing."""
     lab_file, fabric = open_lab(lab_ref)
-    fabric.runtime = runtime or fabric.runtime
     seed = seed if seed is not None else random.SystemRandom().randrange(1 << 30)
-    entries = pools.draw(fabric, level, seed)  # before anything is built: a bad lab changes nothing
+    with progress() as bar:
+        session = lifecycle.start(lab_file, fabric.with_runtime(runtime), level, seed,
+                                  trainee or os.environ.get("SUDO_USER") or getpass.getuser(), bar)
     name = fabric.name
-    with progress_bar() as bar:
-        progress = RichProgress(bar)
-        state = deploy.up(lab_file, fabric, progress)
-        try:
-            new_key(state.directory)
-            state.sealed = True
-            state.save()
-            training_dir(name).mkdir()
-            session = Session(lab=name, trainee=trainee or os.environ.get("SUDO_USER") or getpass.getuser(),
-                              level=level)
-            session.save()
-            seal_answer(name, {"seed": seed, "faults": entries})
-            resource = state.record(Resource(kind="worker", name="train/loop"))
-            with open(training_dir(name) / "trainer.log", "ab") as log:
-                resource.pid = subprocess.Popen([sys.executable, "-m", "twin.train.loop", str(lab_dir(name))],
-                                                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                                start_new_session=True).pid
-            state.save()
-            progress.phase("starting the training job and the pingmesh", None)
-            _wait_phase(name, "ready", READY_TIMEOUT_S)
-            progress.phase("the job is running: watch it", None)
-            _wait_phase(name, "injected", 60)
-            time.sleep(SYMPTOMS_S)
-        except BaseException:
-            progress.note("training start failed: tearing the lab down")
-            _stop_trainer(name)
-            deploy.down(name, progress)
-            raise
-    session = require_session(name)
-    session.injected = _onset_wall(name)
-    session.briefing = briefing(read_sealed_events(name), session.injected)
-    session.save()
     out.print(f"[bold]Training session on {name}[/] (level {level}, trainee {session.trainee}). Briefing:\n")
     out.print(escape(session.briefing) + "\n")
     out.print(f"Investigate: twin lab status {name} | twin lab exec {name} NODE -- vtysh/ip/tc/nft/ethtool ... | "
               f"twin dashboard {name}\n"
               f"Answer:      twin train answer --kind KIND --link 'A -- B' (or --node NODE); "
-              f"kinds: {', '.join(sorted(_kinds()))}\n"
+              f"kinds: {', '.join(FAULTS.names())}\n"
               f"Stuck:       twin train hint (costs {HINT_COST} points) | twin train reveal | twin train stop")
-
-
-def _kinds() -> list[str]:
-    from twin.faults import kinds
-    return kinds()
-
-
-def _onset_wall(lab: str) -> float:
-    applied = [e for e in read_sealed_events(lab) if e["kind"] == "fault" and e.get("op") == "applied"]
-    return min(e["wall"] for e in applied)
-
-
-def _wait_phase(lab: str, phase: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    path = training_dir(lab) / "progress.json"
-    while time.monotonic() < deadline:
-        try:
-            now = json.loads(path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            now = {"phase": "starting"}
-        if now["phase"] == phase:
-            return
-        if now["phase"] in ("failed", "stopped"):
-            raise TwinError(f"the training job did not start: {now.get('error', now['phase'])}",
-                            hint=f"log: {training_dir(lab) / 'trainer.log'}")
-        time.sleep(0.2)
-    raise TwinError(f"the trainer did not reach '{phase}' within {timeout_s:.0f} s",
-                    hint=f"log: {training_dir(lab) / 'trainer.log'}")
-
-
-def _stop_trainer(lab: str) -> None:
-    """SIGTERM the trainer (it stops the job and clears the faults), wait, then make sure."""
-    state, _fabric = running_lab(lab)
-    pids = [r.pid for r in state.resources if r.name == "train/loop" and r.pid and alive(r.pid)]
-    for pid in pids:
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
-    while any(alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    terminate(pids)
 
 
 @train.command("answer")
 @click.option("--kind", required=True, help="The fault kind, e.g. silent_drop (see `twin fault kinds`).")
 @click.option("--link", help='The link, "A -- B" (either order).')
-@click.option("--node", help="The node, for faults of a node (switch_down, blackhole, slow_node, pfc_storm).")
+@click.option("--node", help="The node, for faults of a node (" + ", ".join(n for n, k in FAULTS.items() if k.place == "node")
+              + ").")
 @LAB_OPTION
 def train_answer(kind: str, link: str | None, node: str | None, lab: str | None) -> None:
     """Say what and where the fault is; graded right or wrong (a wrong answer may be retried)."""
     name = _session_lab(lab)
     session = require_session(name)
-    _state, fabric = running_lab(name)
     if bool(link) == bool(node):
         raise TwinError("give the place as exactly one of --link or --node",
                         hint="e.g. --link 'leaf-g1-r1 -- spine-r1-s1' or --node spine-r1-s1")
-    if kind not in _kinds():
-        raise TwinError(f"unknown fault kind '{kind}'", hint=f"kinds: {', '.join(sorted(_kinds()))}")
-    where = [part.strip() for part in link.split("--")] if link else [node]
-    unknown = [n for n in where if n not in fabric.nodes]
-    if unknown or (link and len(where) != 2):
-        raise TwinError(f"lab {name} has no {'link' if link else 'node'} '{link or node}'",
-                        hint=f"see `twin lab show {name}`")
+    FAULTS.get(kind)  # an unknown kind is refused, with the valid ones
+    resolve(Lab.open(name).fabric, link or node)  # an unknown link or node too, with what exists
     if session.finished or session.revealed:
         raise TwinError("this session is over", hint="twin train stop, then start another")
     entries = hidden_faults(name)["faults"]
@@ -194,7 +108,7 @@ def train_hint(lab: str | None) -> None:
     """The next hint (each costs points): first what to look at, then where."""
     name = _session_lab(lab)
     session = require_session(name)
-    _state, fabric = running_lab(name)
+    fabric = Lab.open(name).fabric
     entries = hidden_faults(name)["faults"]
     pending = [e for e in entries if e["id"] not in session.found]
     if not pending:
@@ -255,11 +169,8 @@ def train_stop(lab: str | None) -> None:
     session = require_session(name)
     if not (session.finished or session.revealed):
         record_score(session, hidden_faults(name))  # an abandoned session counts too
-    with progress_bar() as bar:
-        progress = RichProgress(bar)
-        progress.phase("stopping the training job", None)
-        _stop_trainer(name)
-        deploy.down(name, progress)
+    with progress() as bar:
+        lifecycle.stop(name, bar)
     out.print(f"training session on {name} ended; lab removed")
 
 

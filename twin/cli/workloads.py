@@ -11,19 +11,18 @@ import click
 from prometheus_client import start_http_server
 from rich.table import Table
 
-from twin.cli.tools import RichProgress, out, progress_bar
+from twin.cli.tools import out, progress, until_interrupted
 from twin.collectives.bench import run_bench
 from twin.collectives.groups import ORDERS, RankSpecError
 from twin.collectives.metrics import OPS, human_size, size_sweep
 from twin.detect.diagnose import diagnose
 from twin.detect.slow_node import find_slow_node
 from twin.errors import TwinError
-from twin.lab.handle import running_lab
+from twin.lab.counters import interface_rates
+from twin.lab.handle import Lab
 from twin.probes.plan import PAIR_MODES
 from twin.probes.run import run_probe_mesh
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
-from twin.lab.runtime import get_runtime
-from twin.train.session import refuse_during_training
 from twin.telemetry.prometheus import registry_for
 from twin.telemetry.sampler import Sampler
 
@@ -70,12 +69,11 @@ def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, tim
         size_list = size_sweep(sizes)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--sizes") from None
-    state, fabric = running_lab(name)
-    runtime = get_runtime(state.runtime, name)
+    lab = Lab.open(name)
+    fabric = lab.fabric
     try:
-        with progress_bar() as bar:
-            result = run_bench(runtime, state, fabric, op, size_list, ranks, order, channels, iters, warmup,
-                               timeout, RichProgress(bar), transport,
+        with progress() as bar:
+            result = run_bench(lab, op, size_list, ranks, order, channels, iters, warmup, timeout, bar, transport,
                                {"ib_timeout": ib_timeout, "retry_cnt": retry_cnt,
                                 "qps_per_connection": qps_per_connection, "time_scale": 1.0})
     except RankSpecError as exc:
@@ -120,11 +118,8 @@ def probe(name, duration, interval_ms, pairs, as_json) -> None:
     Prints the probe load, the fabric links no discovered path crosses, and every path
     that lost probes (with the links it crosses).
     """
-    state, fabric = running_lab(name)
-    runtime = get_runtime(state.runtime, name)
-    with progress_bar() as bar:
-        progress = RichProgress(bar)
-        summary = run_probe_mesh(runtime, state, fabric, duration, interval_ms, pairs, progress)
+    with progress() as bar:
+        summary = run_probe_mesh(Lab.open(name), duration, interval_ms, pairs, bar)
     if as_json:
         out.print_json(json.dumps(summary))
         return
@@ -157,17 +152,14 @@ def telemetry(name, interval_ms, duration, output, serve, port) -> None:
     Without --serve: sample for --duration seconds and print the busiest interfaces and
     the achieved sampling period. With --serve: http://127.0.0.1:PORT/metrics.
     """
-    state, fabric = running_lab(name)
-    sampler = Sampler(get_runtime(state.runtime, name), state, fabric, interval_ms, output)
+    lab = Lab.open(name)
+    sampler = Sampler(lab, interval_ms, output)
     if serve:
-        server, thread = start_http_server(port, addr="127.0.0.1", registry=registry_for(sampler, fabric))
+        server, thread = start_http_server(port, addr="127.0.0.1", registry=registry_for(sampler, lab.fabric))
         sampler.start()
         out.print(f"serving http://127.0.0.1:{port}/metrics (Ctrl-C to stop)")
         try:
-            while True:
-                time.sleep(1)
-        except KeyboardInterrupt:
-            pass
+            until_interrupted()
         finally:
             server.shutdown()
             thread.join(timeout=2)
@@ -175,29 +167,21 @@ def telemetry(name, interval_ms, duration, output, serve, port) -> None:
         return
     sampler.start()
     first = None
-    with progress_bar() as bar:
-        progress = RichProgress(bar)
-        progress.phase(f"sampling {duration:g} s", int(duration))
+    with progress() as bar:
+        bar.phase(f"sampling {duration:g} s", int(duration))
         for _ in range(int(duration)):
             time.sleep(1)
             first = first or sampler.latest
-            progress.advance()
+            bar.advance()
         time.sleep(duration - int(duration))
     stats = sampler.stop()
     last = sampler.latest
     table = Table(title=f"busiest interfaces over {last.t - first.t:.1f} s", title_justify="left")
     for column in ("node", "interface", "rx Mbit/s", "tx Mbit/s", "drops", "backlog B"):
         table.add_column(column, justify="right")
-    span = max(1e-6, last.t - first.t)
-    rows = []
-    for key, now in last.interfaces.items():
-        before = first.interfaces.get(key, now)
-        rx = (now["rx_bytes"] - before["rx_bytes"]) * 8 / span / 1e6
-        tx = (now["tx_bytes"] - before["tx_bytes"]) * 8 / span / 1e6
-        drops = sum(now.get(k, 0) - before.get(k, 0) for k in ("rx_dropped", "tx_dropped", "qdisc_drops"))
-        rows.append((rx + tx, key, rx, tx, drops, now.get("backlog_bytes", 0)))
-    for _, (node, ifname), rx, tx, drops, backlog in sorted(rows, reverse=True)[:15]:
-        table.add_row(node, ifname, f"{rx:.2f}", f"{tx:.2f}", str(drops), str(backlog))
+    for rate in interface_rates(first, last)[:15]:
+        table.add_row(rate.node, rate.ifname, f"{rate.rx_bps / 1e6:.2f}", f"{rate.tx_bps / 1e6:.2f}", str(rate.drops),
+                      str(rate.backlog_bytes))
     out.print(table)
     errors = {f"{h} {c}": v for (h, c), v in last.checksum_errors.items() if v}
     out.print(f"checksum errors: {errors or 'none'}; sampling: {stats['samples']} samples, period "
@@ -226,14 +210,12 @@ def diagnose_cmd(words, duration, interval_ms, size, as_json) -> None:
     if words[0] != "slow-node" and len(words) != 1:
         raise click.UsageError(f"unexpected {' '.join(words[1:])!r}: use `twin diagnose LAB` or "
                                "`twin diagnose slow-node LAB`")
-    name = words[-1]
-    state, fabric = running_lab(name)
-    refuse_during_training(state, "diagnose (it is a detector)")
+    lab = Lab.open(words[-1], refuse_in_training="diagnose (it is a detector)")
     if words[0] == "slow-node":
-        _slow_node(name, size, as_json)
+        _slow_node(lab, size, as_json)
         return
-    with progress_bar() as bar:
-        found = diagnose(get_runtime(state.runtime, name), state, fabric, duration, interval_ms, RichProgress(bar))
+    with progress() as bar:
+        found = diagnose(lab, duration, interval_ms, bar)
     if as_json:
         out.print_json(json.dumps(found))
     else:
@@ -253,21 +235,19 @@ def diagnose_cmd(words, duration, interval_ms, size, as_json) -> None:
         sys.exit(1)
 
 
-def _slow_node(name: str, size: str, as_json: bool) -> None:
+def _slow_node(lab: Lab, size: str, as_json: bool) -> None:
     try:
         size_bytes = size_sweep(size)[0]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--size") from None
-    state, fabric = running_lab(name)
 
     def show(step) -> None:
         if not as_json:
             out.print(" vs ".join(f"{'+'.join(group)}: {bw / 1e6:.1f} MB/s" for group, bw in zip(step.measured, step.busbw))
                       + f"  (x{step.ratio:.2f})")
 
-    with progress_bar() as bar:
-        search = find_slow_node(get_runtime(state.runtime, name), state, fabric, size_bytes,
-                                progress=RichProgress(bar), on_step=show)
+    with progress() as bar:
+        search = find_slow_node(lab, size_bytes, progress=bar, on_step=show)
     if as_json:
         out.print_json(json.dumps(search.as_dict()))
     elif search.suspect:
@@ -288,14 +268,11 @@ def dashboard(name: str, port: int) -> None:
     (a scenario's or training session's, or `twin probe`)."""
     from twin.dashboard.collect import Collector
     from twin.dashboard.server import Dashboard
-    state, fabric = running_lab(name)
-    board = Dashboard(Collector(get_runtime(state.runtime, name), state, fabric), fabric, port=port)
+    lab = Lab.open(name)
+    board = Dashboard(Collector(lab), lab.fabric, port=port)
     board.start()
     out.print(f"dashboard of lab {name}: {board.url}  (Ctrl-C to stop)")
     try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
+        until_interrupted()
     finally:
         board.stop()

@@ -8,11 +8,9 @@ import os
 import time
 from dataclasses import dataclass
 
-from twin.model.fabric import Fabric
 from twin.progress import NullProgress, Progress
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState
-from twin.telemetry.counters import CounterReader, tier_rx_bytes
+from twin.lab.handle import Lab
+from twin.lab.counters import CounterReader, tier_rx_bytes
 from twin.collectives.groups import ring_hops_through_spines, ring_order, select_nics
 from twin.collectives.launcher import Job, JobSpec, run_to_end
 from twin.roce.qp import REPORTED_FIELDS
@@ -51,12 +49,13 @@ class BenchResult:
                             for m in self.measurements]}
 
 
-def run_bench(runtime: Runtime, state: LabState, fabric: Fabric, op: str | list[str], sizes: list[int],
+def run_bench(lab: Lab, op: str | list[str], sizes: list[int],
               ranks: str | list[str] = "all", order: str = "topo", channels: int = 1, iters: int = 5,
               warmup: int = 1, timeout_s: float = 60.0, progress: Progress | None = None,
               transport: str = "tcp", roce: dict | None = None) -> BenchResult:
     """roce: the transport's settings (ib_timeout, retry_cnt, qps_per_connection, time_scale)."""
     progress = progress or NullProgress()
+    fabric = lab.fabric
     ops = [op] if isinstance(op, str) else list(op)
     op = ",".join(ops)
     nics = ring_order(select_nics(fabric, ranks), order)
@@ -84,9 +83,9 @@ def run_bench(runtime: Runtime, state: LabState, fabric: Fabric, op: str | list[
 
     # Worst case per size: iterations at a tenth of line rate, plus start-up.
     budget = 120 + len(ops) * sum((iters + warmup) * 10 * size * 8 * 2 / fabric.rate_bps for size in sizes)
-    with CounterReader(runtime, fabric, [s.name for s in fabric.switches if s.role != "leaf"]) as reader:
+    with CounterReader(lab, [s.name for s in fabric.switches if s.role != "leaf"]) as reader:
         before, started = reader.read(checksums=False), time.monotonic()
-        run_to_end(Job(spec, state, runtime), budget, on_record)
+        run_to_end(Job(spec, lab), budget, on_record)
         after = reader.read(checksums=False)
     busy = cpu.busy_pct() if cpu else []
     return BenchResult(op, [n.label for n in nics], order, channels, fabric.rate_bps, measurements,

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from twin.errors import TwinError
+from twin.events import JsonlTail
 from twin.procs import alive, terminate
 from twin.lab.reach import Nic
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState, Resource
+from twin.lab.handle import Lab, python_module
 from twin.lab.identity import share_with_ranks
 
 
@@ -40,53 +39,30 @@ class JobSpec:
 
 
 @dataclass
-class RankLog:
-    """Reads a rank's JSON lines as they are written, whole lines only."""
-    path: Path
-    offset: int = 0
-    pending: str = ""
-
-    def read(self) -> list[dict]:
-        try:
-            with open(self.path) as handle:
-                handle.seek(self.offset)
-                chunk = handle.read()
-                self.offset = handle.tell()
-        except FileNotFoundError:
-            return []
-        lines = (self.pending + chunk).split("\n")
-        self.pending = lines.pop()
-        return [json.loads(line) for line in lines if line.strip()]
-
-
-@dataclass
 class Job:
     spec: JobSpec
-    state: LabState
-    runtime: Runtime
+    lab: Lab
     directory: Path = field(init=False)
     pids: list[int] = field(default_factory=list)
-    logs: list[RankLog] = field(default_factory=list)
+    logs: list[JsonlTail] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.directory = self.state.directory / "jobs" / self.spec.name
+        self.directory = self.lab.paths.jobs / self.spec.name
 
     def start(self) -> None:
         if self.directory.exists():
-            raise TwinError(f"a collective job named {self.spec.name} already runs on lab {self.state.lab}",
+            raise TwinError(f"a collective job named {self.spec.name} already runs on lab {self.lab.name}",
                             hint="wait for it to finish, or `twin lab down` the lab")
         self.directory.mkdir(parents=True)
         share_with_ranks(self.directory, files=("store",))
         job_file = self.directory / "job.json"
         job_file.write_text(json.dumps({**asdict(self.spec), "directory": str(self.directory)}))
         for rank, nic in enumerate(self.spec.nics):
-            resource = self.state.record(Resource(kind="worker", name=f"job/{self.spec.name}/rank{rank}",
-                                                  node=nic.host))
-            argv = [sys.executable, "-m", "twin.collectives.worker", str(job_file), str(rank)]
-            resource.pid = self.runtime.spawn(nic.host, argv, self.directory / f"rank-{rank}.log")
-            self.pids.append(resource.pid)
-            self.logs.append(RankLog(self.directory / f"rank-{rank}.jsonl"))
-        self.state.save()
+            argv = python_module("twin.collectives.worker", str(job_file), str(rank))
+            spawned = self.lab.spawn_owned(f"job/{self.spec.name}/rank{rank}", argv,
+                                           self.directory / f"rank-{rank}.log", node=nic.host)
+            self.pids.append(spawned.pid)
+            self.logs.append(JsonlTail(self.directory / f"rank-{rank}.jsonl"))
 
     def running(self) -> int:
         return sum(alive(pid) for pid in self.pids)
@@ -110,10 +86,7 @@ class Job:
 
     def stop(self, grace_s: float = 3.0, keep_files: bool = False) -> None:
         terminate(self.pids, grace_s=grace_s)
-        prefix = f"job/{self.spec.name}/"
-        self.state.resources = [r for r in self.state.resources
-                                if not (r.kind == "worker" and r.name.startswith(prefix))]
-        self.state.save()
+        self.lab.forget(self.lab.owned("worker", f"job/{self.spec.name}/"))
         if not keep_files:
             shutil.rmtree(self.directory, ignore_errors=True)
 

@@ -20,15 +20,15 @@ import threading
 import time
 from collections import deque
 
-from twin.collectives.launcher import RankLog
+from twin.events import JsonlTail
 from twin.errors import TwinError
-from twin.lab.handle import running_lab
-from twin.model.fabric import Fabric, link_key
+from twin.lab.handle import Lab
+from twin.model.targets import Target
 from twin.lab.pfc import counters as pfc_counters
 from twin.model.ports import Port
 from twin.probes.mesh import Interval, ProbeMesh, address_links
 from twin.lab.status import lab_status
-from twin.telemetry.counters import CounterReader
+from twin.lab.counters import CounterReader
 
 LOSS_WINDOW_S = 5.0
 CHART_S = 180.0
@@ -37,8 +37,9 @@ PAUSED_SHARE = 0.05
 
 
 class Collector:
-    def __init__(self, runtime, state, fabric: Fabric):
-        self.runtime, self.state, self.fabric = runtime, state, fabric
+    def __init__(self, lab: Lab):
+        self.lab, self.state, self.fabric = lab, lab.state, lab.fabric
+        fabric = lab.fabric
         self.started = time.monotonic()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -60,9 +61,9 @@ class Collector:
         self._last_snap = None
         self._intervals: deque = deque()
         self._meshes: dict[str, ProbeMesh] = {}
-        self._rank_logs: dict[str, RankLog] = {}
+        self._rank_logs: dict[str, JsonlTail] = {}
         self._bfd_link = address_links(fabric)
-        self._link_names = {link_key(l.name): l.name for l in fabric.links}  # fault targets name links either way
+        self._link_names = {Target.parse(l.name).key: l.name for l in fabric.links}  # fault targets name links either way
         self._threads = [threading.Thread(target=self._loop, args=(period, step), daemon=True)
                          for period, step in ((1.0, self._counters), (2.0, self._sessions),
                                               (1.0, self._follow_files), (1.0, self._faults), (1.0, self._pfc))]
@@ -92,7 +93,7 @@ class Collector:
 
     # --- sources ---------------------------------------------------------------------------
     def _counters(self) -> None:
-        self._reader = self._reader or CounterReader(self.runtime, self.fabric)
+        self._reader = self._reader or CounterReader(self.lab)
         snap = self._reader.read(checksums=False, qdiscs=False)
         last, self._last_snap = self._last_snap, snap
         if last is None:
@@ -112,7 +113,7 @@ class Collector:
     def _pfc(self) -> None:
         now = time.monotonic()
         ports = pfc_counters.ports(pfc_counters.read(self.state.directory))
-        self._queue_reader = self._queue_reader or CounterReader(self.runtime, self.fabric)
+        self._queue_reader = self._queue_reader or CounterReader(self.lab)
         drops = {k: v.get("qdisc_drops", 0) for k, v in
                  self._queue_reader.read(checksums=False, qdiscs=True).interfaces.items()}
         self._drop_base = self._drop_base if self._drop_base is not None else drops
@@ -135,7 +136,7 @@ class Collector:
 
     def _sessions(self) -> None:
         rows = []
-        for status in lab_status(self.runtime, self.state, self.fabric):
+        for status in lab_status(self.lab):
             bfd_by_link = {self._bfd_link.get(peer): state for peer, state in status.bfd.items()}
             for peer, bgp in sorted(status.bgp.items()):
                 link = next((l.name for l in self.fabric.links_of(status.name)
@@ -149,11 +150,11 @@ class Collector:
         directory = self.state.directory
         for mesh_dir in sorted((directory / "probes").glob("*")) if (directory / "probes").is_dir() else []:
             if mesh_dir.name not in self._meshes and any(mesh_dir.glob("*.json")):
-                mesh = ProbeMesh.following(self.runtime, self.state, self.fabric, mesh_dir)
+                mesh = ProbeMesh.following(self.lab, mesh_dir)
                 mesh.listeners.append(self._interval)
                 self._meshes[mesh_dir.name] = mesh
         for log in sorted(directory.glob("jobs/*/rank-0.jsonl")):
-            self._rank_logs.setdefault(str(log), RankLog(log))
+            self._rank_logs.setdefault(str(log), JsonlTail(log))
         for log in self._rank_logs.values():
             for record in log.read():
                 if record.get("event") in ("iter", "hang") and record.get("retrans_bytes") is not None:
@@ -165,13 +166,14 @@ class Collector:
         self._trim()
 
     def _faults(self) -> None:
-        state, _fabric = running_lab(self.state.lab)
+        lab = self.lab.reloaded()  # faults come and go with other commands: read them afresh
+        faults = lab.visible_faults()
         with self._lock:
-            self.faults = None if state.sealed else [
+            self.faults = None if faults is None else [
                 {"id": f["id"], "kind": f["kind"], "since_s": round(time.time() - f["applied_at"]),
-                 "targets": [self._link_names.get(link_key(t), t) if "--" in t else t for t in f["targets"]]}
-                for f in state.faults]
-            self.training = state.sealed
+                 "targets": [self._link_names.get(Target.parse(t).key, t) for t in f["targets"]]}
+                for f in faults]
+            self.training = lab.in_training
 
     def _interval(self, interval: Interval) -> None:
         sent = sum(s.sent for s in interval.samples)

@@ -12,15 +12,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from twin.detect.localizer import Localizer
-from twin.detect.verdicts import link_key
+from twin.model.fabric import link_key
 from twin.model.fabric import Fabric
 from twin.probes.mesh import address_links
 from twin.probes.run import run_probe_mesh
 from twin.progress import NullProgress, Progress
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState
+from twin.lab.handle import Lab
 from twin.lab.status import lab_status
-from twin.telemetry.counters import CounterReader
+from twin.lab.counters import CounterReader
 
 # How much one finding weighs: routing state and a localizer verdict are strong, a counter is a hint.
 WEIGHT = {"routing": 3.0, "localizer": 3.0, "probe_loss": 2.0, "counter": 1.0, "checksum": 1.0}
@@ -38,16 +37,16 @@ class Suspect:
         self.evidence.append(text)
 
 
-def diagnose(runtime: Runtime, state: LabState, fabric: Fabric, duration_s: float = 8.0, interval_ms: int = 50,
-             progress: Progress | None = None) -> dict:
+def diagnose(lab: Lab, duration_s: float = 8.0, interval_ms: int = 50, progress: Progress | None = None) -> dict:
     progress = progress or NullProgress()
+    fabric = lab.fabric
     suspects: dict[str, Suspect] = {}
 
     def suspect(name: str) -> Suspect:
         return suspects.setdefault(name, Suspect(name))
 
     progress.phase("routing state", None)
-    _routing(runtime, state, fabric, suspect)
+    _routing(lab, suspect)
     localizer = Localizer(fabric.switch_links())
     verdicts, observed = [], []  # observed: (links of the path, sent, lost) per sample
 
@@ -57,15 +56,15 @@ def diagnose(runtime: Runtime, state: LabState, fabric: Fabric, duration_s: floa
             observed.extend(({link_key(l) for l in s.links if l}, s.sent, s.lost) for s in interval.samples)
         mesh.listeners.append(on_interval)
 
-    with CounterReader(runtime, fabric) as reader:
+    with CounterReader(lab) as reader:
         before = reader.read()
-        probes = run_probe_mesh(runtime, state, fabric, duration_s, interval_ms, "cover", progress,
+        probes = run_probe_mesh(lab, duration_s, interval_ms, "cover", progress,
                                 name="diagnose", during=watch)
         after = reader.read()
     for v in verdicts:
-        suspect(v.target).add("localizer", f"probe localizer named it ({v.kind}, confidence {v.confidence}) "
+        suspect(v.target.key).add("localizer", f"probe localizer named it ({v.kind}, confidence {v.confidence}) "
                                            f"{v.t:.1f} s into the probe run", v.confidence or 1.0)
-    for link, (sent, lost) in _unexplained_loss(observed, {v.target for v in verdicts}).items():
+    for link, (sent, lost) in _unexplained_loss(observed, {v.target.key for v in verdicts}).items():
         if sent and lost / sent >= MIN_LINK_LOSS:
             suspect(link).add("probe_loss", f"{lost} of {sent} probes lost on paths crossing it "
                                             f"({100 * lost / sent:.1f} %)", min(1.0, 10 * lost / sent))
@@ -88,9 +87,10 @@ def _unexplained_loss(observed: list[tuple[set, int, int]], named: set[str]) -> 
     return stats
 
 
-def _routing(runtime, state, fabric: Fabric, suspect) -> None:
+def _routing(lab: Lab, suspect) -> None:
+    fabric = lab.fabric
     by_address = address_links(fabric)
-    for status in lab_status(runtime, state, fabric):
+    for status in lab_status(lab):
         for daemon, alive in status.daemons.items():
             if not alive:
                 suspect(status.name).add("routing", f"FRR {daemon} is not running on {status.name}")

@@ -28,7 +28,9 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from twin.detect.verdicts import Verdict, link_key
+from twin.detect.verdicts import Verdict
+from twin.model.fabric import link_key
+from twin.model.targets import Target
 
 DETECTOR = "probe-localizer"
 WINDOW_S = 2.0  # evidence pooled over this long, whatever the probes' reporting interval
@@ -69,7 +71,7 @@ class Localizer:
         verdicts = []
         for name, (kind, confidence) in suspects.items():
             if name not in self._named:
-                link = name if "--" in name else None
+                link = name if Target.parse(name).is_link else None
                 verdicts.append(Verdict(t=t, detector=DETECTOR, kind=kind, link=link,
                                         node=None if link else name, confidence=round(confidence, 3)))
             self._named[name] = 0

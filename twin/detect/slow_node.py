@@ -11,10 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from twin.collectives.bench import run_bench
-from twin.model.fabric import Fabric
 from twin.progress import NullProgress, Progress
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState
+from twin.lab.handle import Lab
 
 MIN_RATIO = 1.25  # the faster half must beat the slower by this factor to call it
 
@@ -42,10 +40,10 @@ class Search:
                            "ratio": round(s.ratio, 2)} for s in self.steps]}
 
 
-def find_slow_node(runtime: Runtime, state: LabState, fabric: Fabric, size: int = 4 << 20, iters: int = 3,
-                   min_ratio: float = MIN_RATIO, progress: Progress | None = None, on_step=None) -> Search:
+def find_slow_node(lab: Lab, size: int = 4 << 20, iters: int = 3, min_ratio: float = MIN_RATIO,
+                   progress: Progress | None = None, on_step=None) -> Search:
     progress = progress or NullProgress()
-    candidates = sorted(h.name for h in fabric.hosts)
+    candidates = sorted(h.name for h in lab.fabric.hosts)
     cleared: list[str] = []
     search = Search()
     while len(candidates) > 1:
@@ -57,7 +55,7 @@ def find_slow_node(runtime: Runtime, state: LabState, fabric: Fabric, size: int 
         busbw = []
         for group in measured:
             progress.phase(f"allreduce over {', '.join(group)}", None)
-            result = run_bench(runtime, state, fabric, "allreduce", [size], ranks="hosts:" + ",".join(group),
+            result = run_bench(lab, "allreduce", [size], ranks="hosts:" + ",".join(group),
                                iters=iters, warmup=1)
             busbw.append(result.measurements[0].busbw)
         step = Step(halves, measured, busbw)

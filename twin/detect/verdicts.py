@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from twin.model.fabric import link_key
+from twin.model.targets import Target
 
 
 @dataclass(frozen=True)
@@ -17,20 +17,14 @@ class Verdict:
     confidence: float | None = None
 
     @property
-    def target(self) -> str:
-        return link_key(self.link) if self.link else (self.node or "")
+    def target(self) -> Target:
+        return Target.parse(self.link) if self.link else Target.node(self.node or "")
 
 
 def names_fault(verdict: Verdict, targets: list[str]) -> bool:
     """Right when it names a target link, a target node, or a link of a target node (a node
     fault shows on that node's links: the probes cannot see inside the switch)."""
-    keys = {link_key(t) if "--" in t else t for t in targets}
-    if verdict.target in keys:
-        return True
-    if verdict.link:
-        ends = set(link_key(verdict.link).split(" -- "))
-        return bool(ends & keys)
-    return False
+    return any(verdict.target.names(Target.parse(t)) for t in targets)
 
 
 def parse_line(line: str, detector: str, received_t: float) -> Verdict | None:

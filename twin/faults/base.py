@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from twin.errors import TwinError
-from twin.model.fabric import Endpoint, Fabric, Link, link_key
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState
-from twin.spec.yamlsrc import closest
+from twin.model.fabric import Fabric, link_key
+from twin.model.targets import resolve_link, resolve_node
+from twin.lab.handle import Lab
 
 FAULT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,23}$"
 COMMON_KEYS = ("id", "kind", "at_s", "duration_s")
@@ -39,49 +39,29 @@ class Timing(BaseModel):
 
 @dataclass
 class FaultContext:
-    runtime: Runtime
-    state: LabState
-    fabric: Fabric
+    """A running lab plus the seed a fault's random choices derive from."""
+    lab: Lab
     seed: int = 1
 
 
-class TargetError(TwinError):
-    pass
-
-
-def resolve_node(fabric: Fabric, name: str, roles: tuple[str, ...] | None = None) -> str:
-    if name not in fabric.nodes:
-        guess = closest(name, sorted(fabric.nodes))
-        raise TargetError(f"lab {fabric.name} has no node '{name}'",
-                          hint=(f"did you mean '{guess}'? " if guess else "") + f"see `twin lab show {fabric.name}`")
-    if roles and fabric.nodes[name].role not in roles:
-        raise TargetError(f"{name} is a {fabric.nodes[name].role}; this fault needs a {' or '.join(roles)}")
-    return name
-
-
-def resolve_link(fabric: Fabric, text: str) -> tuple[Link, str, str]:
-    """'a -- b' (either order) -> (the link, a, b) with a and b as written."""
-    parts = [p.strip() for p in text.split("--")]
-    if len(parts) != 2 or not all(parts):
-        raise TargetError(f"'{text}' is not a link", hint='write it as "node-a -- node-b"')
-    a, b = (resolve_node(fabric, p) for p in parts)
-    link = fabric.find_link(a, b)
-    if link is None:
-        neighbours = sorted(l.peer(a).node for l in fabric.links_of(a))
-        raise TargetError(f"there is no link between {a} and {b}",
-                          hint=f"{a} connects to: {', '.join(neighbours)}")
-    return link, a, b
-
-
-def receiving_ends(link: Link, a: str, b: str, direction: str) -> list[Endpoint]:
-    """The endpoints whose ingress sees the affected traffic (a_to_b: b's end receives)."""
-    ends = {"a_to_b": [b], "b_to_a": [a], "both": [a, b]}[direction]
-    return [link.endpoint(node) for node in ends]
+RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
 
 
 class FaultKind(Protocol):
     name: ClassVar[str]
     params: ClassVar[type[Params]]
+    place: ClassVar[str]  # "link" or "node": where an operator finds it (and a trainee answers)
+    training_level: ClassVar[int | None]  # the training level that hides it (train/pools.py), if any
+
+    @property
+    def summary(self) -> str: ...
+
+    def training_entry(self, fabric: Fabric, rng, links: list[str]) -> dict:
+        """Kinds with a training_level: one fault entry of this kind for a hidden exercise
+        (keys after `kind`; `links`: the fabric links the level draws from)."""
+
+    @property
+    def runbook(self) -> Path: ...
 
     def targets(self, fabric: Fabric, params: Any) -> list[str]:
         """Names of what the fault touches (links 'a -- b' sorted, or nodes), for overlap checks."""
@@ -92,8 +72,37 @@ class FaultKind(Protocol):
     def clear(self, ctx: FaultContext, fault_id: str, params: Any, record: dict) -> None: ...
 
 
-class OnLink:
+class Kind:
+    """What every kind says about itself, read by help text, training and docs."""
+
+    training_level: ClassVar[int | None] = None
+
+    @property
+    def summary(self) -> str:
+        """The first line of the kind's module docstring, after "name: "."""
+        doc = sys.modules[type(self).__module__].__doc__ or ""
+        return doc.split("\n\n")[0].replace("\n", " ").split(": ", 1)[-1].strip()
+
+    @property
+    def runbook(self) -> Path:
+        """The operator's runbook for this fault: symptoms, what reveals it, mitigation, hints."""
+        return RUNBOOKS / f"{self.name.replace('_', '-')}.md"
+
+
+class OnLink(Kind):
     """For kinds whose params name a `link`: the fault touches that link."""
+
+    place = "link"
 
     def targets(self, fabric: Fabric, params: Any) -> list[str]:
         return [link_key(resolve_link(fabric, params.link)[0].name)]
+
+
+class OnNode(Kind):
+    """For kinds whose params name a `node` of one of `roles`: the fault touches that node."""
+
+    place = "node"
+    roles: ClassVar[tuple[str, ...]]
+
+    def targets(self, fabric: Fabric, params: Any) -> list[str]:
+        return [resolve_node(fabric, params.node, roles=self.roles)]

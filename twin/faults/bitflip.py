@@ -18,8 +18,8 @@ from __future__ import annotations
 from pydantic import Field
 
 from twin.lab import nft, offload
-from twin.faults import register
-from twin.faults.base import FaultContext, LinkParams, OnLink, receiving_ends, resolve_link
+from twin.faults.base import FaultContext, LinkParams, OnLink
+from twin.model.targets import receiving_ends, resolve_link
 
 DAMAGE = 0xDEAD  # written over the checksum (non-zero: a zero UDP checksum means "none")
 CHECKSUM_BIT_OFFSET = {"udp": 48, "tcp": 128}  # bit offset of the checksum in each header
@@ -46,30 +46,31 @@ def damage_rule(params, proto: str) -> list[dict]:
 class Bitflip(OnLink):
     name = "bitflip"
     params = BitflipParams
+    training_level = 2
+
+    def training_entry(self, fabric, rng, links: list[str]) -> dict:
+        return {"link": rng.choice(links), "direction": "both", "rate_pct": rng.choice([5, 10])}
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        link, a, b = resolve_link(ctx.fabric, params.link)
+        link, a, b = resolve_link(ctx.lab.fabric, params.link)
         record["offload"] = {}
-        for node in ctx.fabric.nodes:
-            ifnames = [l.endpoint(node).ifname for l in ctx.fabric.links_of(node)]
-            path = ctx.runtime.netns_path(node)
+        for node in ctx.lab.fabric.nodes:
+            ifnames = [l.endpoint(node).ifname for l in ctx.lab.fabric.links_of(node)]
+            path = ctx.lab.netns(node)
             record["offload"][node] = offload.get_checksum_offload(path, ifnames)
-            ctx.state.save()
+            ctx.lab.state.save()
             offload.set_checksum_offload(path, {i: {f: False for f in offload.CHECKSUM_FEATURES} for i in ifnames})
         table = record["table"] = nft.table_name(fault_id)
         record["nodes"] = []
         for end in receiving_ends(link, a, b, params.direction):
             record["nodes"].append(end.node)
-            ctx.state.save()
+            ctx.lab.state.save()
             chain, commands = nft.device_chain(table, end.ifname, "ingress")
-            nft.apply(ctx.runtime, end.node, commands + [nft.rule(table, chain, damage_rule(params, proto))
+            nft.apply(ctx.lab.runtime, end.node, commands + [nft.rule(table, chain, damage_rule(params, proto))
                                                          for proto in CHECKSUM_BIT_OFFSET])
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         for node in record.get("nodes", []):
-            nft.delete_table(ctx.runtime, node, "netdev", record["table"])
+            nft.delete_table(ctx.lab.runtime, node, "netdev", record["table"])
         for node, settings in record.get("offload", {}).items():
-            offload.set_checksum_offload(ctx.runtime.netns_path(node), settings)
-
-
-register(Bitflip())
+            offload.set_checksum_offload(ctx.lab.netns(node), settings)

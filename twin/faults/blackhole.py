@@ -8,8 +8,8 @@ from ipaddress import IPv4Network
 from pydantic import Field, model_validator
 
 from twin.lab import nft
-from twin.faults import register
-from twin.faults.base import FaultContext, Params, TargetError, resolve_node
+from twin.faults.base import FaultContext, OnNode, Params
+from twin.model.targets import TargetError, resolve_node
 
 
 class BlackholeParams(Params):
@@ -34,30 +34,30 @@ def prefixes(fabric, params) -> list[str]:
         raise TargetError(f"'{params.prefix}' is not an IPv4 prefix", hint="e.g. 10.2.0.6/31") from exc
 
 
-class Blackhole:
+class Blackhole(OnNode):
     name = "blackhole"
     params = BlackholeParams
+    training_level = 2
+    roles = ("leaf", "spine", "superspine")
 
-    def targets(self, fabric, params):
-        return [resolve_node(fabric, params.node, roles=("leaf", "spine", "superspine"))]
+    def training_entry(self, fabric, rng, links: list[str]) -> dict:
+        link = rng.choice(sorted((l for l in fabric.links if l.kind == "host"), key=lambda l: l.name))
+        return {"node": link.a.node, "host": link.b.node}  # a leaf, and a host behind it
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        node = resolve_node(ctx.fabric, params.node, roles=("leaf", "spine", "superspine"))
+        node = resolve_node(ctx.lab.fabric, params.node, roles=("leaf", "spine", "superspine"))
         table = record["table"] = nft.table_name(fault_id)
         record["node"] = node
         commands = [{"add": {"table": {"family": "ip", "name": table}}},
                     {"add": {"chain": {"family": "ip", "table": table, "name": "forward", "type": "filter",
                                        "hook": "forward", "prio": -300, "policy": "accept"}}}]
-        for prefix in prefixes(ctx.fabric, params):
+        for prefix in prefixes(ctx.lab.fabric, params):
             net = IPv4Network(prefix)
             commands.append({"add": {"rule": {"family": "ip", "table": table, "chain": "forward", "expr": [
                 {"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "daddr"}},
                            "right": {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}}}},
                 {"counter": None}, {"drop": None}]}}})
-        nft.apply(ctx.runtime, node, commands)
+        nft.apply(ctx.lab.runtime, node, commands)
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        nft.delete_table(ctx.runtime, record["node"], "ip", record["table"])
-
-
-register(Blackhole())
+        nft.delete_table(ctx.lab.runtime, record["node"], "ip", record["table"])

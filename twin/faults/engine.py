@@ -8,11 +8,9 @@ from typing import Any
 
 import pydantic
 
-from twin.errors import LabStateError, TwinError
-from twin.lab.state import LabState
-from twin.spec.yamlsrc import closest
-from twin.faults import get_kind, kinds
+from twin.errors import LabStateError, TwinError, closest
 from twin.faults.base import COMMON_KEYS, FaultContext, Timing
+from twin.faults.registry import get_kind
 
 
 class FaultSpecError(TwinError):
@@ -59,53 +57,49 @@ def targets(timing: Timing, params: Any, fabric) -> list[str]:
     return get_kind(timing.kind).targets(fabric, params)
 
 
-def active(state: LabState) -> list[dict]:
-    return list(state.faults)
-
-
 def inject(ctx: FaultContext, timing: Timing, params: Any) -> dict:
     kind = get_kind(timing.kind)
-    targets = kind.targets(ctx.fabric, params)  # resolves names: errors before anything changes
-    for other in ctx.state.faults:
+    targets = kind.targets(ctx.lab.fabric, params)  # resolves names: errors before anything changes
+    for other in ctx.lab.state.faults:
         if other["id"] == timing.id:
             raise LabStateError(f"a fault with id '{timing.id}' is already active",
-                                hint=f"twin fault clear {ctx.state.lab} {timing.id}")
+                                hint=f"twin fault clear {ctx.lab.state.lab} {timing.id}")
         if set(other["targets"]) & set(targets):
             raise LabStateError(f"fault '{timing.id}' overlaps active fault '{other['id']}' on "
                                 f"{', '.join(sorted(set(other['targets']) & set(targets)))}",
                                 hint="clear that fault first, or target something else")
     entry = {"id": timing.id, "kind": timing.kind, "params": params.model_dump(), "targets": targets,
              "seed": ctx.seed, "record": {}, "applied_at": time.time()}
-    ctx.state.faults.append(entry)
-    ctx.state.save()  # recorded before it acts, so teardown knows about it after a crash
+    ctx.lab.state.faults.append(entry)
+    ctx.lab.state.save()  # recorded before it acts, so teardown knows about it after a crash
     try:
         kind.apply(ctx, timing.id, params, entry["record"])
     except BaseException:
         try:
             kind.clear(ctx, timing.id, params, entry["record"])
         finally:
-            ctx.state.faults.remove(entry)
-            ctx.state.save()
+            ctx.lab.state.faults.remove(entry)
+            ctx.lab.state.save()
         raise
-    ctx.state.save()
+    ctx.lab.state.save()
     return entry
 
 
 def clear(ctx: FaultContext, fault_id: str) -> dict:
-    entry = next((f for f in ctx.state.faults if f["id"] == fault_id), None)
+    entry = next((f for f in ctx.lab.state.faults if f["id"] == fault_id), None)
     if entry is None:
-        raise LabStateError(f"no active fault '{fault_id}' on lab {ctx.state.lab}",
-                            hint="active: " + (", ".join(f["id"] for f in ctx.state.faults) or "none"))
+        raise LabStateError(f"no active fault '{fault_id}' on lab {ctx.lab.state.lab}",
+                            hint="active: " + (", ".join(f["id"] for f in ctx.lab.state.faults) or "none"))
     kind = get_kind(entry["kind"])
     kind.clear(ctx, fault_id, kind.params(**entry["params"]), entry["record"])
     entry["cleared_at"] = time.time()
-    ctx.state.faults.remove(entry)
-    ctx.state.save()
+    ctx.lab.state.faults.remove(entry)
+    ctx.lab.state.save()
     return entry
 
 
 def clear_all(ctx: FaultContext) -> list[dict]:
-    return [clear(ctx, f["id"]) for f in list(reversed(ctx.state.faults))]
+    return [clear(ctx, f["id"]) for f in list(reversed(ctx.lab.state.faults))]
 
 
-__all__ = ["FaultSpecError", "active", "clear", "clear_all", "inject", "kinds", "parse", "targets"]
+__all__ = ["FaultSpecError", "clear", "clear_all", "inject", "parse", "targets"]

@@ -7,8 +7,9 @@ import time
 
 from pydantic import Field
 
-from twin.faults import agent, register
-from twin.faults.base import FaultContext, OnLink, Params, resolve_link
+from twin.faults import background
+from twin.faults.base import FaultContext, OnLink, Params
+from twin.model.targets import resolve_link
 from twin.faults.netlink import restore_routes, set_link_state, static_routes
 
 
@@ -23,13 +24,13 @@ class Flap(OnLink):
     params = FlapParams
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        record["agent"] = agent.start(ctx, fault_id)
+        record["agent"] = background.start(ctx, fault_id)
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        record["report"] = agent.stop(ctx, fault_id)
+        record["report"] = background.stop(ctx, fault_id)
 
     def run(self, ctx: FaultContext, fault_id: str, params, stopping) -> None:
-        link, _a, _b = resolve_link(ctx.fabric, params.link)
+        link, _a, _b = resolve_link(ctx.lab.fabric, params.link)
         ends = [link.a, link.b]
         routes = {end.node: static_routes(ctx, end.node, end.ifname) for end in ends}
         cycles, half = 0, params.period_s / 2
@@ -43,13 +44,10 @@ class Flap(OnLink):
                 for node, node_routes in routes.items():
                     restore_routes(ctx, node, node_routes)
                 cycles += 1
-                agent.write_report(ctx.state, fault_id, {"cycles": cycles, "at": time.time()})
+                background.write_report(ctx.lab.state, fault_id, {"cycles": cycles, "at": time.time()})
                 stopping.wait(half)
         finally:
             for end in ends:
                 set_link_state(ctx, end.node, end.ifname, up=True)
             for node, node_routes in routes.items():
                 restore_routes(ctx, node, node_routes)
-
-
-register(Flap())

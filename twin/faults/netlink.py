@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-from pyroute2 import IPRoute
-
 from twin.faults.base import FaultContext
 
 RTPROT_STATIC = 4  # pyroute2 adds the twin's own routes (host per-NIC routing) with this protocol
 
 
-def _ipr(ctx: FaultContext, node: str) -> IPRoute:
-    return IPRoute(netns=ctx.runtime.netns_path(node), flags=0)
-
-
 def set_link_state(ctx: FaultContext, node: str, ifname: str, up: bool) -> None:
-    with _ipr(ctx, node) as ipr:
+    with ctx.lab.netlink(node) as ipr:
         index = ipr.link_lookup(ifname=ifname)[0]
         ipr.link("set", index=index, state="up" if up else "down")
 
 
 def static_routes(ctx: FaultContext, node: str, ifname: str) -> list[dict]:
     """Our own (proto static) routes through `ifname`, in every table, as re-addable dicts."""
-    with _ipr(ctx, node) as ipr:
+    with ctx.lab.netlink(node) as ipr:
         index = ipr.link_lookup(ifname=ifname)[0]
         routes = []
         for msg in ipr.route("dump", family=2):
@@ -35,7 +29,7 @@ def static_routes(ctx: FaultContext, node: str, ifname: str) -> list[dict]:
 
 def restore_routes(ctx: FaultContext, node: str, routes: list[dict]) -> None:
     """Re-add routes the kernel flushed when the link went down (those still present are kept)."""
-    with _ipr(ctx, node) as ipr:
+    with ctx.lab.netlink(node) as ipr:
         for route in routes:
             index = ipr.link_lookup(ifname=route["ifname"])[0]
             ipr.route("replace", dst=route["dst"], gateway=route["gateway"], oif=index, table=route["table"])

@@ -9,8 +9,8 @@ from pydantic import Field, model_validator
 
 from twin.lab.pfc import client
 from twin.model.ports import Port
-from twin.faults import register
-from twin.faults.base import FaultContext, LinkParams, OnLink, TargetError, resolve_link
+from twin.faults.base import FaultContext, LinkParams, OnLink
+from twin.model.targets import TargetError, resolve_link
 
 
 class PfcPauseParams(LinkParams):
@@ -45,14 +45,11 @@ class PfcPause(OnLink):
         return super().targets(fabric, params)
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        link, a, b = resolve_link(ctx.fabric, params.link)
+        link, a, b = resolve_link(ctx.lab.fabric, params.link)
         record["ports"] = [[e.node, e.ifname] for e in sending_ends(link, a, b, params.direction)]
-        client.hold(ctx.state.directory, fault_id, [Port(*p) for p in record["ports"]],
+        client.hold(ctx.lab.state.directory, fault_id, [Port(*p) for p in record["ports"]],
                     params.pause_ms, params.period_ms)
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         if "ports" in record:
-            record["report"] = client.release(ctx.state.directory, fault_id)
-
-
-register(PfcPause())
+            record["report"] = client.release(ctx.lab.state.directory, fault_id)

@@ -18,8 +18,8 @@ from pydantic import Field, model_validator
 
 from twin.lab.pfc import client
 from twin.model.ports import Port
-from twin.faults import register
-from twin.faults.base import FaultContext, Params, TargetError, resolve_node
+from twin.faults.base import FaultContext, OnNode, Params
+from twin.model.targets import TargetError, resolve_node
 from twin.faults.pfc_pause import require_lossless
 
 
@@ -49,19 +49,25 @@ def storm_port(fabric, params) -> Port:
                       hint="NICs: " + ", ".join(l.endpoint(host).ifname for l in fabric.links_of(host)))
 
 
-class PfcStorm:
+class PfcStorm(OnNode):
     name = "pfc_storm"
     params = PfcStormParams
+    training_level = 3
+    roles = ("host",)
+
+    def training_entry(self, fabric, rng, links: list[str]) -> dict:
+        host, nic = rng.choice(sorted((n, e.ifname) for n, e in fabric.host_nics()))
+        return {"node": host, "nic": nic, "propagate": True, "xoff_kb": 4, "xon_kb": 1, "watchdog_ms": 2000}
 
     def targets(self, fabric, params):
         require_lossless(fabric, self.name)
         storm_port(fabric, params)  # the NIC must exist
-        return [resolve_node(fabric, params.node, roles=("host",))]
+        return super().targets(fabric, params)
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        port = storm_port(ctx.fabric, params)
+        port = storm_port(ctx.lab.fabric, params)
         record["storm_port"] = list(port)
-        lab_dir = ctx.state.directory
+        lab_dir = ctx.lab.state.directory
         if not params.propagate:
             client.tune(lab_dir, fault_id, port, xoff=0, xon=0)
         elif params.xoff_kb is not None or params.xon_kb is not None:
@@ -77,7 +83,4 @@ class PfcStorm:
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         if "storm_port" in record:
-            record["report"] = client.release(ctx.state.directory, fault_id)
-
-
-register(PfcStorm())
+            record["report"] = client.release(ctx.lab.state.directory, fault_id)

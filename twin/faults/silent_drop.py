@@ -11,8 +11,8 @@ from __future__ import annotations
 from pydantic import Field
 
 from twin.lab import nft
-from twin.faults import register
-from twin.faults.base import FaultContext, LinkParams, OnLink, receiving_ends, resolve_link
+from twin.faults.base import FaultContext, LinkParams, OnLink
+from twin.model.targets import receiving_ends, resolve_link
 
 
 class SilentDropParams(LinkParams):
@@ -37,20 +37,21 @@ def drop_rule_exprs(params, seed: int) -> list[dict]:
 class SilentDrop(OnLink):
     name = "silent_drop"
     params = SilentDropParams
+    training_level = 2
+
+    def training_entry(self, fabric, rng, links: list[str]) -> dict:
+        return {"link": rng.choice(links), "direction": "both", "loss_pct": rng.choice([5, 10, 20])}
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        link, a, b = resolve_link(ctx.fabric, params.link)
+        link, a, b = resolve_link(ctx.lab.fabric, params.link)
         table = record["table"] = nft.table_name(fault_id)
         nodes = record["nodes"] = []
         for end in receiving_ends(link, a, b, params.direction):
             nodes.append(end.node)
-            ctx.state.save()
+            ctx.lab.state.save()
             chain, commands = nft.device_chain(table, end.ifname, "ingress")
-            nft.apply(ctx.runtime, end.node, commands + [nft.rule(table, chain, drop_rule_exprs(params, ctx.seed))])
+            nft.apply(ctx.lab.runtime, end.node, commands + [nft.rule(table, chain, drop_rule_exprs(params, ctx.seed))])
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         for node in record["nodes"]:
-            nft.delete_table(ctx.runtime, node, "netdev", record["table"])
-
-
-register(SilentDrop())
+            nft.delete_table(ctx.lab.runtime, node, "netdev", record["table"])

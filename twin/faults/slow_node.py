@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from pydantic import Field
-from pyroute2 import IPRoute
 
 from twin.lab import shaping
-from twin.faults import register
-from twin.faults.base import FaultContext, Params, TargetError, resolve_node
+from twin.faults.base import FaultContext, OnNode, Params
+from twin.model.targets import TargetError, resolve_node
 
 
 class SlowNodeParams(Params):
@@ -25,17 +24,19 @@ def _ends(fabric, params):
     return [end for link in links for end in (link.a, link.b)]
 
 
-class SlowNode:
+class SlowNode(OnNode):
     name = "slow_node"
     params = SlowNodeParams
+    training_level = 2
+    roles = ("host",)
 
-    def targets(self, fabric, params):
-        return [resolve_node(fabric, params.node, roles=("host",))]
+    def training_entry(self, fabric, rng, links: list[str]) -> dict:
+        return {"node": rng.choice(sorted(n.name for n in fabric.hosts)), "rate_pct": rng.choice([20, 30])}
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         prior = record["prior"] = []
-        for end in _ends(ctx.fabric, params):
-            with IPRoute(netns=ctx.runtime.netns_path(end.node), flags=0) as ipr:
+        for end in _ends(ctx.lab.fabric, params):
+            with ctx.lab.netlink(end.node) as ipr:
                 index = ipr.link_lookup(ifname=end.ifname)[0]
                 rate = shaping.shaped_rate_bps(ipr, index)
                 prior.append({"node": end.node, "ifname": end.ifname, "rate_bps": rate})
@@ -43,8 +44,5 @@ class SlowNode:
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         for item in record["prior"]:
-            with IPRoute(netns=ctx.runtime.netns_path(item["node"]), flags=0) as ipr:
+            with ctx.lab.netlink(item["node"]) as ipr:
                 shaping.set_class_rate(ipr, ipr.link_lookup(ifname=item["ifname"])[0], item["rate_bps"])
-
-
-register(SlowNode())

@@ -15,6 +15,7 @@ from twin.model.render import bgp_neighbors
 from twin.model.fabric import Fabric
 from twin.progress import Progress
 from twin.lab.reach import fabric_nics, fabric_pairs, unreachable_pairs
+from twin.lab.handle import Lab
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState
 
@@ -73,15 +74,14 @@ def bfd_gaps(runtime: Runtime, state: LabState, fabric: Fabric) -> dict[str, tup
                 if counts[0] < counts[2]}
 
 
-def wait_routing(runtime: Runtime, state: LabState, fabric: Fabric, progress: Progress,
-                 deadline: float) -> None:
+def wait_routing(lab: Lab, progress: Progress, deadline: float) -> None:
     """Every switch has the expected ECMP next hops toward every host prefix."""
-    expected = expected_next_hops(fabric)
+    expected = expected_next_hops(lab.fabric)
     total = sum(len(v) for v in expected.values())
     progress.phase("BGP/ECMP convergence", total)
     done = 0
     while True:
-        gaps = routing_gaps(runtime, state, expected)
+        gaps = routing_gaps(lab.runtime, lab.state, expected)
         progress.advance(total - len(gaps) - done)
         done = total - len(gaps)
         if not gaps:
@@ -94,14 +94,13 @@ def wait_routing(runtime: Runtime, state: LabState, fabric: Fabric, progress: Pr
         time.sleep(POLL_S)
 
 
-def wait_bfd(runtime: Runtime, state: LabState, fabric: Fabric, progress: Progress,
-             deadline: float) -> None:
+def wait_bfd(lab: Lab, progress: Progress, deadline: float) -> None:
     """Every BGP session has its BFD peer up (BGP can be Established while BFD is not)."""
-    sessions = sum(len(bgp_neighbors(fabric, n)) for n in fabric.switches)
+    sessions = sum(len(bgp_neighbors(lab.fabric, n)) for n in lab.fabric.switches)
     progress.phase("BFD sessions up", sessions)
     done = 0
     while True:
-        gaps = bfd_gaps(runtime, state, fabric)
+        gaps = bfd_gaps(lab.runtime, lab.state, lab.fabric)
         missing = sum(want - up for up, _known, want in gaps.values())
         progress.advance(sessions - missing - done)
         done = sessions - missing
@@ -116,12 +115,12 @@ def wait_bfd(runtime: Runtime, state: LabState, fabric: Fabric, progress: Progre
         time.sleep(POLL_S)
 
 
-def wait_reachable(runtime: Runtime, fabric: Fabric, progress: Progress, deadline: float) -> None:
+def wait_reachable(lab: Lab, progress: Progress, deadline: float) -> None:
     """A real packet from every host NIC reaches every NIC of every other host."""
-    pairs = len(fabric_pairs(fabric_nics(fabric)))
+    pairs = len(fabric_pairs(fabric_nics(lab.fabric)))
     progress.phase("all-pairs reachability", pairs)
     while True:
-        failed = unreachable_pairs(runtime, fabric, timeout_s=min(2.0, max(0.5, deadline - time.monotonic())))
+        failed = unreachable_pairs(lab, timeout_s=min(2.0, max(0.5, deadline - time.monotonic())))
         if not failed:
             progress.advance(pairs)
             return

@@ -15,18 +15,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from pyroute2 import IPRoute
-
 from twin.lab import converge, frr, netconf, offload, preflight, shaping
 from twin.errors import LabStateError, RuntimeBackendError
 from twin.spec.labfile import LabFile
+from twin.model import serialize
 from twin.model.fabric import Fabric
 from twin.procs import alive, cmdline, terminate
 from twin.lab.pfc import client as pfc_client
 from twin.model.buffers import queue_limit
 from twin.model.ports import Port
 from twin.progress import NullProgress, Progress
-from twin.lab.runtime import Runtime, get_runtime, names
+from twin.lab.handle import Lab
+from twin.lab.runtime import get_runtime, names
 from twin.signals import deferred_interrupts, sigterm_as_interrupt
 from twin.lab.state import LabState, Resource, lab_dir, load_state
 
@@ -41,24 +41,26 @@ def _timed(state: LabState, name: str) -> Iterator[None]:
     state.timings_s[name] = round(time.monotonic() - start, 3)
 
 
-def up(lab: LabFile, fabric: Fabric, progress: Progress | None = None,
-       timeout_s: float = 60.0) -> LabState:
-    """Build the lab and wait until it has converged. Returns the saved state."""
+def up(lab_file: LabFile, fabric: Fabric, progress: Progress | None = None, timeout_s: float = 60.0) -> Lab:
+    """Build the lab and wait until it has converged."""
     progress = progress or NullProgress()
-    preflight.check(lab)
+    preflight.check(lab_file)
     runtime = get_runtime(fabric.runtime, fabric.name)
     if load_state(fabric.name) is not None or runtime.owned():
         raise LabStateError(f"lab '{fabric.name}' is already up (or left over from a crash)",
                             hint=f"twin lab down {fabric.name}")
     runtime.preflight(list(fabric.nodes.values()))
-    state = LabState(lab=fabric.name, runtime=runtime.kind, lab_file=str(lab.path.resolve()))
+    state = LabState(lab=fabric.name, runtime=runtime.kind, lab_file=str(lab_file.path.resolve()))
     state.save()
-    shutil.copyfile(lab.path, state.directory / "lab.yaml")  # later commands read the lab as it was built
+    lab = Lab(fabric, state, runtime)
+    # Later commands read the lab as it was built: its model, and a copy of its file for people.
+    serialize.save(fabric, lab.paths.model)
+    shutil.copyfile(lab_file.path, lab.paths.lab_file)
     started = time.monotonic()
     owner = os.getpid()
     with sigterm_as_interrupt():
         try:
-            _build(fabric, runtime, state, progress, timeout_s)
+            _build(lab, progress, timeout_s)
         except BaseException:
             if os.getpid() != owner:  # a forked helper: never tear down from it
                 os._exit(1)
@@ -70,11 +72,11 @@ def up(lab: LabFile, fabric: Fabric, progress: Progress | None = None,
     state.timings_s["total"] = round(time.monotonic() - started, 3)
     state.status = "up"
     state.save()
-    return state
+    return lab
 
 
-def _build(fabric: Fabric, runtime: Runtime, state: LabState, progress: Progress,
-           timeout_s: float) -> None:
+def _build(lab: Lab, progress: Progress, timeout_s: float) -> None:
+    fabric, runtime, state = lab.fabric, lab.runtime, lab.state
     nodes = list(fabric.nodes.values())
     with _timed(state, "namespaces"):
         progress.phase("namespaces", len(nodes))
@@ -92,7 +94,7 @@ def _build(fabric: Fabric, runtime: Runtime, state: LabState, progress: Progress
     with _timed(state, "sysctls"):
         progress.phase("sysctls", len(nodes))
         for node in nodes:
-            netconf.configure_sysctls(runtime.netns_path(node.name), fabric, node)
+            netconf.configure_sysctls(lab.netns(node.name), fabric, node)
             progress.advance()
     with _timed(state, "links"):
         progress.phase("links", len(fabric.links))
@@ -102,19 +104,19 @@ def _build(fabric: Fabric, runtime: Runtime, state: LabState, progress: Progress
     with _timed(state, "addresses+shaping"):
         progress.phase("addresses, routes, shaping", len(nodes))
         for node in nodes:
-            with IPRoute(netns=runtime.netns_path(node.name), flags=0) as ipr:
+            with lab.netlink(node.name) as ipr:
                 indexes = netconf.configure_interfaces(ipr, fabric, node)
                 if node.role == "host":
                     netconf.configure_host_routing(ipr, fabric, node, indexes)
                 for ifname, index in indexes.items():
                     shaping.shape(ipr, index, fabric.rate_bps, queue_limit(fabric, Port(node.name, ifname)))
             if node.role == "host":
-                offload.segment_in_software(runtime.netns_path(node.name), list(indexes))
+                offload.segment_in_software(lab.netns(node.name), list(indexes))
             progress.advance()
     if fabric.pfc:
         with _timed(state, "pfc"):
             progress.phase("PFC: queue programs and controller", None)
-            pfc_client.start(state)
+            pfc_client.start(lab)
     switches = fabric.switches
     with _timed(state, "frr-start"):
         progress.phase("FRR daemons", len(switches) * len(frr.DAEMONS))
@@ -128,25 +130,24 @@ def _build(fabric: Fabric, runtime: Runtime, state: LabState, progress: Progress
             frr.wait_sockets(state, [n.name for n in switches], group)
     deadline = time.monotonic() + timeout_s
     with _timed(state, "bgp-ecmp"):
-        converge.wait_routing(runtime, state, fabric, progress, deadline)
+        converge.wait_routing(lab, progress, deadline)
     with _timed(state, "bfd"):
         progress.phase("binding BFD to BGP sessions", len(switches))
         with ThreadPoolExecutor(max_workers=8) as pool:
             for _ in pool.map(lambda node: frr.bind_bfd(runtime, state, node), switches):
                 progress.advance()
-        converge.wait_bfd(runtime, state, fabric, progress, deadline)
+        converge.wait_bfd(lab, progress, deadline)
     with _timed(state, "reachability"):
-        converge.wait_reachable(runtime, fabric, progress, deadline)
+        converge.wait_reachable(lab, progress, deadline)
 
 
-def wait_converged(runtime: Runtime, state: LabState, fabric: Fabric, progress: Progress | None = None,
-                   timeout_s: float = 90) -> None:
+def wait_converged(lab: Lab, progress: Progress | None = None, timeout_s: float = 90) -> None:
     """A lab that is up converges again (after a scenario on it): routes, BFD, reachability."""
     progress = progress or NullProgress()
     deadline = time.monotonic() + timeout_s
-    converge.wait_routing(runtime, state, fabric, progress, deadline)
-    converge.wait_bfd(runtime, state, fabric, progress, deadline)
-    converge.wait_reachable(runtime, fabric, progress, deadline)
+    converge.wait_routing(lab, progress, deadline)
+    converge.wait_bfd(lab, progress, deadline)
+    converge.wait_reachable(lab, progress, deadline)
 
 
 @dataclass

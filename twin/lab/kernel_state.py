@@ -11,7 +11,7 @@ from pyroute2 import IPRoute
 
 from twin.lab import nft
 from twin.lab.frr import vtysh_argv, vtysh_json
-from twin.model.fabric import Fabric
+from twin.lab.handle import Lab
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState
 
@@ -47,16 +47,16 @@ def _frr(runtime: Runtime, state: LabState, node: str) -> dict:
     return {"running_config": lines, "fib": fib}
 
 
-def take(runtime: Runtime, state: LabState, fabric: Fabric) -> dict:
+def take(lab: Lab) -> dict:
     snap = {}
-    for name, node in sorted(fabric.nodes.items()):
-        with IPRoute(netns=runtime.netns_path(name), flags=0) as ipr:
+    for name, node in sorted(lab.fabric.nodes.items()):
+        with lab.netlink(name) as ipr:
             entry = _kernel(ipr)
-        entry["nft"] = [o for o in nft.ruleset(runtime, name)]
+        entry["nft"] = [o for o in nft.ruleset(lab.runtime, name)]
         for obj in entry["nft"]:  # handles are renumbered when tables come and go
             next(iter(obj.values())).pop("handle", None)
         if node.is_switch:
-            entry |= _frr(runtime, state, name)
+            entry |= _frr(lab.runtime, lab.state, name)
         snap[name] = json.loads(json.dumps(entry, default=str))
     return snap
 

@@ -15,8 +15,7 @@ import time
 from dataclasses import dataclass
 
 from twin.model.fabric import Fabric
-from twin.lab.nsutil import socket_in
-from twin.lab.runtime import Runtime
+from twin.lab.handle import Lab
 
 SO_BINDTODEVICE = 25
 
@@ -59,26 +58,26 @@ def _echo(ident: int, seq: int) -> bytes:
     return struct.pack("!BBHHH", 8, 0, _checksum(header + payload), ident, seq) + payload
 
 
-def _open_socket(runtime: Runtime, nic: Nic) -> socket.socket:
-    sock = socket_in(runtime.netns_path(nic.host), socket.SOCK_RAW, socket.IPPROTO_ICMP)
+def _open_socket(lab: Lab, nic: Nic) -> socket.socket:
+    sock = lab.socket(nic.host, socket.SOCK_RAW, socket.IPPROTO_ICMP)
     sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic.ifname.encode())
     sock.bind((nic.address, 0))
     sock.setblocking(False)
     return sock
 
 
-def unreachable_pairs(runtime: Runtime, fabric: Fabric, timeout_s: float = 2.0,
+def unreachable_pairs(lab: Lab, timeout_s: float = 2.0,
                       resend_s: float = 0.25) -> list[tuple[str, str]]:
     """(src NIC, dst NIC) labels of every pair whose echo got no reply within timeout_s.
 
     NICs of one host are not paired: the kernel delivers that traffic locally, and on
     a real server it would cross NVLink or PCIe, not the fabric.
     """
-    nics = fabric_nics(fabric)
+    nics = fabric_nics(lab.fabric)
     sockets = {}
     try:
         for number, nic in enumerate(nics):
-            sockets[number] = _open_socket(runtime, nic)
+            sockets[number] = _open_socket(lab, nic)
         base_id = os.getpid() & 0x7FFF
         pending = set(fabric_pairs(nics))
         by_fd = {sock.fileno(): number for number, sock in sockets.items()}

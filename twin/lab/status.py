@@ -10,12 +10,12 @@ from twin.lab.converge import fib_next_hops
 from twin.model.ecmp import expected_next_hops
 from twin.errors import RuntimeBackendError
 from twin.lab.frr import daemon_health, vtysh_json
-from twin.model.fabric import Fabric
 from twin.lab.pfc import client as pfc_client
 from twin.lab.pfc import counters as pfc_counters
+from twin.lab.counters import CounterReader
+from twin.lab.handle import Lab
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState
-from twin.telemetry.counters import CounterReader
 
 
 @dataclass
@@ -36,8 +36,7 @@ class SwitchStatus:
                 and all(s == "up" for s in self.bfd.values()) and self.ecmp_ok == self.ecmp_expected)
 
 
-def switch_status(runtime: Runtime, state: LabState, fabric: Fabric, name: str,
-                  expected: dict) -> SwitchStatus:
+def switch_status(runtime: Runtime, state: LabState, name: str, expected: dict) -> SwitchStatus:
     status = SwitchStatus(name=name, daemons=daemon_health(state, name),
                           ecmp_expected=len(expected[name]))
     try:
@@ -58,11 +57,11 @@ def switch_status(runtime: Runtime, state: LabState, fabric: Fabric, name: str,
     return status
 
 
-def lab_status(runtime: Runtime, state: LabState, fabric: Fabric) -> list[SwitchStatus]:
-    expected = expected_next_hops(fabric)
-    names = [n.name for n in fabric.switches]
+def lab_status(lab: Lab) -> list[SwitchStatus]:
+    expected = expected_next_hops(lab.fabric)
+    names = [n.name for n in lab.fabric.switches]
     with ThreadPoolExecutor(max_workers=8) as pool:
-        return list(pool.map(lambda n: switch_status(runtime, state, fabric, n, expected), names))
+        return list(pool.map(lambda n: switch_status(lab.runtime, lab.state, n, expected), names))
 
 
 def as_dict(statuses: list[SwitchStatus]) -> list[dict]:
@@ -82,15 +81,15 @@ class QueueStatus:
         return self.controller or not self.lossless
 
 
-def queue_status(runtime: Runtime, state: LabState, fabric: Fabric) -> QueueStatus:
+def queue_status(lab: Lab) -> QueueStatus:
     """Per port: PFC pauses received and sent, paused time, held now, queue now and at most, and the
     packets its queue dropped (qdisc counters) since the lab came up."""
-    document = pfc_counters.read(state.directory)
+    document = pfc_counters.read(lab.state.directory)
     pfc = pfc_counters.ports(document)
-    with CounterReader(runtime, fabric) as reader:
+    with CounterReader(lab) as reader:
         drops = {key: values.get("qdisc_drops", 0)
                  for key, values in reader.read(checksums=False, qdiscs=True).interfaces.items()}
-    status = QueueStatus(lossless=fabric.pfc, controller=pfc_client.running(state))
+    status = QueueStatus(lossless=lab.fabric.pfc, controller=pfc_client.running(lab.state))
     if document:
         status.reaction = document["controller"].get("reaction", {})
         status.errors = document["controller"].get("errors", [])

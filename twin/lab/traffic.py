@@ -9,9 +9,8 @@ import struct
 import time
 from dataclasses import dataclass
 
-from twin.lab.nsutil import socket_in
 from twin.lab.reach import Nic
-from twin.lab.runtime import Runtime
+from twin.lab.handle import Lab
 
 SO_BINDTODEVICE = 25
 DST_PORT = 47000
@@ -30,21 +29,21 @@ class BurstResult:
         return 100.0 * (self.sent - self.received) / self.sent if self.sent else 0.0
 
 
-def bound_udp_socket(runtime: Runtime, nic: Nic, port: int) -> socket.socket:
+def bound_udp_socket(lab: Lab, nic: Nic, port: int) -> socket.socket:
     """A UDP socket in the NIC's host namespace, bound to the NIC (address and device)."""
-    sock = socket_in(runtime.netns_path(nic.host), socket.SOCK_DGRAM)
+    sock = lab.socket(nic.host, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic.ifname.encode())
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     sock.bind((nic.address, port))
     return sock
 
 
-def udp_burst(runtime: Runtime, src: Nic, dst: Nic, packets: int, source_ports: int = 32,
+def udp_burst(lab: Lab, src: Nic, dst: Nic, packets: int, source_ports: int = 32,
               pps: float = 20000, settle_s: float = 1.0) -> BurstResult:
     """Send `packets` datagrams from src to dst over `source_ports` flows at about `pps`;
     count what arrives (waiting `settle_s` after the last send)."""
-    receiver = bound_udp_socket(runtime, dst, DST_PORT)
-    senders = [bound_udp_socket(runtime, src, 0) for _ in range(source_ports)]
+    receiver = bound_udp_socket(lab, dst, DST_PORT)
+    senders = [bound_udp_socket(lab, src, 0) for _ in range(source_ports)]
     receiver.setblocking(False)
     seen, delays, damaged = set(), [], [0]
     start = time.monotonic()
@@ -97,19 +96,19 @@ class IncastResult:
         return sum(self.received_bytes) * 8 / self.seconds
 
 
-def tcp_incast(runtime: Runtime, senders: list[Nic], receiver: Nic, seconds: float,
+def tcp_incast(lab: Lab, senders: list[Nic], receiver: Nic, seconds: float,
                flows_per_sender: int = 1) -> IncastResult:
     """Bulk TCP from every sender NIC to one receiver NIC at once (an N:1 incast), for `seconds`;
     bytes counted at the receiver, retransmissions read from each sender's TCP_INFO."""
     import threading
 
-    listener = socket_in(runtime.netns_path(receiver.host), socket.SOCK_STREAM)
+    listener = lab.socket(receiver.host, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((receiver.address, INCAST_PORT))
     listener.listen(len(senders) * flows_per_sender)
     clients = []
     for nic in [n for n in senders for _ in range(flows_per_sender)]:
-        sock = socket_in(runtime.netns_path(nic.host), socket.SOCK_STREAM)
+        sock = lab.socket(nic.host, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic.ifname.encode())
         sock.bind((nic.address, 0))
         clients.append(sock)

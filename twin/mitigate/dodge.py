@@ -21,10 +21,11 @@ import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from twin.detect.verdicts import link_key
+from twin.model.fabric import link_key
 from twin.probes.mesh import PathNames
 from twin.probes.plan import equal_cost_paths
 from twin.probes.trace import report_errors, send, time_exceeded
+from twin.lab.handle import Lab
 from twin.lab.reach import Nic
 from twin.lab.traffic import bound_udp_socket
 
@@ -91,8 +92,9 @@ class Dodger:
     """Runs beside a flows workload: `request()` when a flow lost packets, `sweep()` all idle
     flows when `named` has changed; answers come back through `moves` for the sending thread."""
 
-    def __init__(self, runtime, fabric, events, workload: str, dport: int):
-        self.runtime, self.fabric, self.events, self.workload, self.dport = runtime, fabric, events, workload, dport
+    def __init__(self, lab: Lab, events, workload: str, dport: int):
+        self.lab, self.fabric, self.events, self.workload, self.dport = lab, lab.fabric, events, workload, dport
+        fabric = lab.fabric
         self.names = PathNames(fabric)
         self.switch_links = {node: {link_key(l) for l in links} for node, links in fabric.switch_links().items()}
         self.suspects: set[str] = set()
@@ -177,7 +179,7 @@ class Dodger:
         for req, current, trigger in flows:
             avoid, because = links_to_avoid(current, self.suspects)
             try:
-                candidates = [bound_udp_socket(self.runtime, req.src, 0) for _ in range(CANDIDATES)] if avoid else []
+                candidates = [bound_udp_socket(self.lab, req.src, 0) for _ in range(CANDIDATES)] if avoid else []
             except OSError as exc:  # a NIC without a route right now: try again on the next loss
                 self.events.emit("dodge", workload=self.workload, flow=req.label, trigger=trigger, moved=False,
                                  error=str(exc))

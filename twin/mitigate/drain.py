@@ -9,9 +9,11 @@ from __future__ import annotations
 import threading
 import time
 
-from twin.detect.verdicts import Verdict, link_key, names_fault
+from twin.detect.verdicts import Verdict, names_fault
+from twin.model.fabric import link_key
 from twin.errors import TwinError
-from twin.faults.base import FaultContext, resolve_link
+from twin.lab.handle import Lab
+from twin.model.targets import resolve_link
 from twin.lab.frr import configure_bgp
 
 
@@ -19,41 +21,41 @@ class DrainError(TwinError):
     pass
 
 
-def drain(ctx: FaultContext, text: str) -> str:
+def drain(lab: Lab, text: str) -> str:
     """Shut the link's BGP session on both ends; returns the link's name. Refuses a host link and
     a link whose switch would be left without a path toward that tier (a drain never partitions)."""
-    link, a, b = resolve_link(ctx.fabric, text)
+    link, a, b = resolve_link(lab.fabric, text)
     key = link_key(link.name)
-    nodes = ctx.fabric.nodes
+    nodes = lab.fabric.nodes
     if not (nodes[a].is_switch and nodes[b].is_switch):
         raise DrainError(f"{link.name} is a host link: draining it would cut the NIC off",
                          hint="drain a switch-to-switch link; take a host NIC down with a link_down fault")
-    if key in ctx.state.drains:
-        raise DrainError(f"{link.name} is already drained", hint=f"undrain it: twin lab undrain {ctx.state.lab} ...")
+    if key in lab.state.drains:
+        raise DrainError(f"{link.name} is already drained", hint=f"undrain it: twin lab undrain {lab.state.lab} ...")
     for node, peer in ((a, b), (b, a)):
-        left = [l for l in ctx.fabric.links_of(node) if nodes[l.peer(node).node].role == nodes[peer].role
-                and link_key(l.name) != key and link_key(l.name) not in ctx.state.drains]
+        left = [l for l in lab.fabric.links_of(node) if nodes[l.peer(node).node].role == nodes[peer].role
+                and link_key(l.name) != key and link_key(l.name) not in lab.state.drains]
         if not left:
             raise DrainError(f"draining {link.name} would leave {node} without a {nodes[peer].role} link",
                              hint="undrain another of its links first")
-    ctx.state.drains.append(key)  # recorded first: a crash half-way is undone by undrain
-    ctx.state.save()
+    lab.state.drains.append(key)  # recorded first: a crash half-way is undone by undrain
+    lab.state.save()
     for node, peer in ((a, b), (b, a)):
-        configure_bgp(ctx.runtime, ctx.state, nodes[node], f"neighbor {link.peer(node).address.ip} shutdown")
+        configure_bgp(lab.runtime, lab.state, nodes[node], f"neighbor {link.peer(node).address.ip} shutdown")
     return key
 
 
-def undrain(ctx: FaultContext, text: str) -> str:
-    link, a, b = resolve_link(ctx.fabric, text)
+def undrain(lab: Lab, text: str) -> str:
+    link, a, b = resolve_link(lab.fabric, text)
     key = link_key(link.name)
-    if key not in ctx.state.drains:
+    if key not in lab.state.drains:
         raise DrainError(f"{link.name} is not drained",
-                         hint=f"drained links: {', '.join(ctx.state.drains) or 'none'}")
+                         hint=f"drained links: {', '.join(lab.state.drains) or 'none'}")
     for node in (a, b):
-        configure_bgp(ctx.runtime, ctx.state, ctx.fabric.nodes[node],
+        configure_bgp(lab.runtime, lab.state, lab.fabric.nodes[node],
                       f"no neighbor {link.peer(node).address.ip} shutdown")
-    ctx.state.drains.remove(key)
-    ctx.state.save()
+    lab.state.drains.remove(key)
+    lab.state.save()
     return key
 
 
@@ -61,19 +63,19 @@ class Isolator:
     """During a run: drain each switch-to-switch link the chosen detectors name (once), and
     undrain it when a fault it belongs to is cleared (the operator's repair), or at the end."""
 
-    def __init__(self, ctx: FaultContext, events, detectors: set[str]):
-        self.ctx, self.events, self.detectors = ctx, events, detectors
+    def __init__(self, lab: Lab, events, detectors: set[str]):
+        self.lab, self.events, self.detectors = lab, events, detectors
         self._lock = threading.Lock()
         events.subscribe("verdict", self._verdict)
 
     def _verdict(self, record: dict) -> None:
         link = record.get("link")
-        if record.get("detector") not in self.detectors or not link or link_key(link) in self.ctx.state.drains:
+        if record.get("detector") not in self.detectors or not link or link_key(link) in self.lab.state.drains:
             return
         started = time.monotonic()
         with self._lock:
             try:
-                key = drain(self.ctx, link)
+                key = drain(self.lab, link)
             except TwinError as exc:
                 self.events.emit("isolate", op="refused", link=link, detector=record["detector"],
                                  reason=exc.message)
@@ -84,7 +86,7 @@ class Isolator:
     def restore(self, targets: list[str] | None = None) -> None:
         """Undrain the drained links that name one of `targets` (None: every drained link)."""
         with self._lock:
-            for key in list(self.ctx.state.drains):
+            for key in list(self.lab.state.drains):
                 if targets is None or names_fault(Verdict(t=0, detector="", link=key), targets):
-                    undrain(self.ctx, key)
+                    undrain(self.lab, key)
                     self.events.emit("isolate", op="restored", link=key)

@@ -132,7 +132,7 @@ def assign_asns(fabric: Fabric, lab: LabFile) -> None:
         superspine.asn = SUPERSPINE_ASN
 
 
-def make_graph(fabric: Fabric, lab: LabFile) -> None:
+def make_graph(fabric: Fabric, lab: LabFile | None) -> None:
     for node in fabric.nodes.values():
         fabric.graph.add_node(node.name, role=node.role, group=node.group, rail=node.rail)
     for link in fabric.links:
@@ -165,6 +165,6 @@ def build_fabric(lab: LabFile) -> Fabric:
     )
     for _name, step in STEPS:
         step(fabric, lab)
-    return fabric
+    return fabric.freeze()
 
 

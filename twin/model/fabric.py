@@ -1,9 +1,17 @@
-"""The typed fabric model. Pure description: no kernel handles, no pids."""
+"""The typed fabric model. Pure description: no kernel handles, no pids.
+
+Built in steps (model/build.py), then frozen: every later reader (a fault, a workload, the
+dashboard) sees the same model, and a change to it raises instead of drifting silently. A
+different runtime is a copy (`Fabric.with_runtime`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from types import MappingProxyType
 from typing import Literal
 
 import networkx as nx
@@ -13,6 +21,26 @@ SWITCH_ROLES = ("leaf", "spine", "superspine")
 IFNAMSIZ = 15  # usable characters in a Linux interface name
 
 
+class FrozenModelError(AttributeError):
+    pass
+
+
+class _Freezable:
+    """After freeze(), setting an attribute raises (dataclasses' own frozen=True would forbid the
+    build steps too)."""
+
+    _frozen = False
+
+    def __setattr__(self, key, value):
+        if self._frozen:
+            raise FrozenModelError(f"the fabric model is frozen after build: cannot set "
+                                   f"{type(self).__name__}.{key}")
+        super().__setattr__(key, value)
+
+    def _freeze(self) -> None:
+        object.__setattr__(self, "_frozen", True)
+
+
 def link_key(name: str) -> str:
     """A link's canonical name: 'b -- a' and 'a -- b' name the same link."""
     ends = [part.strip() for part in name.split("--")]
@@ -20,7 +48,7 @@ def link_key(name: str) -> str:
 
 
 @dataclass
-class Node:
+class Node(_Freezable):
     name: str
     role: Role
     group: int | None = None  # hosts and leaves
@@ -35,14 +63,14 @@ class Node:
 
 
 @dataclass
-class Endpoint:
+class Endpoint(_Freezable):
     node: str
     ifname: str = ""
     address: IPv4Interface | None = None
 
 
 @dataclass
-class Link:
+class Link(_Freezable):
     a: Endpoint  # the upper tier end for fabric links, the leaf for host links
     b: Endpoint
     kind: Literal["host", "fabric"]
@@ -69,7 +97,7 @@ class Link:
 
 
 @dataclass
-class Fabric:
+class Fabric(_Freezable):
     name: str
     tiers: int
     groups: int
@@ -86,9 +114,33 @@ class Fabric:
     pfc_xoff_bytes: int | None = None
     pfc_xon_bytes: int | None = None
     pfc_watchdog_ms: int | None = None
-    nodes: dict[str, Node] = field(default_factory=dict)
-    links: list[Link] = field(default_factory=list)
-    graph: nx.Graph = field(default_factory=nx.Graph)
+    nodes: Mapping[str, Node] = field(default_factory=dict)  # a read-only view once frozen
+    links: Sequence[Link] = field(default_factory=list)  # a tuple once frozen
+    graph: nx.Graph = field(default_factory=nx.Graph)  # nx.freeze()d
+
+    def freeze(self) -> Fabric:
+        """End of build: from now on the model only reads."""
+        for node in self.nodes.values():
+            node._freeze()
+        for link in self.links:
+            link.a._freeze()
+            link.b._freeze()
+            link._freeze()
+        object.__setattr__(self, "nodes", MappingProxyType(dict(self.nodes)))
+        object.__setattr__(self, "links", tuple(self.links))
+        nx.freeze(self.graph)
+        self._freeze()
+        return self
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen
+
+    def with_runtime(self, runtime: str | None) -> Fabric:
+        """The same fabric on another runtime (`--runtime`); None keeps the lab file's."""
+        if not runtime or runtime == self.runtime:
+            return self
+        return dataclasses.replace(self, runtime=runtime).freeze()
 
     def by_role(self, role: Role) -> list[Node]:
         return [n for n in self.nodes.values() if n.role == role]

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -26,13 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from twin.collectives.launcher import RankLog
+from twin.events import JsonlTail
 from twin.errors import TwinError
 from twin.model.fabric import Fabric
 from twin.lab.pfc import counters as pfc_counters
 from twin.procs import alive, terminate
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState, Resource
+from twin.lab.handle import Lab, python_module
 from twin.probes.plan import PairPlan, plan, probe_load
 
 PROBE_PORT = 47100
@@ -90,19 +88,19 @@ class PathNames:
 
 
 class ProbeMesh:
-    def __init__(self, runtime: Runtime, state: LabState, fabric: Fabric, name: str, pairs: str = "cover",
-                 interval_ms: int = 100, report_ms: int = 500, refresh_s: float = 30.0, seed: int = 1,
-                 grace_s: float = 0.5):
-        self.runtime, self.state, self.fabric, self.name = runtime, state, fabric, name
+    def __init__(self, lab: Lab, name: str, pairs: str = "cover", interval_ms: int = 100, report_ms: int = 500,
+                 refresh_s: float = 30.0, seed: int = 1, grace_s: float = 0.5):
+        self.lab, self.state, self.fabric, self.name = lab, lab.state, lab.fabric, name
+        fabric = lab.fabric
         self.plans: list[PairPlan] = plan(fabric, pairs, seed)
         self.load = probe_load(self.plans, interval_ms)
         self.interval_ms, self.report_ms, self.refresh_s, self.grace_s = interval_ms, report_ms, refresh_s, grace_s
-        self.directory = state.directory / "probes" / name
+        self.directory = lab.paths.root / "probes" / name
         self.names = PathNames(fabric)
         self.link_of_port = {(end.node, end.ifname): link.name for link in fabric.links for end in (link.a, link.b)}
         self.held_at: dict[str, float] = {}  # link -> last time (monotonic) one of its directions was held long
         self.pids: dict[str, int] = {}
-        self.logs: dict[str, RankLog] = {}
+        self.logs: dict[str, JsonlTail] = {}
         self.paths: dict[tuple[str, str, int], tuple[str | None, ...]] = {}  # latest
         self._history: dict[tuple[str, str, int], list[tuple[float, tuple]]] = {}  # (discovered at, links)
         self.active: dict[tuple[str, str], list[int]] = {}
@@ -123,17 +121,17 @@ class ProbeMesh:
 
     # --- lifecycle ------------------------------------------------------------------------
     @classmethod
-    def following(cls, runtime: Runtime, state: LabState, fabric: Fabric, directory: Path) -> ProbeMesh:
+    def following(cls, lab: Lab, directory: Path) -> ProbeMesh:
         """Read the results of a mesh another process runs (its agents' output files), without
         starting or stopping anything: listeners get its intervals as they are counted."""
         configs = {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))}
         if not configs:
             raise TwinError(f"{directory} holds no probe agent configuration")
         first = next(iter(configs.values()))
-        mesh = cls(runtime, state, fabric, directory.name, interval_ms=first["interval_ms"],
+        mesh = cls(lab, directory.name, interval_ms=first["interval_ms"],
                    report_ms=first["report_ms"], grace_s=first["grace_s"])
         mesh.directory, mesh.epoch = directory, first["epoch"]
-        mesh.logs = {host: RankLog(Path(config["output"])) for host, config in configs.items()}
+        mesh.logs = {host: JsonlTail(Path(config["output"])) for host, config in configs.items()}
         mesh._thread.start()
         return mesh
 
@@ -164,12 +162,10 @@ class ProbeMesh:
             }
             path = self.directory / f"{host}.json"
             path.write_text(json.dumps(config))
-            resource = self.state.record(Resource(kind="worker", name=f"probes/{self.name}/{host}", node=host))
-            resource.pid = self.runtime.spawn(host, [sys.executable, "-m", "twin.probes.agent", str(path)],
-                                              self.directory / f"{host}.log")
-            self.pids[host] = resource.pid
-            self.logs[host] = RankLog(self.directory / f"{host}.jsonl")
-        self.state.save()
+            self.pids[host] = self.lab.spawn_owned(f"probes/{self.name}/{host}",
+                                                   python_module("twin.probes.agent", str(path)),
+                                                   self.directory / f"{host}.log", node=host).pid
+            self.logs[host] = JsonlTail(self.directory / f"{host}.jsonl")
         self._thread.start()
 
     def stop(self) -> dict:
@@ -181,10 +177,7 @@ class ProbeMesh:
         terminate(list(self.pids.values()), grace_s=self.grace_s + 3.0)
         self._agents_done = True
         self._drain()
-        prefix = f"probes/{self.name}/"
-        self.state.resources = [r for r in self.state.resources
-                                if not (r.kind == "worker" and r.name.startswith(prefix))]
-        self.state.save()
+        self.lab.forget(self.lab.owned("worker", f"probes/{self.name}/"))
         shutil.rmtree(self.directory, ignore_errors=True)
         return self.stats
 

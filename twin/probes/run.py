@@ -8,17 +8,16 @@ from collections import defaultdict
 
 from twin.model.fabric import Fabric
 from twin.progress import NullProgress, Progress
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState
+from twin.lab.handle import Lab
 from twin.probes.mesh import Interval, ProbeMesh
 
 
-def run_probe_mesh(runtime: Runtime, state: LabState, fabric: Fabric, duration_s: float, interval_ms: int = 100,
+def run_probe_mesh(lab: Lab, duration_s: float, interval_ms: int = 100,
                    pairs: str = "cover", progress: Progress | None = None, name: str = "cli",
                    during=None) -> dict:
     """`during(mesh)`, if given, runs once paths are known (e.g. a test injecting a fault)."""
     progress = progress or NullProgress()
-    mesh = ProbeMesh(runtime, state, fabric, name, pairs, interval_ms)
+    mesh = ProbeMesh(lab, name, pairs, interval_ms)
     intervals: list[Interval] = []
     mesh.listeners.append(intervals.append)
     progress.phase("discovering paths", None)
@@ -39,7 +38,7 @@ def run_probe_mesh(runtime: Runtime, state: LabState, fabric: Fabric, duration_s
         probing_s = time.monotonic() - started
     finally:
         stats = mesh.stop()
-    return summarise(mesh, fabric, intervals, stats, probing_s)
+    return summarise(mesh, lab.fabric, intervals, stats, probing_s)
 
 
 def summarise(mesh: ProbeMesh, fabric: Fabric, intervals: list[Interval], stats: dict, probing_s: float) -> dict:

@@ -1,35 +1,28 @@
-"""The `detectors:` and `expect:` sections of a scenario: schemas and checks against the
-scenario (fault ids, workload names), run at load time like every other check."""
+"""The `expect:` section of a scenario: every kind of expectation, its schema, what it refers to
+(checked when the scenario is loaded), and its grader (run on the report after the run).
+
+A new kind is a params model, a grader and one `EXPECTATIONS.add` line; the `Expectation` model
+of the scenario file is built from the registry.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from twin.detect.runner import BUILTINS
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+
+from twin.registry import Registry
+from twin.results.report import CollectiveSummary, Report
 
 HANG_CAUSES = ("timeout", "peer_closed", "transport_error", "any")
+SLOW_FACTOR = 1.5  # a step slower than this x the healthy median is not recovered yet
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class DetectorSpec(_Strict):
-    builtin: str | None = Field(None, description=f"a built-in detector: {', '.join(BUILTINS)}")
-    command: list[str] | None = Field(None, description='an external tool, e.g. ["./my-detector", "--lab", "{lab}"]')
-    name: str | None = Field(None, description="how the report names it")
-    isolate: bool = Field(False, description="drain each switch-to-switch link it names (BGP shut on both "
-                                             "ends); undrained when the fault clears")
-
-    @model_validator(mode="after")
-    def _one(self):
-        if (self.builtin is None) == (self.command is None):
-            raise ValueError("give exactly one of builtin or command")
-        if self.builtin is not None and self.builtin not in BUILTINS:
-            raise ValueError(f"unknown builtin detector {self.builtin!r}; built in: {', '.join(BUILTINS)}")
-        if self.command is not None and not self.command:
-            raise ValueError("command is empty")
-        return self
 
 
 class FaultWithin(_Strict):
@@ -70,27 +63,120 @@ class HangOf(_Strict):
         return self
 
 
-class Expectation(_Strict):
-    detect: FaultWithin | None = Field(None, description="a detector names the fault's link or node within_s")
-    reroute: FaultWithin | None = Field(None, description="routing has finished changing within_s of onset")
-    recover: WorkloadWithin | None = Field(None, description="the workload is back to healthy within_s of onset")
-    collective: CollectiveLimit | None = Field(None, description="step time in fault windows vs healthy baseline")
-    no_hang: bool | WorkloadRef | None = Field(None, description="no collective (or this workload's) hung; "
-                                                                 "false: some collective did")
-    hang: HangOf | None = Field(None, description="this workload hung, for this cause (a job that dies)")
-    max_wrong_verdicts: int | None = Field(None, ge=0, description="verdicts naming no active fault (false "
-                                                                   "positives), over every detector")
+# A grader: (the expectation's value, the report, the run's events) -> (measured, limit, passed, why)
+Grader = Callable[[Any, Report, list[dict]], tuple[Any, Any, bool, str]]
+
+
+@dataclass(frozen=True)
+class ExpectationKind:
+    schema: Any  # the type of the entry's value
+    description: str
+    grade: Grader
+    refers_to: tuple[str, ...] = ()  # "fault", "workload", "detector": checked when the scenario loads
+
+
+def _detect(target: FaultWithin, report: Report, _records) -> tuple:
+    times = [d.detect_s[target.fault] for d in report.detectors.values() if target.fault in d.detect_s]
+    measured = min(times) if times else None
+    wrong = sum(d.wrong for d in report.detectors.values())
+    why = (f"first right verdict {measured} s after onset" if measured is not None
+           else "no detector named the fault's link or node") + f"; wrong verdicts in the run: {wrong}"
+    return measured, target.within_s, measured is not None and measured <= target.within_s, why
+
+
+def _reroute(target: FaultWithin, report: Report, _records) -> tuple:
+    measured = next(f.last_route_change_s for f in report.faults if f.id == target.fault)
+    why = f"last route change {measured} s after onset" if measured is not None else "routing never changed"
+    return measured, target.within_s, measured is not None and measured <= target.within_s, why
+
+
+def _recover(target: WorkloadWithin, report: Report, records: list[dict]) -> tuple:
+    measured = _recovery(target.workload, report, records)
+    why = f"back {measured} s after onset" if measured is not None else "never recovered"
+    return measured, target.within_s, measured is not None and measured <= target.within_s, why
+
+
+def _collective(target: CollectiveLimit, report: Report, _records) -> tuple:
+    limit = target.max_slowdown if target.max_slowdown is not None else target.min_slowdown
+    slowdowns = [w.get("slowdown", math.inf) if w.get("iterations") else math.inf
+                 for name, c in report.collectives.items()
+                 if target.workload in (None, name, name.rsplit("-", 1)[0]) for w in c.fault_windows]
+    measured = max(slowdowns) if slowdowns else None
+    ok = measured is not None and (target.max_slowdown is None or measured <= target.max_slowdown) \
+        and (target.min_slowdown is None or measured >= target.min_slowdown)
+    why = ("no collective workload ran" if measured is None else
+           "a fault window without a single finished iteration" if measured == math.inf else
+           f"worst step-time slowdown x{measured}")
+    return None if measured == math.inf else measured, limit, ok, why
+
+
+def _max_wrong_verdicts(target: int, report: Report, _records) -> tuple:
+    measured = sum(d.wrong for d in report.detectors.values())
+    return measured, target, measured <= target, f"{measured} wrong verdict(s) over {len(report.detectors)} detector(s)"
+
+
+def _no_hang(target: bool | WorkloadRef, report: Report, _records) -> tuple:
+    chosen = _named(report, target.workload) if isinstance(target, WorkloadRef) else report.collectives
+    measured = sum(c.hangs for c in chosen.values())
+    return measured, 0, (measured == 0) == (target is True or isinstance(target, WorkloadRef)), f"{measured} hang(s)"
+
+
+def _hang(target: HangOf, report: Report, _records) -> tuple:
+    causes = [h["cause"] for c in _named(report, target.workload).values() for h in c.hang_events]
+    measured = sorted(set(causes))
+    ok = bool(causes) and (target.cause == "any" or target.cause in causes)
+    why = (f"hung: {', '.join(f'{causes.count(c)} rank(s) by {c}' for c in measured)}" if causes else "never hung")
+    return measured, target.cause, ok, why
+
+
+EXPECTATIONS: Registry[ExpectationKind] = Registry("expectation")
+EXPECTATIONS.add("detect", ExpectationKind(FaultWithin, "a detector names the fault's link or node within_s",
+                                           _detect, ("fault", "detector")))
+EXPECTATIONS.add("reroute", ExpectationKind(FaultWithin, "routing has finished changing within_s of onset",
+                                            _reroute, ("fault",)))
+EXPECTATIONS.add("recover", ExpectationKind(WorkloadWithin, "the workload is back to healthy within_s of onset",
+                                            _recover, ("workload",)))
+EXPECTATIONS.add("collective", ExpectationKind(CollectiveLimit, "step time in fault windows vs healthy baseline",
+                                               _collective, ("workload",)))
+EXPECTATIONS.add("no_hang", ExpectationKind(bool | WorkloadRef, "no collective (or this workload's) hung; false: "
+                                            "some collective did", _no_hang, ("workload",)))
+EXPECTATIONS.add("hang", ExpectationKind(HangOf, "this workload hung, for this cause (a job that dies)",
+                                         _hang, ("workload",)))
+EXPECTATIONS.add("max_wrong_verdicts", ExpectationKind(Annotated[int, Field(ge=0)], "verdicts naming no active fault (false positives), "
+                                                       "over every detector", _max_wrong_verdicts, ("detector",)))
+
+
+class _OneKind(_Strict):
+    """One entry of `expect:`: exactly one kind, with its value."""
 
     @model_validator(mode="after")
     def _one(self):
         if sum(v is not None for v in self.model_dump().values()) != 1:
-            raise ValueError("each entry is exactly one of detect, reroute, recover, collective, no_hang, hang, "
-                             "max_wrong_verdicts")
+            raise ValueError(f"each entry is exactly one of {', '.join(EXPECTATIONS.names())}")
         return self
 
     @property
     def kind(self) -> str:
         return next(k for k, v in self.model_dump().items() if v is not None)
+
+    @property
+    def value(self) -> Any:
+        return getattr(self, self.kind)
+
+
+Expectation = create_model("Expectation", __base__=_OneKind,
+                           **{name: (kind.schema | None, Field(None, description=kind.description))
+                              for name, kind in EXPECTATIONS.items()})
+
+
+def grade(expectations: list, report: Report, records: list[dict]) -> list[dict]:
+    graded = []
+    for expectation in expectations:
+        kind = expectation.kind
+        measured, limit, ok, why = EXPECTATIONS.get(kind).grade(expectation.value, report, records)
+        graded.append({"expect": expectation.model_dump(exclude_none=True), "kind": kind,
+                       "status": "pass" if ok else "fail", "measured": measured, "limit": limit, "message": why})
+    return graded
 
 
 def workload_names(workloads: list[dict]) -> dict[str, str]:
@@ -101,42 +187,28 @@ def workload_names(workloads: list[dict]) -> dict[str, str]:
     return names
 
 
-def check(spec, fault_ids: set[str], problem) -> tuple[list[DetectorSpec], list[Expectation]]:
-    detectors, expectations = [], []
-    kinds = {w.get("kind") for w in spec.workloads}
-    for number, detector in _valid(DetectorSpec, spec.detectors, "detectors", problem,
-                                   "e.g. builtin: probe-localizer, or command: [./tool]"):
-        if detector.builtin and "probes" not in kinds:
-            problem(("detectors", number, "builtin"), f"{detector.builtin} needs the probe mesh",
-                    "add a workload: - kind: probes")
-        detectors.append(detector)
-    names = workload_names(spec.workloads)
-    for number, expectation in _valid(Expectation, spec.expect, "expect", problem, "see README, expectations"):
-        target = getattr(expectation, expectation.kind)
-        if expectation.kind in ("detect", "reroute") and target.fault not in fault_ids:
-            problem(("expect", number, expectation.kind), f"no fault with id {target.fault!r}",
-                    f"fault ids: {', '.join(sorted(fault_ids)) or 'none'}")
-        if expectation.kind in ("detect", "max_wrong_verdicts") and not detectors:
-            problem(("expect", number, expectation.kind), "no detector to grade",
-                    "add detectors: - builtin: probe-localizer")
-        workload = getattr(target, "workload", None)
-        if workload is not None and workload not in names:
-            problem(("expect", number, expectation.kind), f"no workload {workload!r}",
-                    f"workloads: {', '.join(sorted(names)) or 'none'}")
-        expectations.append(expectation)
-    return detectors, expectations
+def _named(report: Report, workload: str) -> dict[str, CollectiveSummary]:
+    """The collectives a workload reference names (`allreduce-1`, or `allreduce` if used once)."""
+    return {n: c for n, c in report.collectives.items() if workload in (n, n.rsplit("-", 1)[0])}
 
 
-def _valid(model, entries: list, section: str, problem, hint: str):
-    """(index, validated entry) for each entry that validates; a problem for each that does not."""
-    for number, entry in enumerate(entries):
-        try:
-            yield number, model.model_validate(entry)
-        except ValidationError as exc:
-            problem((section, number), _first(exc), hint)
-
-
-def _first(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    where = ".".join(str(x) for x in error["loc"])
-    return (f"{where}: " if where else "") + error["msg"].removeprefix("Value error, ").lower()
+def _recovery(workload: str, report: Report, records: list[dict]) -> float | None:
+    """Seconds from the (first) fault's onset until the workload is healthy again."""
+    if not report.faults:
+        return None
+    onset = report.faults[0].applied_s or report.faults[0].scheduled_s
+    if workload.startswith("flows"):
+        times = [f.flows_recovered_after_s for f in report.faults]
+        return None if any(t is None for t in times) else max(times)
+    name = next((n for n in report.collectives if workload in (n, n.rsplit("-", 1)[0])), None)
+    if name is None:
+        return None
+    c = report.collectives[name]
+    if c.first_hang_s is not None:
+        return None if c.recovered_s is None else round(c.recovered_s - onset, 3)
+    base = c.baseline.get("median_step_s")
+    if not base:
+        return None
+    slow = [r for r in records if r["kind"] == "collective" and r["workload"] == name and r["t"] >= onset
+            and r["step_s"] > SLOW_FACTOR * base]
+    return round(max((r["t"] + r["step_s"] for r in slow), default=onset) - onset, 3)

@@ -1,69 +1,92 @@
-"""The scenario file contract (../shared/formats.md): schema, loading, checks against the lab.
+"""Loading a scenario file (docs/formats.md) into a plan: the document's keys (spec/scenario.py),
+the lab it runs on, and every entry checked against its kind's registry and the lab: fault
+params and targets, workload params, detectors, expectations and what they refer to.
 
-Loading touches nothing on the machine. Every problem is collected with file, line and hint.
+The plan is typed and fully validated: the run uses it as it is, nothing is validated twice.
+Loading touches nothing on the machine; every problem is collected with file, line and hint.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from twin.lab import runtime
-from twin.model.build import build_fabric
-from twin.run.drill import shorten
-from twin.errors import LabFileError, Problem, TwinError
-from twin.results.expectations import check as expectations_check
+from twin.detect.builtins import BUILTINS
+from twin.detect.specs import DetectorSpec
+from twin.errors import LabFileError, Problem, TwinError, closest
 from twin.faults import engine
-from twin.faults.base import TargetError, Timing
-from twin.spec.labfile import LAB_NAME_PATTERN, load_lab, resolve_lab_path
-from twin.lab.handle import search_dirs
+from twin.faults.base import Timing
+from twin.lab import runtime
+from twin.lab.files import search_dirs
+from twin.model.build import build_fabric
 from twin.model.fabric import Fabric
-from twin.workloads import WORKLOAD_KINDS
-from twin.spec.yamlsrc import closest, dotted, read_yaml, validate
-
-
-class ScenarioSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-    name: str = Field(pattern=LAB_NAME_PATTERN.replace("{0,11}", "{0,39}"),
-                      description="lowercase letters, digits and -, e.g. silent-drop")
-    lab: str = Field(description="a lab name from labs/, or a path to a lab file")
-    duration_s: float = Field(gt=0, le=3600, description="seconds the scenario runs")
-    seed: int = Field(1, ge=0, description="every random choice derives from it")
-    workloads: list[dict[str, Any]] = Field(default_factory=list, description="traffic to run, e.g. kind: flows")
-    faults: list[dict[str, Any]] = Field(default_factory=list, description="faults on the timeline")
-    detectors: list[dict[str, Any]] = Field(default_factory=list, description="detection tools to grade")
-    expect: list[dict[str, Any]] = Field(default_factory=list, description="expectations to grade")
-    telemetry_ms: int = Field(100, ge=0, le=60000,
-                              description="counter sampling period into metrics.jsonl; 0 = off")
+from twin.model.targets import TargetError
+from twin.results.expectations import EXPECTATIONS, Expectation, workload_names
+from twin.results.record import PlannedFault, RunRecord, this_machine
+from twin.spec.labfile import load_lab, resolve_lab_path
+from twin.spec.quick import shorten
+from twin.spec.scenario import ScenarioSpec
+from twin.spec.yamlsrc import dotted, read_yaml, validate
+from twin.workloads.registry import WORKLOADS
 
 
 @dataclass(frozen=True)
 class ScheduledFault:
     timing: Timing
-    params: Any
+    params: Any  # the kind's params model
     targets: list[str]
 
     def end_s(self, duration_s: float) -> float:
         return self.timing.at_s + self.timing.duration_s if self.timing.duration_s else duration_s
 
+    def planned(self) -> PlannedFault:
+        return PlannedFault(id=self.timing.id, kind=self.timing.kind, at_s=self.timing.at_s,
+                            duration_s=self.timing.duration_s, targets=self.targets,
+                            params=self.params.model_dump(exclude_none=True))
+
 
 @dataclass(frozen=True)
-class Scenario:
+class PlannedWorkload:
+    name: str  # "<kind>-<index in the scenario>": names its events and files
+    kind: str
+    params: BaseModel  # the kind's params, validated
+
+
+@dataclass(frozen=True)
+class Plan:
     path: Path
     spec: ScenarioSpec
     lab_path: Path
     fabric: Fabric
-    faults: list[ScheduledFault]
-    workloads: list[dict[str, Any]]
-    detectors: list = field(default_factory=list)  # expectations.DetectorSpec
-    expectations: list = field(default_factory=list)  # expectations.Expectation
+    faults: list[ScheduledFault]  # by start time
+    workloads: list[PlannedWorkload] = field(default_factory=list)
+    detectors: list[DetectorSpec] = field(default_factory=list)
+    expectations: list[Expectation] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def with_runtime(self, runtime_name: str | None) -> Plan:
+        return dataclasses.replace(self, fabric=self.fabric.with_runtime(runtime_name))
+
+    def record(self, started_utc: str) -> RunRecord:
+        """run.json as the run starts (results/record.py)."""
+        return RunRecord(scenario=self.spec.name, scenario_file=str(self.path), lab=self.fabric.name,
+                         seed=self.spec.seed, started_utc=started_utc, duration_s=self.spec.duration_s,
+                         machine=this_machine(), faults=[f.planned() for f in self.faults],
+                         workloads=[{"name": w.name, "kind": w.kind, **w.params.model_dump(exclude_none=True)}
+                                    for w in self.workloads],
+                         detectors=[d.model_dump(exclude_none=True) for d in self.detectors],
+                         expect=[e.model_dump(exclude_none=True) for e in self.expectations])
 
 
-def load_scenario(path: Path, quick: bool = False) -> Scenario:
-    """quick: the shortened timeline of e2e.shorten (CI drills)."""
+def load_scenario(path: Path, quick: bool = False) -> Plan:
+    """quick: the shortened timeline of spec/quick.py (CI drills)."""
     data, source = read_yaml(path)
     if quick:
         shorten(data)
@@ -73,10 +96,23 @@ def load_scenario(path: Path, quick: bool = False) -> Scenario:
     def problem(loc: tuple, message: str, hint: str | None = None) -> None:
         problems.append(Problem(str(path), source.line(loc), dotted(loc), message, hint))
 
-    lab_ref = spec.lab if Path(spec.lab).is_absolute() or "/" not in spec.lab else str(path.parent / spec.lab)
+    lab_path, fabric = _lab(spec, path, source)
+    faults = _faults(spec, fabric, problem)
+    workloads = _workloads(spec, fabric, problem)
+    detectors = _detectors(spec, problem)
+    expectations = _expectations(spec, detectors, problem)
+    if problems:
+        raise LabFileError(problems)
+    return Plan(path=path, spec=spec, lab_path=lab_path, fabric=fabric, faults=faults, workloads=workloads,
+                detectors=detectors, expectations=expectations)
+
+
+def _lab(spec: ScenarioSpec, path: Path, source) -> tuple[Path, Fabric]:
+    """A name from the lab folders, or a path relative to the scenario's folder."""
+    ref = spec.lab if Path(spec.lab).is_absolute() or "/" not in spec.lab else str(path.parent / spec.lab)
     try:
-        lab_path = resolve_lab_path(lab_ref, search_dirs())
-        fabric = build_fabric(load_lab(lab_path, runtime.names()))
+        lab_path = resolve_lab_path(ref, search_dirs())
+        return lab_path, build_fabric(load_lab(lab_path, runtime.names()))
     except LabFileError as exc:
         raise LabFileError([Problem(str(path), source.line(("lab",)), "lab",
                                     f"the lab file does not validate ({len(exc.problems)} problems)",
@@ -84,45 +120,39 @@ def load_scenario(path: Path, quick: bool = False) -> Scenario:
     except TwinError as exc:
         raise LabFileError([Problem(str(path), source.line(("lab",)), "lab", exc.message, exc.hint)]) from None
 
-    faults = _check_faults(spec, fabric, problem)
+
+def _workloads(spec: ScenarioSpec, fabric: Fabric, problem) -> list[PlannedWorkload]:
+    planned = []
     for number, workload in enumerate(spec.workloads):
-        kind = workload.get("kind")
-        if kind not in WORKLOAD_KINDS:
-            guess = closest(str(kind), sorted(WORKLOAD_KINDS))
-            problem(("workloads", number, "kind"), f"unknown workload kind {kind!r}",
-                    (f"did you mean {guess!r}? " if guess else "")
-                    + f"valid kinds: {', '.join(sorted(WORKLOAD_KINDS))}")
-        else:
-            _check_workload(WORKLOAD_KINDS[kind], workload, fabric, ("workloads", number), problem)
-    detectors, expectations = expectations_check(spec, {f.get("id") for f in spec.faults if isinstance(f, dict)},
-                                                 problem)
-    if problems:
-        raise LabFileError(problems)
-    return Scenario(path=path, spec=spec, lab_path=lab_path, fabric=fabric, faults=faults,
-                    workloads=list(spec.workloads), detectors=detectors, expectations=expectations)
+        loc, kind_name = ("workloads", number), workload.get("kind")
+        if kind_name not in WORKLOADS:
+            guess = closest(str(kind_name), WORKLOADS.names())
+            problem(loc + ("kind",), f"unknown workload kind {kind_name!r}",
+                    (f"did you mean {guess!r}? " if guess else "") + f"valid kinds: {', '.join(WORKLOADS.names())}")
+            continue
+        kind = WORKLOADS.get(kind_name)
+        try:
+            params = kind.params.model_validate({k: v for k, v in workload.items() if k != "kind"})
+        except ValidationError as exc:
+            for error in exc.errors():
+                hint = "see docs/formats.md, workloads"
+                if error["type"] == "extra_forbidden":
+                    guess = closest(str(error["loc"][0]), sorted(kind.params.model_fields))
+                    hint = (f"did you mean '{guess}'? " if guess else "") + \
+                        f"keys for this kind: {', '.join(sorted(kind.params.model_fields))}"
+                problem(loc + tuple(error["loc"][:1]), error["msg"].lower(), hint)
+            continue
+        try:
+            kind.check(params, fabric)
+        except ValueError as exc:  # may name the parameter it is about in `key`
+            key = getattr(exc, "key", None)
+            problem(loc + ((key,) if key in workload else ()), str(exc), "see docs/formats.md, workloads")
+            continue
+        planned.append(PlannedWorkload(f"{kind_name}-{number}", kind_name, params))
+    return planned
 
 
-def _check_workload(kind, workload: dict, fabric: Fabric, loc: tuple, problem) -> None:
-    try:
-        params = kind.params.model_validate({k: v for k, v in workload.items() if k != "kind"})
-    except ValidationError as exc:
-        for error in exc.errors():
-            key = loc + tuple(error["loc"][:1])
-            hint = "see README, workloads"
-            if error["type"] == "extra_forbidden":
-                guess = closest(str(error["loc"][0]), sorted(kind.params.model_fields))
-                hint = (f"did you mean '{guess}'? " if guess else "") + \
-                    f"keys for this kind: {', '.join(sorted(kind.params.model_fields))}"
-            problem(key, error["msg"].lower(), hint)
-        return
-    try:
-        kind.check(params, fabric)
-    except ValueError as exc:  # may name the parameter it is about in `key`
-        key = getattr(exc, "key", None)
-        problem(loc + ((key,) if key in workload else ()), str(exc), "see README, workloads")
-
-
-def _check_faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]:
+def _faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]:
     faults: list[ScheduledFault] = []
     for number, entry in enumerate(spec.faults):
         loc = ("faults", number)
@@ -156,3 +186,51 @@ def _check_faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[Scheduled
                         "while both are active", "two faults on one target cannot both apply: move one in time")
         faults.append(fault)
     return sorted(faults, key=lambda f: f.timing.at_s)
+
+
+def _detectors(spec: ScenarioSpec, problem) -> list[DetectorSpec]:
+    detectors, names = [], {}
+    kinds = {w.get("kind") for w in spec.workloads}
+    for number, detector in _valid(DetectorSpec, spec.detectors, "detectors", problem,
+                                   "e.g. builtin: probe-localizer, or command: [./tool]"):
+        needs = BUILTINS.get(detector.builtin).needs if detector.builtin else None
+        if needs and needs not in kinds:
+            problem(("detectors", number, "builtin"), f"{detector.builtin} needs the {needs} workload",
+                    f"add a workload: - kind: {needs}")
+        label = detector.label(number)
+        if label in names:
+            problem(("detectors", number), f"two detectors are called {label!r} (also detectors[{names[label]}])",
+                    "give each its own `name:`")
+        names[label] = number
+        detectors.append(detector)
+    return detectors
+
+
+def _expectations(spec: ScenarioSpec, detectors: list[DetectorSpec], problem) -> list[Expectation]:
+    fault_ids = {f.get("id") for f in spec.faults if isinstance(f, dict)}
+    names = workload_names(spec.workloads)
+    expectations = []
+    for number, expectation in _valid(Expectation, spec.expect, "expect", problem, "see docs/formats.md, expect"):
+        loc, value = ("expect", number, expectation.kind), expectation.value
+        refers_to = EXPECTATIONS.get(expectation.kind).refers_to
+        if "fault" in refers_to and value.fault not in fault_ids:
+            problem(loc, f"no fault with id {value.fault!r}", f"fault ids: {', '.join(sorted(fault_ids)) or 'none'}")
+        if "detector" in refers_to and not detectors:
+            problem(loc, "no detector to grade", "add detectors: - builtin: probe-localizer")
+        workload = getattr(value, "workload", None)
+        if "workload" in refers_to and workload is not None and workload not in names:
+            problem(loc, f"no workload {workload!r}", f"workloads: {', '.join(sorted(names)) or 'none'}")
+        expectations.append(expectation)
+    return expectations
+
+
+def _valid(model, entries: list, section: str, problem, hint: str):
+    """(index, validated entry) for each entry that validates; a problem for each that does not."""
+    for number, entry in enumerate(entries):
+        try:
+            yield number, model.model_validate(entry)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(x) for x in error["loc"])
+            problem((section, number), (f"{where}: " if where else "") +
+                    error["msg"].removeprefix("Value error, ").lower(), hint)

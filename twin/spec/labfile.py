@@ -1,4 +1,4 @@
-"""The lab file contract (../shared/formats.md): schema, loading, semantic checks.
+"""The lab file contract (docs/formats.md): schema, loading, semantic checks.
 
 Loading never touches the machine. Every problem is collected with file, line and
 a hint, then raised once as a LabFileError.

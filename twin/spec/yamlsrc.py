@@ -7,7 +7,6 @@ model, and every validation error becomes a Problem naming file, line and key.
 
 from __future__ import annotations
 
-import difflib
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
-from twin.errors import LabFileError, Problem
+from twin.errors import closest, LabFileError, Problem
 
 Loc = tuple[Any, ...]
 
@@ -90,11 +89,6 @@ def _unwrap(annotation: Any) -> Any:
         if isinstance(inner, type) and issubclass(inner, pydantic.BaseModel):
             return inner
     return annotation
-
-
-def closest(word: str, choices: list[str]) -> str | None:
-    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
-    return match[0] if match else None
 
 
 def dotted(loc: Loc) -> str:

@@ -19,13 +19,11 @@ import threading
 import time
 
 from twin.events import EventLog
-from twin.model.fabric import Fabric
 from twin.lab.offload import snmp
 from twin.lab.pfc import counters as pfc_counters
 from twin.model.ports import Port, direction
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState
-from twin.telemetry.counters import CounterReader
+from twin.lab.handle import Lab
+from twin.lab.counters import CounterReader
 
 PFC_EVERY_S = 0.25
 DROPS_EVERY_S = 1.0
@@ -40,11 +38,12 @@ def softnet_drops() -> int:
 
 
 class FabricWatch:
-    def __init__(self, runtime: Runtime, state: LabState, fabric: Fabric, events: EventLog):
-        self.runtime, self.state, self.fabric, self.events = runtime, state, fabric, events
+    def __init__(self, lab: Lab, events: EventLog):
+        self.lab, self.state, self.fabric, self.events = lab, lab.state, lab.fabric, events
+        fabric = lab.fabric
         self.directions = {Port(end.node, end.ifname): direction(fabric, Port(end.node, end.ifname))
                            for link in fabric.links for end in (link.a, link.b)}
-        self._reader = CounterReader(runtime, fabric)
+        self._reader = CounterReader(lab)
         self._base_drops: dict[Port, int] = {}
         self._base_pfc: dict[Port, pfc_counters.PortCounters] = {}
         self._base_host = self._base_softnet = 0
@@ -94,7 +93,7 @@ class FabricWatch:
     def _read_host_drops(self) -> int:
         total = 0
         for host in self.fabric.hosts:
-            values = snmp(self.runtime.netns_path(host.name))
+            values = snmp(self.lab.netns(host.name))
             total += sum(values.get(name, 0) for name in HOST_SOCKET_COUNTERS)
         return total
 

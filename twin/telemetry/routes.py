@@ -15,10 +15,7 @@ from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from twin.model.ecmp import host_prefixes
 from twin.events import EventLog
-from twin.model.fabric import Fabric
-from twin.lab.nsutil import in_netns
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState
+from twin.lab.handle import Lab
 
 LOG_LINE = re.compile(r"^(?P<stamp>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?) (?P<rest>.*)$")
 BGP_CHANGE = re.compile(r"%ADJCHANGE: neighbor (?P<peer>\S+?)\((?P<name>[^)]*)\).* (?P<state>Up|Down)")
@@ -29,8 +26,9 @@ NETLINK_ROUTE = 0
 
 
 class RoutingMonitor:
-    def __init__(self, runtime: Runtime, state: LabState, fabric: Fabric, events: EventLog):
-        self.runtime, self.state, self.fabric, self.events = runtime, state, fabric, events
+    def __init__(self, lab: Lab, events: EventLog):
+        self.lab, self.state, self.fabric, self.events = lab, lab.state, lab.fabric, events
+        fabric = lab.fabric
         self.prefixes = set(host_prefixes(fabric))
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -40,7 +38,7 @@ class RoutingMonitor:
         for node in self.fabric.switches:
             log = self.state.node_dir(node.name) / "frr.log"
             offsets[node.name] = log.stat().st_size if log.exists() else 0
-            with in_netns(self.runtime.netns_path(node.name)):
+            with self.lab.enter(node.name):
                 sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
             sock.bind((0, RTMGRP_IPV4_ROUTE))
             sockets[sock] = node.name

@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from twin.errors import TwinError
+from twin.faults.registry import FAULTS
 from twin.model.fabric import Fabric
 from twin.train.pools import answer_of
 
-RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
-
-
-def runbook_path(kind: str) -> Path:
-    return RUNBOOKS / f"{kind.replace('_', '-')}.md"
-
-
 def runbook_hints(kind: str) -> list[str]:
     """The bullets of the runbook's `## Hints` section, in order."""
-    path = runbook_path(kind)
+    path = FAULTS.get(kind).runbook
     if not path.is_file():
         raise TwinError(f"no runbook for fault kind {kind}: {path}", hint="docs/runbooks/ ships with the project")
     text = path.read_text()

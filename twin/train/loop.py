@@ -1,9 +1,10 @@
 """The trainer: a background process per session (`python -m twin.train.loop LAB_DIR`).
 
-Runs a training job (gloo allreduce steps) and the probe mesh with the built-in localizer,
-injects the session's hidden faults after a seeded random delay, and keeps everything running
-until SIGTERM; then stops the workloads and clears the faults. Its event log is sealed (it
-holds the ground truth and the detector's verdicts, shown by `twin train reveal`).
+A session of the run engine (run/engine.py) on the session's lab: a training job (gloo allreduce
+steps) and the probe mesh with the built-in localizer, the session's hidden faults applied after
+a seeded random delay, everything kept running until SIGTERM; then the engine stops the
+workloads and clears the faults. Its event log is sealed (it holds the ground truth and the
+detector's verdicts, shown by `twin train reveal`).
 """
 
 from __future__ import annotations
@@ -14,20 +15,21 @@ import sys
 import time
 from pathlib import Path
 
-from twin.detect.runner import Detectors
+from twin.detect.specs import DetectorSpec
 from twin.events import EventLog
 from twin.faults import engine
-from twin.faults.base import FaultContext
-from twin.lab.handle import running_lab
-from twin.lab.runtime import get_runtime
+from twin.lab.handle import Lab
+from twin.run.engine import Session
+from twin.run.plan import PlannedWorkload, ScheduledFault
 from twin.seal import key_of, seal
-from twin.signals import deferred_interrupts, sigterm_as_interrupt
-from twin.workloads import WORKLOAD_KINDS, WorkloadContext
+from twin.signals import sigterm_as_interrupt
 from twin.train.pools import onset_delay_s
 from twin.train.session import hidden_faults, training_dir
+from twin.workloads.registry import WORKLOADS
 
 JOB = {"kind": "train", "size": "1MiB", "compute_ms": 150, "timeout_s": 4}
 PROBES = {"kind": "probes", "interval_ms": 100}
+DETECTORS = [DetectorSpec(builtin="probe-localizer")]
 
 
 def progress(lab: str, phase: str, **extra) -> None:
@@ -37,58 +39,45 @@ def progress(lab: str, phase: str, **extra) -> None:
     os.replace(tmp, path)
 
 
-def run(lab: str) -> None:
-    sealed = hidden_faults(lab)
+def planned(entries: list[dict], lab: Lab, onset_s: float) -> list[ScheduledFault]:
+    """The hidden fault entries on the session's timeline: all at onset, until the session ends."""
+    faults = []
+    for entry in entries:
+        timing, params = engine.parse({**entry, "at_s": onset_s})
+        faults.append(ScheduledFault(timing, params, engine.targets(timing, params, lab.fabric)))
+    return faults
+
+
+def run(name: str) -> None:
+    sealed = hidden_faults(name)
     seed = sealed["seed"]
-    state, fabric = running_lab(lab)
-    runtime = get_runtime(state.runtime, lab)
-    key = key_of(state.directory)
-    events = EventLog(training_dir(lab) / "events.sealed", encode=lambda line: seal(key, line))
-    ctx = FaultContext(runtime, state, fabric, seed=seed)
-    wctx = WorkloadContext(runtime, state, fabric, events, seed, run_id="training")
-    workloads, detectors = [], None
+    lab = Lab.open(name)
+    key = key_of(lab.paths.root)
+    events = EventLog(training_dir(name) / "events.sealed", encode=lambda line: seal(key, line))
+    workloads = [PlannedWorkload(spec["kind"], spec["kind"], WORKLOADS.get(spec["kind"]).params.model_validate(
+        {k: v for k, v in spec.items() if k != "kind"})) for spec in (JOB, PROBES)]
+    faults = planned(sealed["faults"], lab, onset_delay_s(seed))
+    applied: list = []
+
+    def on_applied(timing) -> None:
+        if timing.error:
+            raise RuntimeError(f"hidden fault {timing.id} failed to apply: {timing.error}")
+        applied.append(timing)
+        if len(applied) == len(faults):
+            progress(name, "injected")
+
+    session = Session(lab, events, workloads, DETECTORS, faults, seed=seed, run_id="training", name="training")
     with sigterm_as_interrupt():
         try:
-            for spec in (JOB, PROBES):
-                kind = WORKLOAD_KINDS[spec["kind"]]
-                params = kind.params.model_validate({k: v for k, v in spec.items() if k != "kind"})
-                workloads.append(kind.factory(wctx, params, spec["kind"]))
-            for workload in workloads:
-                workload.start()
-            for workload in workloads:
-                if hasattr(workload, "ready"):
-                    workload.ready(120)
-            events.restart_clock()
-            detectors = Detectors([{"builtin": "probe-localizer"}], workloads, wctx)
-            detectors.start(time.time())
-            progress(lab, "ready")
-            time.sleep(onset_delay_s(seed))
-            for entry in sealed["faults"]:
-                timing, params = engine.parse(entry)
-                onset = events.now()
-                engine.inject(ctx, timing, params)
-                events.emit("fault", op="applied", id=timing.id, fault_kind=timing.kind, actual_s=onset,
-                            took_s=round(events.now() - onset, 3), targets=engine.targets(timing, params, fabric),
-                            wall=time.time() - (events.now() - onset))
-            progress(lab, "injected")
-            while True:
-                time.sleep(3600)
+            session.run(None, on_ready=lambda: progress(name, "ready"), on_applied=on_applied)
         except KeyboardInterrupt:
             pass
         except Exception as exc:  # the session goes on without a trainer; `start` reports it
-            progress(lab, "failed", error=str(getattr(exc, "message", exc)))
+            progress(name, "failed", error=str(getattr(exc, "message", exc)))
             raise
         finally:
-            with deferred_interrupts():
-                if detectors:
-                    detectors.stop()
-                for workload in workloads:
-                    workload.stop()
-                for fault in list(reversed(ctx.state.faults)):
-                    engine.clear(ctx, fault["id"])
-                    events.emit("fault", op="cleared", id=fault["id"], actual_s=events.now())
-                events.close()
-                progress(lab, "stopped")
+            events.close()
+            progress(name, "stopped")
 
 
 if __name__ == "__main__":

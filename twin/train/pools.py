@@ -4,6 +4,8 @@ Level 1: faults routing sees (link down, switch down, BGP session down).
 Level 2: faults routing does not see (silent drop, bit flip, black hole, slow node).
 Level 3: the hard ones: drops on a subset of flows only, PFC pause storms that spread, two
 faults at once, faults on superspine links.
+Which kinds belong to a level, and how each draws its parameters, the kinds say themselves
+(`training_level`, `training_entry`: faults/).
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ import random
 from dataclasses import dataclass
 
 from twin.faults import engine
+from twin.faults.registry import FAULTS
 from twin.model.fabric import Fabric, link_key
 
 LEVELS = (1, 2, 3)
-LINK_KINDS = {"silent_drop", "bitflip", "link_down", "bgp_down", "flap", "pfc_pause"}
+# The order a level's kinds are drawn in: the one sessions have used from the start, so a seed
+# still gives the session it gave before (trainers hand out seeds). New kinds come after, by name.
+DRAW_ORDER = ("link_down", "switch_down", "bgp_down", "silent_drop", "bitflip", "blackhole", "slow_node")
 
 
 @dataclass(frozen=True)
@@ -35,7 +40,7 @@ class Answer:
 
 
 def answer_of(entry: dict) -> Answer:
-    if entry["kind"] in LINK_KINDS:
+    if FAULTS.get(entry["kind"]).place == "link":
         return Answer(entry["kind"], link=link_key(entry["link"]))
     also = link_key(f"{entry['node']} -- {entry['host']}") if entry.get("host") else None
     return Answer(entry["kind"], node=entry["node"], also=also)
@@ -48,34 +53,20 @@ def _fabric_links(fabric: Fabric, tier: str | None = None) -> list[str]:
     return sorted(l.name for l in links)
 
 
-def _spines(fabric: Fabric) -> list[str]:
-    return sorted(n.name for n in fabric.by_role("spine"))
-
-
-def _host_behind_leaf(fabric: Fabric, rng: random.Random) -> tuple[str, str]:
-    link = rng.choice(sorted((l for l in fabric.links if l.kind == "host"), key=lambda l: l.name))
-    return link.a.node, link.b.node  # (leaf, host)
+def _one_of_level(fabric: Fabric, rng: random.Random, level: int, links: list[str] | None = None) -> list[dict]:
+    """One fault of a kind the registry puts at `level`, drawn with that kind's own choices."""
+    kinds = sorted((name for name, k in FAULTS.items() if k.training_level == level),
+                   key=lambda n: (DRAW_ORDER.index(n) if n in DRAW_ORDER else len(DRAW_ORDER), n))
+    kind = kinds[0] if len(kinds) == 1 else rng.choice(kinds)  # one kind: no draw, as before
+    return [{"kind": kind, **FAULTS.get(kind).training_entry(fabric, rng, links or _fabric_links(fabric))}]
 
 
 def _level1(fabric: Fabric, rng: random.Random) -> list[dict]:
-    kind = rng.choice(["link_down", "switch_down", "bgp_down"])
-    if kind == "switch_down":
-        return [{"kind": kind, "node": rng.choice(_spines(fabric))}]
-    return [{"kind": kind, "link": rng.choice(_fabric_links(fabric))}]
+    return _one_of_level(fabric, rng, 1)
 
 
 def _level2(fabric: Fabric, rng: random.Random, links: list[str] | None = None) -> list[dict]:
-    kind = rng.choice(["silent_drop", "bitflip", "blackhole", "slow_node"])
-    links = links or _fabric_links(fabric)
-    if kind == "silent_drop":
-        return [{"kind": kind, "link": rng.choice(links), "direction": "both", "loss_pct": rng.choice([5, 10, 20])}]
-    if kind == "bitflip":
-        return [{"kind": kind, "link": rng.choice(links), "direction": "both", "rate_pct": rng.choice([5, 10])}]
-    if kind == "blackhole":
-        leaf, host = _host_behind_leaf(fabric, rng)
-        return [{"kind": kind, "node": leaf, "host": host}]
-    return [{"kind": kind, "node": rng.choice(sorted(n.name for n in fabric.hosts)),
-             "rate_pct": rng.choice([20, 30])}]
+    return _one_of_level(fabric, rng, 2, links)
 
 
 def _level3(fabric: Fabric, rng: random.Random) -> list[dict]:
@@ -84,9 +75,7 @@ def _level3(fabric: Fabric, rng: random.Random) -> list[dict]:
         return [{"kind": "silent_drop", "link": rng.choice(_fabric_links(fabric)), "direction": "both",
                  "loss_pct": 100, "flows_pct": rng.choice([10, 20])}]
     if choice == "storm":
-        host, nic = rng.choice(sorted((n, e.ifname) for n, e in fabric.host_nics()))
-        return [{"kind": "pfc_storm", "node": host, "nic": nic, "propagate": True, "xoff_kb": 4, "xon_kb": 1,
-                 "watchdog_ms": 2000}]
+        return _one_of_level(fabric, rng, 3)
     if choice == "superspine" and fabric.by_role("superspine"):
         return _level2(fabric, rng, _fabric_links(fabric, "superspine"))
     first = _level2(fabric, rng)

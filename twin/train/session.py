@@ -28,13 +28,6 @@ HINT_COST = 15
 WRONG_COST = 10
 
 
-def refuse_during_training(state, what: str) -> None:
-    """Tools that would name the hidden fault (fault list, diagnose) say so instead."""
-    if state.sealed:
-        raise TwinError(f"a training session is active on lab {state.lab}: {what} is not available during it",
-                        hint="find the fault with the fabric's own tools; `twin train hint`, `twin train reveal`")
-
-
 def training_dir(lab: str) -> Path:
     return lab_dir(lab) / "training"
 

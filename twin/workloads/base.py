@@ -5,16 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from twin.events import EventLog
-from twin.model.fabric import Fabric
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState
+from twin.lab.handle import Lab
 
 
 @dataclass
 class WorkloadContext:
-    runtime: Runtime
-    state: LabState
-    fabric: Fabric
+    """A running lab plus what a workload of one run needs: where to log, its seed, its run."""
+    lab: Lab
     events: EventLog
     seed: int = 1
     run_id: str = "run"  # unique per run: names the workload's files in the lab directory

@@ -80,15 +80,15 @@ def check_ranks(params: CollectiveParams, fabric) -> None:
 class Collective:
     def __init__(self, ctx: WorkloadContext, params: CollectiveParams, name: str, op: str):
         self.ctx, self.params, self.name = ctx, params, name
-        nics = ring_order(select_nics(ctx.fabric, params.ranks), params.order)
+        nics = ring_order(select_nics(ctx.lab.fabric, params.ranks), params.order)
         self.world = len(nics)
         self.op = "allreduce" if op == "train" else op
         self.spec = JobSpec(name=f"{ctx.run_id}-{name}", ops=[self.op], nics=nics, mode="loop",
                             sizes=[aligned_size(parse_size_bytes(params.size), self.world * params.channels)],
                             channels=params.channels, timeout_s=params.timeout_s,
                             compute_ms=getattr(params, "compute_ms", 0.0), duration_s=24 * 3600,
-                            transport=params.transport, roce=params.roce(ctx.fabric.mtu))
-        self.job = Job(self.spec, ctx.state, ctx.runtime)
+                            transport=params.transport, roce=params.roce(ctx.lab.fabric.mtu))
+        self.job = Job(self.spec, ctx.lab)
         self.connected = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, name=f"collective-{name}", daemon=True)

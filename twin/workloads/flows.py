@@ -53,9 +53,9 @@ def choose_pairs(nics: list[Nic], mode: str) -> list[tuple[Nic, Nic]]:
 
 class Flows:
     def __init__(self, ctx: WorkloadContext, params: FlowsParams, name: str):
-        self.runtime, self.params, self.events, self.name = ctx.runtime, params, ctx.events, name
-        self.pairs = choose_pairs(fabric_nics(ctx.fabric), params.pairs) * params.flows_per_pair
-        self.dodger = Dodger(ctx.runtime, ctx.fabric, ctx.events, name, PORT) if params.dodge else None
+        self.lab, self.params, self.events, self.name = ctx.lab, params, ctx.events, name
+        self.pairs = choose_pairs(fabric_nics(ctx.lab.fabric), params.pairs) * params.flows_per_pair
+        self.dodger = Dodger(ctx.lab, ctx.events, name, PORT) if params.dodge else None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"flows-{name}", daemon=True)
 
@@ -77,8 +77,8 @@ class Flows:
 
     def _run(self) -> None:
         interval = self.params.interval_ms / 1000
-        receivers = {nic.label: bound_udp_socket(self.runtime, nic, PORT) for nic in {d for _s, d in self.pairs}}
-        senders = [bound_udp_socket(self.runtime, src, 0) for src, _d in self.pairs]
+        receivers = {nic.label: bound_udp_socket(self.lab, nic, PORT) for nic in {d for _s, d in self.pairs}}
+        senders = [bound_udp_socket(self.lab, src, 0) for src, _d in self.pairs]
         for sock in (*receivers.values(), *senders):
             sock.setblocking(False)
         sent = defaultdict(int)  # (flow, interval) -> packets sent

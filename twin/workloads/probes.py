@@ -49,7 +49,7 @@ def check_load(params: ProbesParams, fabric) -> None:
 class Probes:
     def __init__(self, ctx: WorkloadContext, params: ProbesParams, name: str):
         self.ctx, self.params, self.name = ctx, params, name
-        self.mesh = ProbeMesh(ctx.runtime, ctx.state, ctx.fabric, f"{ctx.run_id}-{name}", params.pairs,
+        self.mesh = ProbeMesh(ctx.lab, f"{ctx.run_id}-{name}", params.pairs,
                               params.interval_ms, params.report_ms, params.refresh_s, ctx.seed)
         self._out = None
         self._last_route = None

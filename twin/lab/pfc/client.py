@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from twin.errors import TwinError
 from twin.procs import alive
-from twin.lab.state import LabState, Resource
+from twin.lab.handle import Lab, python_module
+from twin.lab.state import LabState
 from twin.lab.pfc import counters
 from twin.lab.pfc.controller import SOCKET
 from twin.model.ports import Port
@@ -55,23 +54,18 @@ def release(lab_dir: Path, fault_id: str) -> dict:
     return request(lab_dir, {"op": "release", "id": fault_id})["report"]
 
 
-def start(state: LabState) -> int:
-    """Start the controller (a host process, recorded before it starts) and wait until its
-    programs are attached and it answers."""
-    directory = counters.directory(state.directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    resource = state.record(Resource(kind="controller", name=RESOURCE))
+def start(lab: Lab) -> int:
+    """Start the controller (a host process the lab owns) and wait until its programs are
+    attached and it answers."""
+    directory = counters.directory(lab.paths.root)
     log = directory / "controller.log"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "twin.lab.pfc.controller", str(state.directory)],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
-    resource.pid = proc.pid
-    state.save()
+    proc = lab.spawn_owned(RESOURCE, python_module("twin.lab.pfc.controller", str(lab.paths.root)), log,
+                           kind="controller").proc
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if (directory / SOCKET).exists():
             try:
-                request(state.directory, {"op": "ping"}, timeout_s=1.0)
+                request(lab.paths.root, {"op": "ping"}, timeout_s=1.0)
                 return proc.pid
             except TwinError:
                 pass

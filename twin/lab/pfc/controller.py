@@ -39,8 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twin.lab import nft, shaping
-from twin.model.fabric import Fabric
-from twin.lab.runtime import Runtime
+from twin.lab.handle import Lab
 from twin.lab.pfc import counters as published
 from twin.lab.pfc.backlog import BacklogReader
 from twin.lab.pfc.gate import Gates
@@ -118,10 +117,11 @@ class Latencies:
 
 
 class Controller:
-    def __init__(self, lab_dir: Path, runtime: Runtime, fabric: Fabric):
-        self.lab_dir, self.runtime, self.fabric = lab_dir, runtime, fabric
-        self.queues = Queues(runtime, fabric)
-        self.gates = Gates(runtime, fabric)
+    def __init__(self, lab: Lab):
+        self.lab_dir, self.runtime, self.fabric = lab.paths.root, lab.runtime, lab.fabric
+        fabric = lab.fabric
+        self.queues = Queues(lab)
+        self.gates = Gates(lab)
         self.ports = ports(fabric)
         self.counters = {p: published.PortCounters() for p in self.ports}
         self.reasons: dict[Port, set[str]] = defaultdict(set)
@@ -524,13 +524,9 @@ class Controller:
 
 
 def main() -> None:
-    from twin.lab.handle import running_lab
-    from twin.lab.runtime import get_runtime
-
-    lab_dir = Path(sys.argv[1])
-    state, fabric = running_lab(lab_dir.name)
-    published.directory(lab_dir).mkdir(parents=True, exist_ok=True)
-    controller = Controller(lab_dir, get_runtime(state.runtime, state.lab), fabric)
+    lab = Lab.open(Path(sys.argv[1]).name)
+    published.directory(lab.paths.root).mkdir(parents=True, exist_ok=True)
+    controller = Controller(lab)
     controller.start()  # forks the kicker, which stays at normal priority
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))

@@ -30,15 +30,12 @@ import signal
 import socket
 import struct
 
-from pyroute2 import IPRoute
 from pyroute2.netlink import NLM_F_REQUEST
 from pyroute2.netlink.rtnl import RTM_NEWQDISC
 from pyroute2.netlink.rtnl.tcmsg import plugins, tcmsg
 
 from twin.lab import shaping
-from twin.model.fabric import Fabric
-from twin.lab.nsutil import in_netns
-from twin.lab.runtime import Runtime
+from twin.lab.handle import Lab
 from twin.model.buffers import frame_bytes, queue_limit
 from twin.model.ports import Port
 
@@ -117,8 +114,8 @@ class _PortGate:
 class Gates:
     """Every port's gate, switched from one process (the PFC controller)."""
 
-    def __init__(self, runtime: Runtime, fabric: Fabric):
-        self.runtime, self.fabric = runtime, fabric
+    def __init__(self, lab: Lab):
+        self.lab, self.fabric = lab, lab.fabric
         self._netlink: dict[str, socket.socket] = {}
         self._gates: dict[Port, _PortGate] = {}
         self._indexes: dict[str, dict[str, int]] = {}
@@ -135,15 +132,14 @@ class Gates:
         for port in ports:
             by_node.setdefault(port.node, []).append(port)
         for node, node_ports in by_node.items():
-            path = self.runtime.netns_path(node)
-            with in_netns(path):
+            with self.lab.enter(node):
                 netlink = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
                 netlink.bind((0, 0))
                 netlink.setblocking(False)
                 kicks = {p: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ARP))
                          for p in node_ports}
             self._netlink[node] = netlink
-            with IPRoute(netns=path, flags=0) as ipr:
+            with self.lab.netlink(node) as ipr:
                 links = {msg.get_attr("IFLA_IFNAME"): msg for msg in ipr.get_links()}
             self._indexes[node] = {name: msg["index"] for name, msg in links.items()}
             for port in node_ports:

@@ -13,12 +13,11 @@ import os
 import struct
 from dataclasses import dataclass
 
-from pyroute2 import IPRoute, NetlinkError
+from pyroute2 import NetlinkError
 
 from twin.lab.ebpf import syscall as bpf
 from twin.lab.ebpf.ringbuf import RingBuffer
-from twin.model.fabric import Fabric
-from twin.lab.runtime import Runtime
+from twin.lab.handle import Lab
 from twin.lab.pfc import programs
 from twin.model.buffers import Thresholds, for_port
 from twin.model.ports import Port, peer, ports
@@ -37,8 +36,9 @@ class Queue:
 
 
 class Queues:
-    def __init__(self, runtime: Runtime, fabric: Fabric):
-        self.runtime, self.fabric = runtime, fabric
+    def __init__(self, lab: Lab):
+        self.lab, self.fabric = lab, lab.fabric
+        fabric = lab.fabric
         switch_ports = [p for p in ports(fabric) if fabric.nodes[p.node].is_switch]
         self.queues = [Queue(i, p, peer(fabric, p), for_port(fabric, p)) for i, p in enumerate(switch_ports)]
         self.by_port = {q.port: q for q in self.queues}
@@ -94,7 +94,7 @@ class Queues:
             by_node.setdefault(queue.port.node, []).append((queue.port.ifname, CLSACT_EGRESS, enqueue, "ftw_enq"))
             by_node.setdefault(queue.peer.node, []).append((queue.peer.ifname, CLSACT_INGRESS, dequeue, "ftw_deq"))
         for node, hooks in by_node.items():
-            with IPRoute(netns=self.runtime.netns_path(node), flags=0) as ipr:
+            with self.lab.netlink(node) as ipr:
                 index = {msg.get_attr("IFLA_IFNAME"): msg["index"] for msg in ipr.get_links()}
                 for ifname in sorted({h[0] for h in hooks}):
                     try:
@@ -114,7 +114,7 @@ class Queues:
         """(switch, ingress ifindex) -> the upstream port feeding that switch through it."""
         table = {}
         for node in self.fabric.switches:
-            with IPRoute(netns=self.runtime.netns_path(node.name), flags=0) as ipr:
+            with self.lab.netlink(node.name) as ipr:
                 index = {msg.get_attr("IFLA_IFNAME"): msg["index"] for msg in ipr.get_links()}
             for link in self.fabric.links_of(node.name):
                 upstream = link.peer(node.name)

@@ -1,35 +1,28 @@
-"""Runtime registry: runtimes register by name; an unknown name lists the valid ones."""
+"""Runtimes: how a lab's nodes come to exist (network namespaces, or Docker containers).
+`get_runtime` is called where a lab is built or torn down (lab/deploy.py) and where a running
+lab is opened (lab/handle.py); everything else gets the runtime from its `Lab`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from twin.errors import TwinError
 from twin.lab.runtime.base import ExecResult, Runtime
 from twin.lab.runtime.docker import DockerRuntime
 from twin.lab.runtime.netns import NetnsRuntime
+from twin.registry import Registry
 
-RuntimeFactory = Callable[[str], Runtime]
-_REGISTRY: dict[str, RuntimeFactory] = {}
-
-
-def register(name: str, factory: RuntimeFactory) -> None:
-    if name in _REGISTRY:
-        raise ValueError(f"runtime {name!r} is already registered")
-    _REGISTRY[name] = factory
+RuntimeFactory = Callable[[str], Runtime]  # lab name -> the runtime of that lab
+RUNTIMES: Registry[RuntimeFactory] = Registry("runtime", plural="runtimes")
+RUNTIMES.add("netns", NetnsRuntime)
+RUNTIMES.add("docker", DockerRuntime)
 
 
 def names() -> list[str]:
-    return sorted(_REGISTRY)
+    return RUNTIMES.names()
 
 
 def get_runtime(name: str, lab: str) -> Runtime:
-    if name not in _REGISTRY:
-        raise TwinError(f"unknown runtime '{name}'", hint=f"valid runtimes: {', '.join(names())}")
-    return _REGISTRY[name](lab)
+    return RUNTIMES.get(name)(lab)
 
 
-register("netns", NetnsRuntime)
-register("docker", DockerRuntime)
-
-__all__ = ["ExecResult", "Runtime", "get_runtime", "names", "register"]
+__all__ = ["ExecResult", "RUNTIMES", "Runtime", "get_runtime", "names"]

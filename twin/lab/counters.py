@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 from pyroute2 import IPRoute
 
+from twin.lab.handle import Lab
 from twin.model.fabric import Fabric
 from twin.lab.nsutil import in_netns
 from twin.lab.offload import snmp
-from twin.lab.runtime import Runtime
 
 # /proc/net/dev columns we keep, by position after the interface name
 NET_DEV_FIELDS = {"rx_bytes": 0, "rx_packets": 1, "rx_errors": 2, "rx_dropped": 3,
@@ -34,15 +34,15 @@ class Snapshot:
 class CounterReader:
     """Reads every node's counters; close() releases the netlink sockets."""
 
-    def __init__(self, runtime: Runtime, fabric: Fabric, nodes: list[str] | None = None):
-        self.runtime, self.fabric = runtime, fabric
-        self.nodes = nodes or sorted(fabric.nodes)
+    def __init__(self, lab: Lab, nodes: list[str] | None = None):
+        self.lab, self.fabric = lab, lab.fabric
+        self.nodes = nodes or sorted(self.fabric.nodes)
         self._sockets: dict[str, IPRoute] = {}
         self._link_cache: dict[str, dict[int, str]] = {}
 
     def _ipr(self, node: str) -> IPRoute:
         if node not in self._sockets:
-            self._sockets[node] = IPRoute(netns=self.runtime.netns_path(node), flags=0)
+            self._sockets[node] = self.lab.netlink(node)
         return self._sockets[node]
 
     def read(self, checksums: bool = True, qdiscs: bool = True) -> Snapshot:
@@ -52,7 +52,7 @@ class CounterReader:
         for node in self.nodes:
             ipr = self._ipr(node)
             names = self._names(node, ipr)
-            for ifname, values in _net_dev(self.runtime.netns_path(node)).items():
+            for ifname, values in _net_dev(self.lab.netns(node)).items():
                 if ifname != "lo":
                     snap.interfaces[(node, ifname)] = {k: values[i] for k, i in NET_DEV_FIELDS.items()}
             for qdisc in ipr.get_qdiscs() if qdiscs else ():
@@ -66,7 +66,7 @@ class CounterReader:
                 entry["backlog_bytes"] = int(queue["backlog"]) if queue else 0
                 entry["qdisc_drops"] = int(queue["drops"]) if queue else 0
             if checksums and self.fabric.nodes[node].role == "host":
-                values = snmp(self.runtime.netns_path(node))
+                values = snmp(self.lab.netns(node))
                 for name in CHECKSUM_COUNTERS:
                     snap.checksum_errors[(node, name)] = values.get(name, 0)
         return snap
@@ -87,6 +87,30 @@ class CounterReader:
 
     def __exit__(self, *_exc) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class InterfaceRate:
+    node: str
+    ifname: str
+    rx_bps: float
+    tx_bps: float
+    drops: int  # rx, tx and qdisc drops between the snapshots
+    backlog_bytes: int  # at the second snapshot
+
+
+def interface_rates(first: Snapshot, last: Snapshot) -> list[InterfaceRate]:
+    """Every interface's rates between two snapshots, busiest first."""
+    span = max(1e-6, last.t - first.t)
+    rates = []
+    for (node, ifname), now in last.interfaces.items():
+        before = first.interfaces.get((node, ifname), now)
+        rates.append(InterfaceRate(
+            node, ifname, (now["rx_bytes"] - before["rx_bytes"]) * 8 / span,
+            (now["tx_bytes"] - before["tx_bytes"]) * 8 / span,
+            sum(now.get(k, 0) - before.get(k, 0) for k in ("rx_dropped", "tx_dropped", "qdisc_drops")),
+            now.get("backlog_bytes", 0)))
+    return sorted(rates, key=lambda r: (r.rx_bps + r.tx_bps, r.node, r.ifname), reverse=True)
 
 
 def _net_dev(netns_path: str) -> dict[str, list[int]]:

@@ -1,0 +1,115 @@
+"""The architecture stays true: which package may import which (docs/architecture.md), no import
+cycle between modules, and only the core modules at the top of twin/. Read from the source with
+`ast`, so an import inside a function counts like one at the top."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+TWIN = Path(__file__).resolve().parents[2] / "twin"
+CORE = "core"  # the modules at the top of twin/: errors, units, events, ...
+
+# Lowest layer first. A package may import the core, the packages listed for it, and itself.
+ALLOWED = {
+    CORE: set(),
+    "spec": set(),
+    "model": {"spec"},
+    "lab": {"spec", "model"},
+    "roce": set(),
+    "faults": {"model", "lab"},
+    "collectives": {"model", "lab", "roce"},
+    "probes": {"model", "lab"},
+    "telemetry": {"model", "lab"},
+    "detect": {"model", "lab", "probes", "telemetry", "collectives"},
+    "mitigate": {"model", "lab", "detect", "probes"},
+    "workloads": {"model", "lab", "roce", "collectives", "probes", "detect", "mitigate"},
+    "results": {"spec", "model", "lab", "roce", "telemetry", "detect", "workloads"},
+    "run": {"spec", "model", "lab", "faults", "collectives", "probes", "telemetry", "detect", "mitigate",
+            "workloads", "results"},
+    "train": {"spec", "model", "lab", "faults", "probes", "detect", "workloads", "run"},
+    "dashboard": {"model", "lab", "collectives", "probes", "telemetry"},
+    "cli": {"spec", "model", "lab", "roce", "faults", "collectives", "probes", "telemetry", "detect",
+            "mitigate", "workloads", "results", "run", "train", "dashboard"},
+}
+MAX_TOP_MODULES = 12
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(TWIN.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module(p): p for p in TWIN.rglob("*.py")}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The twin modules `name` imports (a `from x import y` of a submodule counts as y)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            if base.split(".")[0] != "twin":
+                continue
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "twin"}
+    return found - {"twin", name}
+
+
+def _layer(module: str, modules: dict[str, Path]) -> str:
+    parts = module.split(".")
+    if len(parts) == 2 and modules[module].name != "__init__.py":
+        return CORE
+    return parts[1] if len(parts) > 1 else CORE
+
+
+def _graph() -> nx.DiGraph:
+    modules = _modules()
+    graph = nx.DiGraph()
+    for name, path in modules.items():
+        graph.add_node(name)
+        for target in _imports(name, path, set(modules)):
+            graph.add_edge(name, target)
+    return graph
+
+
+def test_every_package_has_a_layer():
+    modules = _modules()
+    assert {_layer(m, modules) for m in modules} - {"twin"} <= set(ALLOWED), \
+        "a new package needs its place in ALLOWED and in docs/architecture.md"
+
+
+def test_no_import_points_up_or_sideways():
+    modules = _modules()
+    wrong = []
+    for source, target in _graph().edges:
+        a, b = _layer(source, modules), _layer(target, modules)
+        if a != b and b != CORE and b not in ALLOWED[a]:
+            wrong.append(f"{source} -> {target} ({a} may not import {b})")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_no_import_cycle():
+    cycles = list(nx.simple_cycles(_graph()))
+    assert not cycles, "\n".join(" -> ".join(c + c[:1]) for c in cycles[:10])
+
+
+def test_few_modules_at_the_top():
+    top = sorted(p.stem for p in TWIN.glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= MAX_TOP_MODULES, top
+
+
+def test_the_checks_see_a_violation(tmp_path):
+    """The graph is read right: a known edge is there (a test that could not fail proves nothing)."""
+    graph = _graph()
+    assert graph.has_edge("twin.lab.deploy", "twin.lab.state")
+    assert graph.has_edge("twin.run.runner", "twin.lab.deploy")

@@ -1,0 +1,98 @@
+"""Reports rebuilt from recorded results folders (tests/data/results: two runs of the shipped
+silent-drop and timers scenarios on rail4, recorded by the version before run.json existed, with
+the report.json it wrote). The analysis is a pure function of the folder: it must give the same
+report again, from the old layout and from the current one (run.json + model.json)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from twin.errors import TwinError
+from twin.results import record
+from twin.results.analysis import analyse
+from twin.results.publish import publish
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "results"
+RUNS = sorted(p.name for p in DATA.iterdir())
+
+
+def unpacked(name: str, into: Path) -> Path:
+    folder = into / name
+    folder.mkdir()
+    (folder / "events.jsonl").write_bytes(gzip.decompress((DATA / name / "events.jsonl.gz").read_bytes()))
+    shutil.copy(DATA / name / "report.json", folder / "report.json")
+    return folder
+
+
+def same(old: dict, new: dict) -> bool:
+    """Equal, where a key absent on one side and None on the other counts as equal."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = {k for k in set(old) | set(new) if old.get(k) is not None or new.get(k) is not None}
+        return all(same(old.get(k), new.get(k)) for k in keys)
+    if isinstance(old, list) and isinstance(new, list):
+        return len(old) == len(new) and all(same(a, b) for a, b in zip(old, new))
+    return old == new
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_an_older_folder_gives_back_its_report(name, tmp_path):
+    folder = unpacked(name, tmp_path)
+    old = json.loads((folder / "report.json").read_text())
+    run = record.load(folder)
+    assert run.legacy
+    new = json.loads(analyse(run).to_json())
+    assert [(e["kind"], e["status"], e["measured"]) for e in new["expectations"]] == \
+        [(e["kind"], e["status"], e["measured"]) for e in old["expectations"]]
+    assert new["detectors"] == old["detectors"]
+    assert same(old, new)
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_the_current_layout_gives_the_same_report(name, tmp_path):
+    """run.json + model.json written from the older folder, its report.json gone: the fault
+    timings now come from the fault events alone."""
+    legacy = record.load(unpacked(name, tmp_path))
+    expected = json.loads(analyse(legacy).to_json())
+    current = tmp_path / "current"
+    current.mkdir()
+    shutil.copy(legacy.path / "events.jsonl", current / "events.jsonl")
+    record.write(current, legacy.record, legacy.fabric)
+    run = record.load(current)
+    assert not run.legacy and run.fabric.name == "rail4"
+    assert json.loads(analyse(run).to_json()) == expected
+
+
+def test_publish_writes_every_file_and_the_page_links_them(tmp_path):
+    folder = unpacked("timers", tmp_path)
+    report = publish(folder)
+    assert report.passed
+    for name in ("report.json", "junit.xml", "timeline.png", "topology.png", "index.html"):
+        assert (folder / name).stat().st_size > 0, name
+    assert "events.jsonl" in (folder / "index.html").read_text()
+    assert 'failures="0"' in (folder / "junit.xml").read_text()
+
+
+def test_a_changed_event_changes_the_grade(tmp_path):
+    """The report is computed, not copied: a verdict that came later fails the detect limit."""
+    folder = unpacked("silent-drop", tmp_path)
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    for event in events:
+        if event["kind"] == "verdict":
+            event["received_t"] = event["t"] = event["t"] + 10.0
+    (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    report = analyse(record.load(folder))
+    detect = next(e for e in report.expectations if e.kind == "detect")
+    assert detect.status == "fail" and not report.passed
+
+
+def test_a_folder_without_a_run_says_so(tmp_path):
+    with pytest.raises(TwinError, match="no events.jsonl"):
+        record.load(tmp_path)
+    (tmp_path / "events.jsonl").write_text("")
+    with pytest.raises(TwinError, match="neither run.json nor report.json"):
+        record.load(tmp_path)

@@ -1,0 +1,245 @@
+"""`twin lab ...`, `twin export`, `twin cleanup`: build, inspect and remove labs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from twin.cli.tools import RUNTIME_OPTION, out, progress
+from twin.errors import TwinError
+from twin.lab import deploy
+from twin.lab.files import open_lab
+from twin.lab.frr import vtysh_argv
+from twin.lab.handle import Lab, lab_model
+from twin.lab.runtime.docker import container_labs
+from twin.lab.runtime.netns import orphan_labs
+from twin.lab.state import known_labs
+from twin.lab.status import as_dict, lab_status, queue_status
+from twin.model.describe import describe
+
+
+@click.group()
+def lab() -> None:
+    """Build, inspect and remove labs (see labs/*.yaml)."""
+
+
+@lab.command("up")
+@click.argument("lab_ref", metavar="LAB")
+@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for convergence.")
+@RUNTIME_OPTION
+def lab_up(lab_ref: str, timeout: float, runtime: str | None) -> None:
+    """Bring LAB (a name from labs/ or a path) up and wait until it has converged."""
+    lab_file, fabric = open_lab(lab_ref)
+    fabric = fabric.with_runtime(runtime)
+    started = time.monotonic()
+    with progress() as bar:
+        lab = deploy.up(lab_file, fabric, bar, timeout_s=timeout)
+    elapsed = time.monotonic() - started
+    pairs = len(fabric.host_nics())
+    out.print(f"[green]lab {fabric.name} is up[/] and converged in [bold]{elapsed:.1f} s[/]: "
+              f"{len(fabric.switches)} switches, {len(fabric.hosts)} hosts ({pairs} NICs), "
+              f"{len(fabric.links)} links; all ECMP next hops installed, all host NIC pairs reachable.")
+    out.print("  phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in lab.state.timings_s.items() if k != "total"))
+    first, last = fabric.host_nics()[0], fabric.host_nics()[-1]
+    out.print(f"  next: twin lab status {fabric.name}\n"
+              f"        twin lab exec {fabric.name} {first[0]} -- ping -c 3 -I {first[1].address.ip} "
+              f"{last[1].address.ip}\n"
+              f"        twin lab down {fabric.name}")
+
+
+@lab.command("down")
+@click.argument("name", metavar="LAB")
+def lab_down(name: str) -> None:
+    """Remove LAB and everything it owns (namespaces, links, daemons, files). Idempotent."""
+    name = Path(name).stem if name.endswith((".yaml", ".yml")) else name
+    started = time.monotonic()
+    with progress() as bar:
+        report = deploy.down(name, bar)
+    if not report.had_state and report.nodes_removed == 0:
+        out.print(f"lab {name} is not running; nothing to remove")
+        return
+    out.print(f"lab {name} removed in {time.monotonic() - started:.1f} s: {report.nodes_removed} nodes, "
+              f"{report.daemons_stopped} daemons")
+
+
+@lab.command("list")
+def lab_list() -> None:
+    """List labs that exist on this machine."""
+    names = known_labs()
+    if not names:
+        out.print("no labs are up")
+    for name in names:
+        out.print(name)
+
+
+@lab.command("show")
+@click.argument("lab_ref", metavar="LAB")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def lab_show(lab_ref: str, as_json: bool) -> None:
+    """Print LAB's nodes, links, addresses and ASNs (a running lab by name, else a lab file;
+    no root needed, nothing is created)."""
+    fabric = lab_model(lab_ref)
+    if as_json:
+        out.print_json(json.dumps({
+            "name": fabric.name,
+            "nodes": [{"name": n.name, "role": n.role, "asn": n.asn,
+                       "loopback": str(n.loopback) if n.loopback else None} for n in fabric.nodes.values()],
+            "links": [{"a": {"node": l.a.node, "ifname": l.a.ifname, "address": str(l.a.address)},
+                       "b": {"node": l.b.node, "ifname": l.b.ifname, "address": str(l.b.address)},
+                       "kind": l.kind} for l in fabric.links]}))
+        return
+    click.echo(describe(fabric), nl=False)
+
+
+@lab.command("status")
+@click.argument("name", metavar="LAB")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def lab_status_cmd(name: str, as_json: bool) -> None:
+    """Per switch: BGP sessions, BFD peers, ECMP next hops, daemon health. Exit 1 if anything is unhealthy."""
+    lab = Lab.open(name)
+    state = lab.state
+    statuses = lab_status(lab)
+    queues = queue_status(lab)
+    if as_json:
+        out.print_json(json.dumps({"switches": as_dict(statuses), "queues": asdict(queues) | {"healthy": queues.healthy}}))
+    else:
+        table = Table(title=f"lab {name} ({state.status})")
+        for column in ("switch", "daemons", "BGP established", "BFD up", "ECMP complete", "problems"):
+            table.add_column(column)
+        for s in statuses:
+            daemons = "ok" if s.daemons and all(s.daemons.values()) else \
+                "[red]dead: " + ",".join(d for d, ok in s.daemons.items() if not ok) + "[/]"
+            bgp_up = sum(1 for v in s.bgp.values() if v == "Established")
+            bfd_up = sum(1 for v in s.bfd.values() if v == "up")
+            problems = [s.error] if s.error else []
+            problems += [f"BGP {peer} {st}" for peer, st in s.bgp.items() if st != "Established"]
+            problems += [f"BFD {peer} {st}" for peer, st in s.bfd.items() if st != "up"]
+            problems += s.ecmp_short[:3]
+            table.add_row(s.name, daemons, f"{bgp_up}/{len(s.bgp)}", f"{bfd_up}/{len(s.bfd)}",
+                          f"{s.ecmp_ok}/{s.ecmp_expected}", "[red]" + "; ".join(problems) + "[/]" if problems else "")
+        out.print(table)
+        if state.drains:
+            out.print(f"drained on purpose (BGP shut; `twin lab undrain {name} --all`): {', '.join(state.drains)}")
+        print_queues(queues)
+    if not all(s.healthy for s in statuses) or not queues.healthy:
+        sys.exit(1)
+
+
+def print_queues(queues) -> None:
+    if not queues.lossless:
+        out.print("queues: lossy (links.pfc: false): a full queue drops")
+    elif not queues.controller:
+        out.print("queues: lossless, but [red]the PFC controller is not running[/]: ports are neither paused "
+                  "nor resumed (`twin lab down` and up again)")
+    else:
+        reaction = queues.reaction
+        out.print(f"queues: lossless (PFC); controller reaction p50 {reaction.get('p50_us', '-')} us, "
+                  f"p99 {reaction.get('p99_us', '-')} us over {reaction.get('events', 0)} events")
+    if queues.ports:
+        table = Table(title="ports that paused, were paused, went above XOFF or dropped (since the lab came up)")
+        for column in ("port", "pauses received", "XOFF sent", "paused s", "held now", "queue now",
+                       "queue peak", "above XOFF", "queue drops", "watchdog"):
+            table.add_column(column)
+        for row in queues.ports:
+            drops = row["queue_drops"]
+            table.add_row(row["port"], str(row["rx_pause"]), str(row["tx_pause"]), f"{row['paused_s']:.3f}",
+                          "[yellow]yes[/]" if row["paused"] else "", str(row["queue"]), str(row["queue_peak"]),
+                          str(row["xoff_times"]), f"[red]{drops}[/]" if drops else "0", str(row["watchdog"] or ""))
+        out.print(table)
+    for error in queues.errors[-3:]:
+        out.print(f"PFC controller: {error}")
+
+
+@lab.command("exec", context_settings={"ignore_unknown_options": True})
+@click.argument("name", metavar="LAB")
+@click.argument("node")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
+    """Run COMMAND inside NODE of LAB; its exit code is passed through.
+
+    Use `--` before the command. `vtysh` on a switch talks to that switch's FRR.
+    """
+    lab = Lab.open(name)
+    if node not in lab.fabric.nodes:
+        raise TwinError(f"lab {name} has no node '{node}'", hint="see `twin lab show " + name + "`")
+    argv = list(command)
+    if argv[0] == "vtysh":
+        argv = vtysh_argv(lab.state, node) + argv[1:]
+    result = lab.runtime.exec(node, argv, timeout=None, capture=False)
+    sys.exit(result.rc)
+
+
+@lab.command("graph")
+@click.argument("lab_ref", metavar="LAB")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="PNG or SVG file (default: LAB.png).")
+def lab_graph(lab_ref: str, output: Path | None) -> None:
+    """Draw LAB's fabric (a running lab by name, else a lab file) by tier and rail to a PNG or SVG file."""
+    from twin.model.draw import draw
+    fabric = lab_model(lab_ref)
+    output = output or Path(f"{fabric.name}.png")
+    if output.suffix.lower() not in (".png", ".svg"):
+        raise TwinError(f"cannot write {output}: unknown picture format", hint="use a .png or .svg file name")
+    out.print(f"wrote {draw(fabric, output)}")
+
+
+
+@lab.command("drain")
+@click.argument("name", metavar="LAB")
+@click.argument("link")
+def lab_drain(name: str, link: str) -> None:
+    """Take LINK ("a -- b") out of service: shut its BGP session on both ends, as a controller
+    isolates a bad link. Traffic moves to the other ECMP members; the link stays up."""
+    from twin.mitigate.drain import drain
+    key = drain(Lab.open(name, refuse_in_training="draining links by hand"), link)
+    out.print(f"drained {key}; restore it with `twin lab undrain {name} \"{key}\"`")
+
+
+@lab.command("undrain")
+@click.argument("name", metavar="LAB")
+@click.argument("link", required=False)
+@click.option("--all", "undrain_all", is_flag=True, help="Every drained link.")
+def lab_undrain(name: str, link: str | None, undrain_all: bool) -> None:
+    """Put a drained LINK (or --all) back into service (after the repair)."""
+    from twin.mitigate.drain import undrain
+    lab = Lab.open(name, refuse_in_training="draining links by hand")
+    if bool(link) == undrain_all:
+        raise TwinError("give a LINK or --all", hint=f"drained: {', '.join(lab.state.drains) or 'none'}")
+    for key in list(lab.state.drains) if undrain_all else [link]:
+        out.print(f"undrained {undrain(lab, key)}")
+
+
+@click.command("export")
+@click.argument("lab_ref", metavar="LAB")
+@click.option("--format", "fmt", type=click.Choice(["containerlab"]), default="containerlab", show_default=True)
+@click.option("--out", "folder", type=click.Path(path_type=Path), required=True, help="Folder to write (created).")
+def export_cmd(lab_ref: str, fmt: str, folder: Path) -> None:
+    """Write LAB as a containerlab topology (<lab>.clab.yml, one folder of FRR configs per switch),
+    for a twin larger than one machine: containerlab's multi-host mode or clabernetes."""
+    from twin.lab.export import problems, topology, write
+    _lab, fabric = open_lab(lab_ref)
+    found = problems(topology(fabric))
+    if found:
+        raise TwinError(f"the export breaks containerlab's rules: {found[0]}", hint=f"{len(found)} problem(s)")
+    path = write(fabric, folder)
+    out.print(f"wrote {path} ({len(fabric.nodes)} nodes, {len(fabric.links)} links) and FRR configs for "
+              f"{len(fabric.switches)} switches; deploy with `containerlab deploy -t {path}`")
+
+
+@click.command()
+def cleanup() -> None:
+    """Remove every lab this tool owns on this machine (and nothing else)."""
+    labs = set(known_labs())
+    labs |= orphan_labs() | container_labs()
+    if not labs:
+        out.print("nothing to clean up")
+    for name in sorted(labs):
+        report = deploy.down(name)
+        out.print(f"removed lab {name}: {report.nodes_removed} nodes, {report.daemons_stopped} daemons")
+

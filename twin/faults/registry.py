@@ -1,0 +1,24 @@
+"""Every fault kind, in one list. A new kind is a module in faults/ (its params, targets, apply,
+clear; base.py says what each must have) and one line here; help text, training pools, the
+scenario check and the runbook test read the registry."""
+
+from __future__ import annotations
+
+from twin.faults import (
+    bgp_down, bitflip, blackhole, flap, link_down, pfc_pause, pfc_storm, silent_drop, slow_node, switch_down)
+from twin.faults.base import FaultKind
+from twin.registry import Registry
+
+FAULTS: Registry[FaultKind] = Registry("fault kind")
+for _kind in (bgp_down.BgpDown(), bitflip.Bitflip(), blackhole.Blackhole(), flap.Flap(), link_down.LinkDown(),
+              pfc_pause.PfcPause(), pfc_storm.PfcStorm(), silent_drop.SilentDrop(), slow_node.SlowNode(),
+              switch_down.SwitchDown()):
+    FAULTS.add(_kind.name, _kind)
+
+
+def get_kind(name: str) -> FaultKind:
+    return FAULTS.get(name)
+
+
+def kinds() -> list[str]:
+    return FAULTS.names()

@@ -1,0 +1,99 @@
+"""The analysis of a run: a pure function of its results folder (results/record.py) returning the
+typed report. Every figure it states is measured from the recorded events; nothing here runs or
+reads anything else, so a report can be rebuilt at any time (`twin report DIR`)."""
+
+from __future__ import annotations
+
+from twin.results import workloads
+from twin.results.expectations import Expectation, grade
+from twin.results.grading import detectors
+from twin.results.record import FaultTiming, RunFolder
+from twin.results.report import SCHEDULE_TOLERANCE_S, FaultWindow, FlowStats, Graded, Report
+from twin.workloads.flows import WARMUP_S
+
+RESTORE_WINDOW_S = 10.0  # route changes this long after a clear count as its restoration
+TRANSPORT_NOTE = ("flows and probes are UDP; collectives say their transport: tcp is gloo over TCP (selective "
+                  "retransmission: loss costs little), roce the emulated RoCE RC transport (go-back-N, NCCL's "
+                  "timers; user space over UDP, this kernel has no RDMA)")
+LOSSLESS_NOTE = "lossless: a full queue pauses its senders (PFC emulated on the kernel's queues)"
+LOSSY_NOTE = "lossy (links.pfc: false): a full queue drops"
+
+
+def _window(timing: FaultTiming, duration_s: float) -> tuple[float, float]:
+    start = timing.applied_s if timing.applied_s is not None else timing.scheduled_s
+    end = timing.cleared_s if timing.cleared_s is not None else duration_s
+    return start, end
+
+
+def _overlaps(record: dict, start: float, end: float) -> bool:
+    """An interval record [t, t + span_s) overlaps [start, end)."""
+    return record["t"] + record.get("span_s", 0.0) > start and record["t"] < end
+
+
+def _flow_stats(records: list[dict], start: float, end: float) -> FlowStats:
+    inside = [r for r in records if _overlaps(r, start, end)]
+    sent = sum(r["sent"] for r in inside)
+    received = sum(r["received"] for r in inside)
+    return FlowStats(intervals=len(inside), sent=sent, received=received,
+                     loss_pct=round(100.0 * (sent - received) / sent, 3) if sent else None,
+                     max_delay_ms=max((r["max_delay_ms"] for r in inside), default=None))
+
+
+def _recovered_after(records: list[dict], start: float, end: float) -> float | None:
+    """Seconds from onset to the start of the last loss-free stretch inside the window."""
+    by_t: dict[float, list[dict]] = {}
+    for r in records:
+        if _overlaps(r, start, end):
+            by_t.setdefault(r["t"], []).append(r)
+    lossy = [t for t, rows in by_t.items() if any(r["loss_pct"] > 0 for r in rows)]
+    if not lossy:
+        return 0.0
+    later = [t for t in sorted(by_t) if t > max(lossy)]
+    return round(later[0] - start, 3) if later else None
+
+
+def _fault_window(timing: FaultTiming, records: list[dict], flows: list[dict], duration_s: float) -> FaultWindow:
+    start, end = _window(timing, duration_s)
+    routing = [r for r in records if r["kind"] in ("route", "bgp", "bfd") and start <= r["t"] < end]
+    routes = [r for r in routing if r["kind"] == "route"]
+    restores = [r for r in records if r["kind"] == "route" and end <= r["t"] <= end + RESTORE_WINDOW_S]
+    error_s = None if timing.applied_s is None else round(timing.applied_s - timing.scheduled_s, 4)
+    return FaultWindow(
+        **timing.model_dump(), schedule_error_s=error_s,
+        on_schedule=error_s is not None and abs(error_s) <= SCHEDULE_TOLERANCE_S and timing.error is None,
+        flows=_flow_stats(flows, start, end),
+        flows_recovered_after_s=_recovered_after(flows, start, end) if flows else None,
+        route_changes=len(routes),
+        first_route_change_s=round(routes[0]["t"] - start, 3) if routes else None,
+        last_route_change_s=round(routes[-1]["t"] - start, 3) if routes else None,
+        restore_route_changes=len(restores),
+        restored_after_s=round(restores[-1]["t"] - end, 3) if restores else None,
+        bgp_downs=sum(1 for r in routing if r["kind"] == "bgp" and r["state"] == "down"),
+        bfd_downs=sum(1 for r in routing if r["kind"] == "bfd" and r["state"] == "down"),
+        first_bfd_down_s=next((round(r["t"] - start, 3) for r in routing
+                               if r["kind"] == "bfd" and r["state"] == "down"), None))
+
+
+def analyse(run: RunFolder) -> Report:
+    """The report of the run in `run`, graded."""
+    records, record = run.records, run.record
+    duration = record.duration_s
+    flows = [r for r in records if r["kind"] == "flow"]
+    windows = [_window(t, duration) for t in run.faults]
+    baseline = [r for r in flows if r["t"] >= WARMUP_S and not any(_overlaps(r, s, e + 2) for s, e in windows)]
+    report = Report(
+        scenario=record.scenario, scenario_file=record.scenario_file, lab=record.lab, seed=record.seed,
+        started_utc=record.started_utc, duration_s=duration, interrupted=record.interrupted, machine=record.machine,
+        baseline_flows=_flow_stats(baseline, 0, float("inf")),
+        faults=[_fault_window(t, records, flows, duration) for t in run.faults],
+        collectives=workloads.collectives(records, windows),
+        probes=workloads.probes(records, windows),
+        telemetry=next((r["stats"] for r in records if r["kind"] == "telemetry"), None),
+        mitigation=workloads.mitigation(records),
+        fabric=workloads.fabric(records, windows, run.fabric.pfc),
+        transport_note=TRANSPORT_NOTE, fabric_note=LOSSLESS_NOTE if run.fabric.pfc else LOSSY_NOTE)
+    report.detectors = detectors(records, report.faults, run.targets, duration)
+    expectations = [Expectation.model_validate(e) for e in record.expect]
+    report.expectations = [Graded(**g) for g in grade(expectations, report, records)]
+    report.passed = all(e.passed for e in report.expectations) and all(f.on_schedule for f in report.faults)
+    return report

@@ -1,0 +1,26 @@
+"""The scenario file's document (docs/formats.md): its top-level keys. What each entry of
+`workloads`, `faults`, `detectors` and `expect` holds belongs to the kind it names; run/plan.py
+checks those against their registries and the lab."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from twin.spec.labfile import LAB_NAME_PATTERN
+
+
+class ScenarioSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    name: str = Field(pattern=LAB_NAME_PATTERN.replace("{0,11}", "{0,39}"),
+                      description="lowercase letters, digits and -, e.g. silent-drop")
+    lab: str = Field(description="a lab name from labs/, or a path to a lab file (relative to the scenario's folder)")
+    duration_s: float = Field(gt=0, le=3600, description="seconds the scenario runs")
+    seed: int = Field(1, ge=0, description="every random choice derives from it")
+    workloads: list[dict[str, Any]] = Field(default_factory=list, description="traffic to run, e.g. kind: flows")
+    faults: list[dict[str, Any]] = Field(default_factory=list, description="faults on the timeline")
+    detectors: list[dict[str, Any]] = Field(default_factory=list, description="detection tools to grade")
+    expect: list[dict[str, Any]] = Field(default_factory=list, description="expectations to grade")
+    telemetry_ms: int = Field(100, ge=0, le=60000,
+                              description="counter sampling period into metrics.jsonl; 0 = off")
