@@ -106,7 +106,7 @@ def _collective(target: CollectiveLimit, report: Report, _records) -> tuple:
         and (target.min_slowdown is None or measured >= target.min_slowdown)
     why = ("no collective workload ran" if measured is None else
            "a fault window without a single finished iteration" if measured == math.inf else
-           f"worst step-time slowdown x{measured}")
+           f"worst slowdown x{measured} (mean step in a fault window / healthy median step)")
     return None if measured == math.inf else measured, limit, ok, why
 
 
@@ -136,7 +136,8 @@ EXPECTATIONS.add("reroute", ExpectationKind(FaultWithin, "routing has finished c
                                             _reroute, ("fault",)))
 EXPECTATIONS.add("recover", ExpectationKind(WorkloadWithin, "the workload is back to healthy within_s of onset",
                                             _recover, ("workload",)))
-EXPECTATIONS.add("collective", ExpectationKind(CollectiveLimit, "step time in fault windows vs healthy baseline",
+EXPECTATIONS.add("collective", ExpectationKind(CollectiveLimit, "lost throughput in fault windows: mean step time "
+                                               "over the healthy median step",
                                                _collective, ("workload",)))
 EXPECTATIONS.add("no_hang", ExpectationKind(bool | WorkloadRef, "no collective (or this workload's) hung; false: "
                                             "some collective did", _no_hang, ("workload",)))
