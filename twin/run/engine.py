@@ -26,6 +26,7 @@ from twin.faults import engine as faults
 from twin.faults.base import FaultContext
 from twin.lab.handle import Lab
 from twin.mitigate.drain import Isolator
+from twin.procs import ahead_of_the_load
 from twin.progress import NullProgress, Progress
 from twin.results.record import FaultTiming
 from twin.run.plan import PlannedWorkload, ScheduledFault
@@ -149,14 +150,19 @@ class Session:
             if timing.scheduled_clear_s is not None:
                 steps.append((timing.scheduled_clear_s, 1, "clear", fault, timing))
         steps.sort(key=lambda s: (s[0], -s[1]))  # at equal times, clear before apply
+        self._on_applied = on_applied
         self.progress.phase(f"scenario {self.name}", None if math.isinf(duration_s) else int(duration_s))
+        with ahead_of_the_load():
+            self._run_steps(steps, duration_s)
+
+    def _run_steps(self, steps: list, duration_s: float) -> None:
         shown = 0
         for at_s, _order, op, fault, timing in steps:
             shown = self._sleep_until(at_s, shown)
             if op == "apply":
                 self._apply(fault, timing, at_s)
-                if on_applied:
-                    on_applied(timing)
+                if self._on_applied:
+                    self._on_applied(timing)
             elif timing.error is None:
                 self._clear(timing, at_s)
                 if self._isolator:  # the repaired link goes back into service, as an operator would do
