@@ -3,6 +3,7 @@
 lab.py        twin lab ..., twin export, twin cleanup
 faults.py     twin fault ...
 run.py        twin run, twin e2e, twin report
+files.py      twin check, twin schema
 workloads.py  twin bench, twin probe, twin telemetry, twin diagnose, twin dashboard
 train.py      twin train ...
 """
@@ -16,6 +17,7 @@ from rich.markup import escape
 
 from twin import __version__
 from twin.cli.faults import fault
+from twin.cli.files import check_cmd, schema_cmd
 from twin.cli.lab import cleanup, export_cmd, lab
 from twin.cli.run import e2e_cmd, report_cmd, run_cmd
 from twin.cli.tools import console
@@ -33,8 +35,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
-for command in (lab, fault, run_cmd, e2e_cmd, report_cmd, export_cmd, cleanup, bench, probe, telemetry, diagnose_cmd,
-                dashboard, train):
+for command in (lab, fault, run_cmd, e2e_cmd, report_cmd, check_cmd, schema_cmd, export_cmd, cleanup, bench, probe,
+                telemetry, diagnose_cmd, dashboard, train):
     cli.add_command(command)
 
 

@@ -148,6 +148,10 @@ class Collector:
 
     def _follow_files(self) -> None:
         directory = self.state.directory
+        for name, mesh in list(self._meshes.items()):
+            if not mesh.directory.exists():  # that mesh stopped: its last intervals were in flight
+                mesh.unfollow()
+                del self._meshes[name]
         for mesh_dir in sorted((directory / "probes").glob("*")) if (directory / "probes").is_dir() else []:
             if mesh_dir.name not in self._meshes and any(mesh_dir.glob("*.json")):
                 mesh = ProbeMesh.following(self.lab, mesh_dir)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 
@@ -71,3 +72,15 @@ class Detectors:
         self.lab.forget([resource for _n, _p, resource in self._procs])
         for thread in self._threads:
             thread.join(timeout=2)
+        self._keep_logs()
+
+    def _keep_logs(self) -> None:
+        """An external detector's stderr goes with the run's results (the lab directory, where it
+        was written, goes at teardown): a tool that failed says why there."""
+        for name, proc, _resource in self._procs:
+            log = self.lab.paths.root / f"detector-{name}.log"
+            if log.is_file():
+                shutil.copyfile(log, self.events.path.parent / f"detector-{name}.log")
+            if proc.returncode not in (0, None, -15):
+                self.events.emit("detector", op="failed", detector=name, exit=proc.returncode,
+                                 log=f"detector-{name}.log")

@@ -10,7 +10,7 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$"  # it names a log file and r
 
 
 class DetectorSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     builtin: str | None = Field(None, description=f"a built-in detector: {', '.join(BUILTINS.names())}")
     command: list[str] | None = Field(None, description='an external tool, e.g. ["./my-detector", "--lab", "{lab}"]')
     name: str | None = Field(None, pattern=NAME_PATTERN, description="how the report names it")

@@ -20,7 +20,17 @@ COMMON_KEYS = ("id", "kind", "at_s", "duration_s")
 class Params(BaseModel):
     """Kind-specific keys of a fault entry; each kind subclasses this."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def nft_share(value: float | None, key: str) -> float | None:
+    """A percentage nftables can draw: it compares a random number mod 10000, so 0.01 % steps."""
+    if value is not None and (value < 0.01 or abs(value * 100 - round(value * 100)) > 1e-6):
+        lower, upper = int(value * 100) / 100, (int(value * 100) + 1) / 100
+        nearest = ", ".join(str(v) for v in (lower, upper) if v >= 0.01)
+        raise ValueError(f"{key} {value} cannot be expressed: the kernel draws shares in 0.01 % steps "
+                         f"(nearest: {nearest})")
+    return value
 
 
 class LinkParams(Params):
@@ -30,7 +40,7 @@ class LinkParams(Params):
 
 
 class Timing(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     id: str = Field(pattern=FAULT_ID_PATTERN, description="a short name for the fault, e.g. bad-optic")
     kind: str = Field(description="the fault kind")
     at_s: float = Field(0.0, ge=0, description="seconds after the scenario starts")

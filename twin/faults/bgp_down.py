@@ -13,11 +13,15 @@ class BgpDownParams(Params):
     link: str = Field(description='the session\'s link; shut on the first node: "a -- b"')
 
 
+def _session_of(fabric, params):
+    link, a, b = resolve_link(fabric, params.link)
+    if not (fabric.nodes[a].is_switch and fabric.nodes[b].is_switch):
+        raise TargetError(f"{params.link} carries no BGP session", hint="hosts do not run BGP: name a switch-to-switch link")
+    return fabric.nodes[a], str(link.peer(a).address.ip)
+
+
 def _session(ctx: FaultContext, params):
-    link, a, b = resolve_link(ctx.lab.fabric, params.link)
-    if not (ctx.lab.fabric.nodes[a].is_switch and ctx.lab.fabric.nodes[b].is_switch):
-        raise TargetError(f"{params.link} carries no BGP session", hint="hosts do not run BGP")
-    return ctx.lab.fabric.nodes[a], str(link.peer(a).address.ip)
+    return _session_of(ctx.lab.fabric, params)
 
 
 class BgpDown(OnLink):
@@ -27,6 +31,10 @@ class BgpDown(OnLink):
 
     def training_entry(self, fabric, rng, links: list[str]) -> dict:
         return {"link": rng.choice(links)}
+
+    def targets(self, fabric, params):
+        _session_of(fabric, params)  # checked when the scenario loads, not after bring-up
+        return super().targets(fabric, params)
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node, peer = _session(ctx, params)

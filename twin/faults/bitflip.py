@@ -15,10 +15,10 @@ data would reach the application unnoticed. Clearing restores every interface's 
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from twin.lab import nft, offload
-from twin.faults.base import FaultContext, LinkParams, OnLink
+from twin.faults.base import FaultContext, LinkParams, OnLink, nft_share
 from twin.model.targets import receiving_ends, resolve_link
 
 DAMAGE = 0xDEAD  # written over the checksum (non-zero: a zero UDP checksum means "none")
@@ -28,6 +28,11 @@ CHECKSUM_BIT_OFFSET = {"udp": 48, "tcp": 128}  # bit offset of the checksum in e
 class BitflipParams(LinkParams):
     rate_pct: float = Field(gt=0, le=100, description="share of packets damaged, 0 < rate_pct <= 100")
     min_size: int | None = Field(None, ge=0, le=65535, description="only packets of at least this many bytes")
+
+    @field_validator("rate_pct")
+    @classmethod
+    def _expressible(cls, value, info):
+        return nft_share(value, info.field_name)
 
 
 def damage_rule(params, proto: str) -> list[dict]:

@@ -29,9 +29,15 @@ def prefixes(fabric, params) -> list[str]:
         host = resolve_node(fabric, params.host, roles=("host",))
         return [str(link.network) for link in fabric.links_of(host)]
     try:
-        return [str(IPv4Network(params.prefix, strict=False))]
+        prefix = IPv4Network(params.prefix, strict=False)
     except ValueError as exc:
         raise TargetError(f"'{params.prefix}' is not an IPv4 prefix", hint="e.g. 10.2.0.6/31") from exc
+    if not any(prefix.overlaps(link.network) for link in fabric.links):
+        hosts = sorted(str(l.network) for l in fabric.links if l.kind == "host")
+        raise TargetError(f"no link of the lab is in {prefix}: the black hole would discard nothing",
+                          hint=f"host NIC prefixes: {', '.join(hosts[:4])}{' ...' if len(hosts) > 4 else ''} "
+                               "(`twin lab show`), or give host:")
+    return [str(prefix)]
 
 
 class Blackhole(OnNode):
@@ -43,6 +49,10 @@ class Blackhole(OnNode):
     def training_entry(self, fabric, rng, links: list[str]) -> dict:
         link = rng.choice(sorted((l for l in fabric.links if l.kind == "host"), key=lambda l: l.name))
         return {"node": link.a.node, "host": link.b.node}  # a leaf, and a host behind it
+
+    def targets(self, fabric, params):
+        prefixes(fabric, params)  # the prefix or host must be in the lab: checked when the scenario loads
+        return super().targets(fabric, params)
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node = resolve_node(ctx.lab.fabric, params.node, roles=("leaf", "spine", "superspine"))

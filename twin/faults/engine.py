@@ -10,7 +10,7 @@ import pydantic
 
 from twin.errors import LabStateError, TwinError, closest
 from twin.faults.base import COMMON_KEYS, FaultContext, Timing
-from twin.faults.registry import get_kind
+from twin.faults.registry import FAULTS, get_kind
 
 
 class FaultSpecError(TwinError):
@@ -20,25 +20,33 @@ class FaultSpecError(TwinError):
 def parse(entry: dict[str, Any]) -> tuple[Timing, Any]:
     """A fault entry (scenario file or CLI) -> (timing, kind params); errors name the key."""
     common = {k: v for k, v in entry.items() if k in COMMON_KEYS}
+    messages, hints, timing, params = [], [], None, None
     try:
         timing = Timing.model_validate(common)
     except pydantic.ValidationError as exc:
-        raise _error(exc, Timing, entry) from None
-    kind = get_kind(timing.kind)
+        _describe(exc, Timing, messages, hints)
+    name = entry.get("kind")
+    if timing is not None:
+        kind = get_kind(timing.kind)  # an unknown kind: its own error, with the valid ones
+    else:  # the kind's own keys are checked too, so that one pass reports every problem
+        kind = get_kind(name) if isinstance(name, str) and name in FAULTS else None
     rest = {k: v for k, v in entry.items() if k not in COMMON_KEYS}
-    try:
-        return timing, kind.params.model_validate(rest)
-    except pydantic.ValidationError as exc:
-        raise _error(exc, kind.params, entry) from None
+    if kind is not None:
+        try:
+            params = kind.params.model_validate(rest)
+        except pydantic.ValidationError as exc:
+            _describe(exc, kind.params, messages, hints)
+    if messages:
+        raise FaultSpecError(f"{name if isinstance(name, str) else 'fault'}: " + "; ".join(messages),
+                             hint="; ".join(dict.fromkeys(hints)) or None)
+    return timing, params
 
 
-def _error(exc: pydantic.ValidationError, model, entry: dict) -> FaultSpecError:
-    """Every problem of the entry in one error; unknown keys first (a typo explains a 'missing')."""
-    kind = entry.get("kind", "fault")
+def _describe(exc: pydantic.ValidationError, model, messages: list[str], hints: list[str]) -> None:
+    """Every problem of the entry, unknown keys first (a typo explains a 'missing')."""
     valid = sorted(set(model.model_fields) | set(COMMON_KEYS))
-    messages, hints = [], []
     for err in sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden"):
-        key = ".".join(str(p) for p in err["loc"]) or kind
+        key = ".".join(str(p) for p in err["loc"]) or "fault"
         if err["type"] == "extra_forbidden":
             guess = closest(key, valid)
             messages.append(f"unknown key '{key}'")
@@ -49,7 +57,6 @@ def _error(exc: pydantic.ValidationError, model, entry: dict) -> FaultSpecError:
         messages.append(f"{key}: {text}")
         if field is not None and field.description:
             hints.append(f"{key}: {field.description}")
-    return FaultSpecError(f"{kind}: " + "; ".join(messages), hint="; ".join(dict.fromkeys(hints)) or None)
 
 
 def targets(timing: Timing, params: Any, fabric) -> list[str]:

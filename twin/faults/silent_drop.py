@@ -8,10 +8,10 @@ packets of a hit flow are dropped is not reproducible; which flows are hit is.
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from twin.lab import nft
-from twin.faults.base import FaultContext, LinkParams, OnLink
+from twin.faults.base import FaultContext, LinkParams, OnLink, nft_share
 from twin.model.targets import receiving_ends, resolve_link
 
 
@@ -19,6 +19,11 @@ class SilentDropParams(LinkParams):
     loss_pct: float = Field(gt=0, le=100, description="share of packets dropped, 0 < loss_pct <= 100")
     flows_pct: float | None = Field(None, gt=0, le=100,
                                     description="only this share of flows (5-tuple hash) is hit")
+
+    @field_validator("loss_pct", "flows_pct")
+    @classmethod
+    def _expressible(cls, value, info):
+        return nft_share(value, info.field_name)
 
 
 def drop_rule_exprs(params, seed: int) -> list[dict]:

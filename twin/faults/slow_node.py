@@ -33,6 +33,10 @@ class SlowNode(OnNode):
     def training_entry(self, fabric, rng, links: list[str]) -> dict:
         return {"node": rng.choice(sorted(n.name for n in fabric.hosts)), "rate_pct": rng.choice([20, 30])}
 
+    def targets(self, fabric, params):
+        _ends(fabric, params)  # the NIC must exist: checked when the scenario loads
+        return super().targets(fabric, params)
+
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         prior = record["prior"] = []
         for end in _ends(ctx.lab.fabric, params):

@@ -247,7 +247,9 @@ class ProbeMesh:
         report_s = self.report_ms / 1000
         marked = min((self._marks.get(host, -1) for host in self.logs), default=-1) + 1
         overdue = int((now - self.epoch - self.grace_s - STUCK_AGENT_S) / report_s)
-        ripe = max(marked, overdue)
+        # A mesh followed from its files that has stopped (agents said so, or its folder is gone):
+        # what no agent marked was in flight at the stop, not lost.
+        ripe = marked if self._ended_elsewhere() else max(marked, overdue)
         if self._agents_done:
             ripe = max([self._final, *self._sent]) + 1
         while self._final + 1 < ripe:
@@ -273,6 +275,12 @@ class ProbeMesh:
                     echo[2] if echo else None, held))
             for listener in self.listeners:
                 listener(interval)
+
+    def _ended_elsewhere(self) -> bool:
+        if self.pids or self._agents_done:  # this process runs the mesh: stop() counts the end
+            return False
+        stopped = [h for h in self.logs if any(k.startswith("stop_") for k in self.stats.get(h, {}))]
+        return not self.directory.exists() or (bool(self.logs) and len(stopped) == len(self.logs))
 
     def _path_at(self, key: tuple[str, str, int], t: float) -> tuple[str | None, ...]:
         """The path the probes of an interval starting at `t` took: the last one discovered before

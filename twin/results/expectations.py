@@ -22,7 +22,7 @@ SLOW_FACTOR = 1.5  # a step slower than this x the healthy median is not recover
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 class FaultWithin(_Strict):
@@ -182,9 +182,9 @@ def grade(expectations: list, report: Report, records: list[dict]) -> list[dict]
 
 def workload_names(workloads: list[dict]) -> dict[str, str]:
     """name -> kind: each workload is `<kind>-<index>`, and a kind used once also answers to its kind."""
-    names = {f"{w.get('kind')}-{i}": w.get("kind") for i, w in enumerate(workloads)}
-    kinds = [w.get("kind") for w in workloads]
-    names |= {k: k for k in kinds if kinds.count(k) == 1}
+    kinds = [w.get("kind") if isinstance(w.get("kind"), str) else None for w in workloads]
+    names = {f"{k}-{i}": k for i, k in enumerate(kinds) if k is not None}
+    names |= {k: k for k in kinds if k is not None and kinds.count(k) == 1}
     return names
 
 

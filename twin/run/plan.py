@@ -9,6 +9,8 @@ Loading touches nothing on the machine; every problem is collected with file, li
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,13 @@ from twin.spec.labfile import load_lab, resolve_lab_path
 from twin.spec.quick import shorten
 from twin.spec.scenario import ScenarioSpec
 from twin.spec.yamlsrc import dotted, read_yaml, validate
+from twin.collectives.metrics import OPS
 from twin.workloads.registry import WORKLOADS
+
+COLLECTIVE_KINDS = frozenset(OPS) | {"train"}
+# Expectations that grade some workloads only: naming another (or none at all) can never pass.
+GRADED_KINDS = {"collective": COLLECTIVE_KINDS, "recover": COLLECTIVE_KINDS | {"flows"},
+                "hang": COLLECTIVE_KINDS}
 
 
 @dataclass(frozen=True)
@@ -121,10 +129,17 @@ def _lab(spec: ScenarioSpec, path: Path, source) -> tuple[Path, Fabric]:
         raise LabFileError([Problem(str(path), source.line(("lab",)), "lab", exc.message, exc.hint)]) from None
 
 
+def _text(entry: dict, key: str) -> str | None:
+    """An entry's name-like key (kind, id) if it is text: anything else is refused where the
+    entry itself is validated, and must not break the cross-references before that."""
+    value = entry.get(key)
+    return value if isinstance(value, str) else None
+
+
 def _workloads(spec: ScenarioSpec, fabric: Fabric, problem) -> list[PlannedWorkload]:
     planned = []
     for number, workload in enumerate(spec.workloads):
-        loc, kind_name = ("workloads", number), workload.get("kind")
+        loc, kind_name = ("workloads", number), _text(workload, "kind")
         if kind_name not in WORKLOADS:
             guess = closest(str(kind_name), WORKLOADS.names())
             problem(loc + ("kind",), f"unknown workload kind {kind_name!r}",
@@ -190,13 +205,16 @@ def _faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]
 
 def _detectors(spec: ScenarioSpec, problem) -> list[DetectorSpec]:
     detectors, names = [], {}
-    kinds = {w.get("kind") for w in spec.workloads}
+    kinds = {_text(w, "kind") for w in spec.workloads}
     for number, detector in _valid(DetectorSpec, spec.detectors, "detectors", problem,
                                    "e.g. builtin: probe-localizer, or command: [./tool]"):
         needs = BUILTINS.get(detector.builtin).needs if detector.builtin else None
         if needs and needs not in kinds:
             problem(("detectors", number, "builtin"), f"{detector.builtin} needs the {needs} workload",
                     f"add a workload: - kind: {needs}")
+        if detector.command and not _runnable(detector.command[0]):
+            problem(("detectors", number, "command"), f"command {detector.command[0]!r} is not found",
+                    "a program on PATH, or a path from the folder `twin run` starts in")
         label = detector.label(number)
         if label in names:
             problem(("detectors", number), f"two detectors are called {label!r} (also detectors[{names[label]}])",
@@ -207,7 +225,7 @@ def _detectors(spec: ScenarioSpec, problem) -> list[DetectorSpec]:
 
 
 def _expectations(spec: ScenarioSpec, detectors: list[DetectorSpec], problem) -> list[Expectation]:
-    fault_ids = {f.get("id") for f in spec.faults if isinstance(f, dict)}
+    fault_ids = {_text(f, "id") for f in spec.faults} - {None}
     names = workload_names(spec.workloads)
     expectations = []
     for number, expectation in _valid(Expectation, spec.expect, "expect", problem, "see docs/formats.md, expect"):
@@ -220,8 +238,21 @@ def _expectations(spec: ScenarioSpec, detectors: list[DetectorSpec], problem) ->
         workload = getattr(value, "workload", None)
         if "workload" in refers_to and workload is not None and workload not in names:
             problem(loc, f"no workload {workload!r}", f"workloads: {', '.join(sorted(names)) or 'none'}")
+        elif expectation.kind in GRADED_KINDS:
+            fits = GRADED_KINDS[expectation.kind]
+            named = [names[workload]] if workload is not None else list(names.values())
+            if not any(kind in fits for kind in named):
+                problem(loc, f"{expectation.kind} can never pass: "
+                        + (f"{workload!r} is a {names[workload]} workload" if workload else "no workload it grades"),
+                        f"{expectation.kind} grades {', '.join(sorted(fits))} workloads")
         expectations.append(expectation)
     return expectations
+
+
+def _runnable(program: str) -> bool:
+    if "/" in program:
+        return os.access(program, os.X_OK) and Path(program).is_file()
+    return shutil.which(program) is not None
 
 
 def _valid(model, entries: list, section: str, problem, hint: str):
@@ -232,5 +263,10 @@ def _valid(model, entries: list, section: str, problem, hint: str):
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(x) for x in error["loc"])
+            if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
+                guess = closest(str(error["loc"][0]), sorted(model.model_fields))
+                problem((section, number, error["loc"][0]), f"unknown key {where!r}",
+                        (f"did you mean '{guess}'? " if guess else "") + f"valid: {', '.join(sorted(model.model_fields))}")
+                continue
             problem((section, number), (f"{where}: " if where else "") +
                     error["msg"].removeprefix("Value error, ").lower(), hint)

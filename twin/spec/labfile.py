@@ -125,6 +125,8 @@ def _semantic_problems(lab: LabFile, runtimes: list[str]) -> list[Problem]:
     if fabric.groups * fabric.hosts_per_group > 32768:
         problem(("fabric", "hosts_per_group"), "more than 32768 hosts per rail do not fit the rail's /16",
                 "lower groups or hosts_per_group")
+    for key, message, hint in _size_problems(fabric):
+        problem(("fabric", key), message, hint)
     links = spec.links
     if not links.pfc:
         for key in ("pfc_xoff", "pfc_xon", "pfc_watchdog_ms"):
@@ -141,6 +143,40 @@ def _semantic_problems(lab: LabFile, runtimes: list[str]) -> list[Problem]:
     if spec.runtime not in runtimes:
         problem(("runtime",), f"unknown runtime '{spec.runtime}'",
                 f"valid runtimes: {', '.join(runtimes)}")
+    return found
+
+
+# What one machine models: ten times rail8 (40 nodes, 128 links), the largest lab measured here
+# (docs/benchmarks.md). The counts are checked before anything is built, so a file within every
+# per-key limit cannot make `twin` allocate a fabric of millions of nodes.
+MAX_NODES = 1024
+MAX_LINKS = 4096
+SWITCH_LINK_31S = 1 << 15  # switch-to-switch links are /31s of 10.0.0.0/16
+
+
+def fabric_size(fabric: FabricSpec) -> dict[str, int]:
+    """Node and link counts of the fabric a spec describes (the wiring rules of docs/formats.md)."""
+    leaves = fabric.groups * fabric.rails
+    hosts = fabric.groups * fabric.hosts_per_group
+    if fabric.tiers == 2:
+        spines, superspines = fabric.spines_per_plane, 0
+        switch_links = leaves * spines
+    else:
+        spines, superspines = fabric.rails * fabric.spines_per_plane, fabric.superspines or 0
+        switch_links = leaves * fabric.spines_per_plane + spines * superspines
+    return {"nodes": leaves + spines + superspines + hosts, "switch_links": switch_links,
+            "links": switch_links + hosts * fabric.rails}
+
+
+def _size_problems(fabric: FabricSpec) -> list[tuple[str, str, str]]:
+    size, found = fabric_size(fabric), []
+    if size["switch_links"] > SWITCH_LINK_31S:
+        found.append(("spines_per_plane", f"{size['switch_links']} switch-to-switch links do not fit the address "
+                      f"plan ({SWITCH_LINK_31S} /31s in 10.0.0.0/16)", "fewer spines per plane or superspines"))
+    if size["nodes"] > MAX_NODES or size["links"] > MAX_LINKS:
+        found.append(("hosts_per_group", f"{size['nodes']} nodes and {size['links']} links: more than one machine "
+                      f"models ({MAX_NODES} nodes, {MAX_LINKS} links at most; rail8 has 40 and 128)",
+                      "fewer groups, rails, hosts_per_group or spines"))
     return found
 
 

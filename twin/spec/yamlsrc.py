@@ -3,19 +3,24 @@
 Lab files and scenario files share this: the file is parsed once with ruamel's
 round-trip loader (which remembers where every key sits), validated by a pydantic
 model, and every validation error becomes a Problem naming file, line and key.
+
+Before the loader sees a file, it is bounded: at most MAX_FILE_BYTES, UTF-8 only, one
+document, no anchors or aliases (a few lines of nested aliases expand to gigabytes: they are
+refused from the event stream, before anything is built) and no explicit tags.
 """
 
 from __future__ import annotations
 
+import errno
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pydantic
-from ruamel.yaml import YAML
+from ruamel.yaml import YAML, events
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from twin.errors import closest, LabFileError, Problem
 
@@ -42,17 +47,77 @@ class SourceMap:
         return best
 
 
-def read_yaml(path: Path) -> tuple[Any, SourceMap]:
-    """Parse a YAML file; syntax errors become a LabFileError with the line."""
-    if not path.is_file():
-        raise LabFileError([Problem(str(path), None, "", "file not found",
-                                    "give a path to a .yaml file or a name from labs/")])
+MAX_FILE_BYTES = 1 << 20  # the largest shipped file is 3 KB; a generated one with every key fits
+
+
+def _refuse(path: Path, line: int | None, message: str, hint: str) -> LabFileError:
+    return LabFileError([Problem(str(path), line, "", message, hint)])
+
+
+def _read_text(path: Path) -> str:
+    """The file's text, or a clear error: missing, not a file, too large, not UTF-8."""
     try:
-        data = YAML(typ="rt").load(path.read_text())
+        size = path.stat().st_size
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _refuse(path, None, "symbolic link loop", "point the path at a real file") from None
+        raise _refuse(path, None, "file not found", "give a path to a .yaml file or a name from labs/") from None
+    if path.is_dir():
+        raise _refuse(path, None, "is a directory, not a file", "give a path to a .yaml file")
+    if not path.is_file():
+        raise _refuse(path, None, "not a regular file", "give a path to a .yaml file")
+    if size > MAX_FILE_BYTES:
+        raise _refuse(path, None, f"file is {size / 1e6:.1f} MB; lab and scenario files are at most "
+                      f"{MAX_FILE_BYTES >> 10} KiB", "is this the right file?")
+    raw = path.read_bytes()
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise _refuse(path, 1, "the file is UTF-16", "save it as UTF-8")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise _refuse(path, line, f"not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
+                      "save the file as UTF-8 (a latin-1 character in a comment is enough)") from None
+    if "\x00" in text:
+        offset = text.index("\x00")
+        raise _refuse(path, text.count("\n", 0, offset) + 1, f"NUL byte at offset {offset}",
+                      "is this a text file?")
+    return text
+
+
+def _check_events(path: Path, text: str) -> None:
+    """Refuse what the loader would expand or misread, from the event stream (linear in the
+    file's size: nothing is built yet)."""
+    documents = 0
+    for event in YAML(typ="rt").parse(text):
+        line = event.start_mark.line + 1 if event.start_mark else None
+        if isinstance(event, events.DocumentStartEvent):
+            documents += 1
+            if documents > 1:
+                raise _refuse(path, line, "a second YAML document (`---`)", "one file holds one lab or one scenario")
+        elif isinstance(event, events.AliasEvent) or getattr(event, "anchor", None):
+            raise _refuse(path, line, "YAML anchors and aliases (&name, *name) are not supported",
+                          "write the value out where it is used")
+        elif getattr(event, "tag", None):  # only explicit tags: plain nodes have none
+            tag = str(event.tag).replace('tag:yaml.org,2002:', '!!')
+            raise _refuse(path, line, f"YAML tag {tag} is not supported", "write the plain value, without the tag")
+
+
+def read_yaml(path: Path) -> tuple[Any, SourceMap]:
+    """Parse a YAML file; every problem with the file itself becomes a LabFileError with the line."""
+    text = _read_text(path)
+    try:
+        _check_events(path, text)
+        data = YAML(typ="rt").load(text)
     except MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
         raise LabFileError([Problem(str(path), line, "", f"YAML syntax: {exc.problem}",
                                     "check indentation and quoting on that line")]) from None
+    except YAMLError as exc:  # e.g. a control character the reader refuses
+        mark = getattr(exc, "position", None)
+        line = text.count("\n", 0, mark) + 1 if isinstance(mark, int) else None
+        raise _refuse(path, line, f"YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                      "remove control characters; save as plain UTF-8 text") from None
     if not isinstance(data, CommentedMap):
         raise LabFileError([Problem(str(path), 1, "", "the file must be a YAML mapping",
                                     "start with `name: ...`")])

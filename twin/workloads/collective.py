@@ -33,7 +33,7 @@ ROCE_KEYS = ("ib_timeout", "retry_cnt", "qps_per_connection", "time_scale")
 
 
 class CollectiveParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     size: str = Field("8MiB", description="bytes per rank (total over ranks for allgather/reducescatter)")
     ranks: str | list[str] = Field("all", description="all | rail:N | hosts:H1,H2 | list of host:nic")
     order: Literal["naive", "topo"] = Field("topo", description="ring order of the ranks")

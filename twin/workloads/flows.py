@@ -32,7 +32,7 @@ DODGE_WAIT_S = 0.3  # with dodge: an interval's loss is acted on this long after
 
 
 class FlowsParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     pairs: Literal["all", "ring"] = Field("all", description="all NIC pairs across hosts, or a ring")
     pps: int = Field(20, ge=1, le=2000, description="packets per second per flow")
     interval_ms: int = Field(500, ge=100, le=10000, description="reporting interval")

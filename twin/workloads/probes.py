@@ -23,7 +23,7 @@ REFRESH_SETTLE_S = 0.5  # rediscover once route changes have been quiet this lon
 
 
 class ProbesParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     interval_ms: int = Field(100, ge=10, le=10000, description="each path is probed once per interval")
     pairs: Literal["cover", "rail", "full"] = Field(
         "cover", description="cover: same-rail pairs plus one cross-rail pair per NIC (every link); "
@@ -37,7 +37,21 @@ class ProbeLoadError(ValueError):
     key = "interval_ms"
 
 
+def fewest_pairs(fabric, pairs: str) -> int:
+    """A lower bound on the NIC pairs a mesh probes, from the counts alone (each pair is probed at
+    least once an interval), so an oversized mesh is refused before its plan is built."""
+    hosts, rails = len(fabric.hosts), fabric.rails
+    same_rail = rails * hosts * (hosts - 1)
+    return {"full": hosts * rails * (hosts - 1) * rails, "rail": same_rail, "cover": same_rail}[pairs]
+
+
 def check_load(params: ProbesParams, fabric) -> None:
+    least = fewest_pairs(fabric, params.pairs) * 1000 / params.interval_ms
+    if least > params.max_pps:
+        raise ProbeLoadError(f"the {params.pairs} mesh at interval_ms {params.interval_ms} sends at least "
+                             f"{least:.0f} probes/s, over max_pps {params.max_pps}; raise interval_ms to "
+                             f"{int(params.interval_ms * least / params.max_pps) + 1} or more, use pairs: rail, "
+                             "or raise max_pps")
     load = probe_load(plan(fabric, params.pairs), params.interval_ms)
     if load["probes_per_s"] > params.max_pps:
         raise ProbeLoadError(f"the {params.pairs} mesh at interval_ms {params.interval_ms} sends "

@@ -1,0 +1,64 @@
+"""Several commands on one lab at once (the way operators work): faults injected and cleared
+while `twin probe` records its agents, `twin telemetry` samples and a fault agent (flap) runs.
+Every fault the kernel holds must be one the lab state knows, and clearable; nothing is lost."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from twin.lab import nft
+from twin.lab.handle import Lab
+
+from .helpers import ROOT, lab_running, twin_cli
+
+pytestmark = pytest.mark.integration
+TWIN = [sys.executable, "-c", "from twin.cli import main; main()"]
+
+
+def _kernel_fault_tables(lab: Lab) -> set[str]:
+    tables = set()
+    for node in lab.fabric.nodes:
+        if lab.fabric.nodes[node].is_switch:
+            tables |= {e["table"]["name"] for e in nft.ruleset(lab.runtime, node)
+                       if "table" in e and e["table"]["name"].startswith("ftw_")}
+    return tables
+
+
+def test_concurrent_commands_lose_no_fault(runtime, lab_ref, tmp_path):
+    if runtime != "netns":
+        pytest.skip("the lab state's locking and merge do not depend on the runtime (netns tier only)")
+    with lab_running(lab_ref("mini"), runtime) as lab:
+        name = lab.name
+        links = sorted(l.name for l in lab.fabric.links if l.kind == "fabric")
+        background = [
+            subprocess.Popen([*TWIN, "probe", name, "--duration", "20"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True),
+            subprocess.Popen([*TWIN, "telemetry", name, "--duration", "20", "--out", str(tmp_path / "m.jsonl")],
+                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)]
+        flap = twin_cli("fault", "inject", name, "flap", "--link", links[-1], "-p", "period_s=2", "--id", "flapper")
+        assert flap.returncode == 0, flap.stderr
+        stays = twin_cli("fault", "inject", name, "silent_drop", "--link", links[0], "-p", "loss_pct=2", "--id", "stays")
+        assert stays.returncode == 0, stays.stderr
+        kept = {"flapper", "stays"}  # these two stay while others come and go
+        for i in range(12):
+            fault_id = f"drop{i}"
+            done = twin_cli("fault", "inject", name, "silent_drop", "--link", links[1 + i % 2], "-p", "loss_pct=1",
+                            "--id", fault_id)
+            assert done.returncode == 0, done.stderr
+            if i < 10:  # the last two stay too
+                assert twin_cli("fault", "clear", name, fault_id).returncode == 0
+            else:
+                kept.add(fault_id)
+        for proc in background:
+            _out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+        known = {f["id"] for f in lab.reloaded().state.faults}
+        assert known == kept
+        # Every nft table a fault made in the kernel belongs to a fault the state knows.
+        assert _kernel_fault_tables(lab) == {nft.table_name(i) for i in known if i != "flapper"}
+        cleared = twin_cli("fault", "clear", name, "--all")
+        assert cleared.returncode == 0, cleared.stderr
+        assert lab.reloaded().state.faults == [] and _kernel_fault_tables(lab) == set()
