@@ -94,3 +94,25 @@ def test_export_containerlab_writes_topology_and_configs(tmp_path):
 def test_drain_on_a_lab_that_is_not_up_says_how_to_start_it():
     result = twin("lab", "drain", "nosuchlab", "a -- b")
     assert result.returncode != 0 and "twin lab up nosuchlab" in result.stderr + result.stdout
+
+
+def test_check_says_ok_or_names_the_problem_and_exits_accordingly(tmp_path):
+    import json
+    good = twin("check", "rail4", "silent-drop")
+    assert good.returncode == 0 and good.stdout.count("ok ") == 2, good.stdout + good.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nlab: mini\nduration_s: 10\nfaults:\n  - {id: a, kind: link_dwn, link: x -- y}\n")
+    result = twin("check", "--json", str(bad), "rail4")
+    assert result.returncode == 2
+    first, second = json.loads(result.stdout)
+    assert not first["ok"] and first["problems"][0]["line"] == 5 and "link_dwn" in first["problems"][0]["message"]
+    assert second["ok"] and second["kind"] == "lab"
+
+
+def test_schema_prints_json_schema():
+    import json
+    result = twin("schema", "scenario")
+    assert result.returncode == 0
+    schema = json.loads(result.stdout)
+    kinds = {entry["properties"]["kind"]["const"] for entry in schema["properties"]["faults"]["items"]["oneOf"]}
+    assert {"silent_drop", "pfc_storm", "bgp_down"} <= kinds

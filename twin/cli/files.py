@@ -15,16 +15,26 @@ from twin.run.drill import scenario_files
 from twin.run.schema import SCHEMAS
 
 
+def _resolve(ref: str) -> Path:
+    """A path as given; a bare name: scenarios/<name>.yaml, else labs/<name>.yaml."""
+    path = Path(ref)
+    if path.exists() or path.is_symlink():
+        return path
+    (scenario,) = scenario_files([ref])
+    lab = Path("labs", f"{ref}.yaml")
+    return lab if not scenario.is_file() and lab.is_file() else scenario
+
+
 @click.command("check")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout: per file, its problems.")
 def check_cmd(files: tuple[str, ...], as_json: bool) -> None:
     """Validate lab and scenario files completely, as `twin run` does before anything starts
     (a scenario: its lab, every fault target, workload, detector and expectation), without
-    touching the machine. FILE is a path or a name from scenarios/.
+    touching the machine. FILE is a path, or a name from scenarios/ or labs/.
 
     Exit 0 if every file is valid, 2 if any is not."""
-    results = [check(path) for path in scenario_files(files)]
+    results = [check(_resolve(ref)) for ref in files]
     if as_json:
         print(json.dumps([r.to_json() for r in results], indent=1))
     else:
