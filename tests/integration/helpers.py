@@ -25,14 +25,15 @@ def leftovers(lab: str) -> list[str]:
     prefix = namespace_prefix(lab)
     if os.path.isdir(NETNS_DIR):
         found += [f"netns {n}" for n in os.listdir(NETNS_DIR) if n.startswith(prefix)]
-    marker = f"{lab_dir(lab)}/".encode()
+    directory = str(lab_dir(lab)).encode()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if marker in cmd:
+            # The lab directory as an argument, or a path inside it (a controller takes the directory).
+            if any(arg == directory or arg.startswith(directory + b"/") for arg in cmd.split(b"\0")):
                 found.append(f"process {entry} {cmd[:80]!r}")
     if lab_dir(lab).exists():
         found.append(f"directory {lab_dir(lab)}")

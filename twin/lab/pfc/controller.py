@@ -151,6 +151,7 @@ class Controller:
         self.busy_s = self.longest_turn_s = self.publish_s = 0.0
         self.dirty = True
         self.stopping = False
+        self.orphaned = False  # the lab's state disappeared: stop, leaving its files alone
 
     # --- set-up -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -475,12 +476,18 @@ class Controller:
             elif self.pending_checks:
                 self._check_node(self.pending_checks.popleft(), now)
             elif now >= next_check:
+                if not (self.lab_dir / "state.json").exists():
+                    # The lab went without us (its state removed, then `twin cleanup` by labels):
+                    # nothing is left to control, and nothing would end us.
+                    self.orphaned = self.stopping = True
+                    break
                 self._schedule_checks()
                 next_check = now + RESYNC_S
             turn = time.monotonic() - awake
             self.busy_s += turn
             self.longest_turn_s = max(self.longest_turn_s, turn)
-        self.publish(time.monotonic())
+        if not self.orphaned:
+            self.publish(time.monotonic())
 
     def _serve(self, poller, clients: dict[int, socket.socket], fd: int) -> None:
         client = clients[fd]
