@@ -83,6 +83,14 @@ def choose_pairs(nics: list[Nic], mode: str, groups: int, rails: int) -> list[tu
     return same_rail + cross
 
 
+def fewest_pairs(fabric: Fabric, pairs: str) -> int:
+    """A lower bound on the NIC pairs a mesh probes, from the counts alone (each pair is probed at
+    least once an interval), so an oversized mesh is refused before its plan is built."""
+    hosts, rails = len(fabric.hosts), fabric.rails
+    same_rail = rails * hosts * (hosts - 1)
+    return {"full": hosts * rails * (hosts - 1) * rails, "rail": same_rail, "cover": same_rail}[pairs]
+
+
 def _group_of(host: str) -> tuple[int, str]:
     """host-g2-h1 -> (2, 'h1')"""
     _prefix, group, rest = host.split("-", 2)

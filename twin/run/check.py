@@ -8,10 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from twin.errors import LabFileError, Problem, TwinError
-from twin.lab import runtime
-from twin.model.build import build_fabric
+from twin.lab.files import open_lab
 from twin.run.plan import load_scenario
-from twin.spec.labfile import load_lab
 from twin.spec.yamlsrc import read_yaml
 
 
@@ -45,7 +43,7 @@ def check(path: Path) -> Checked:
     kind = kind_of(data)
     try:
         if kind == "lab":
-            fabric = build_fabric(load_lab(path, runtime.names()))
+            _lab, fabric = open_lab(str(path))
             summary = f"{len(fabric.nodes)} nodes, {len(fabric.links)} links"
         else:
             plan = load_scenario(path)

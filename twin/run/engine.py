@@ -150,19 +150,18 @@ class Session:
             if timing.scheduled_clear_s is not None:
                 steps.append((timing.scheduled_clear_s, 1, "clear", fault, timing))
         steps.sort(key=lambda s: (s[0], -s[1]))  # at equal times, clear before apply
-        self._on_applied = on_applied
         self.progress.phase(f"scenario {self.name}", None if math.isinf(duration_s) else int(duration_s))
         with ahead_of_the_load():
-            self._run_steps(steps, duration_s)
+            self._run_steps(steps, duration_s, on_applied)
 
-    def _run_steps(self, steps: list, duration_s: float) -> None:
+    def _run_steps(self, steps: list, duration_s: float, on_applied) -> None:
         shown = 0
         for at_s, _order, op, fault, timing in steps:
             shown = self._sleep_until(at_s, shown)
             if op == "apply":
                 self._apply(fault, timing, at_s)
-                if self._on_applied:
-                    self._on_applied(timing)
+                if on_applied:
+                    on_applied(timing)
             elif timing.error is None:
                 self._clear(timing, at_s)
                 if self._isolator:  # the repaired link goes back into service, as an operator would do

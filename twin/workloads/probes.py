@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from twin.probes.mesh import Interval, ProbeMesh
-from twin.probes.plan import plan, probe_load
+from twin.probes.plan import fewest_pairs, plan, probe_load
 from twin.workloads.base import WorkloadContext
 
 REFRESH_SETTLE_S = 0.5  # rediscover once route changes have been quiet this long
@@ -35,14 +35,6 @@ class ProbesParams(BaseModel):
 
 class ProbeLoadError(ValueError):
     key = "interval_ms"
-
-
-def fewest_pairs(fabric, pairs: str) -> int:
-    """A lower bound on the NIC pairs a mesh probes, from the counts alone (each pair is probed at
-    least once an interval), so an oversized mesh is refused before its plan is built."""
-    hosts, rails = len(fabric.hosts), fabric.rails
-    same_rail = rails * hosts * (hosts - 1)
-    return {"full": hosts * rails * (hosts - 1) * rails, "rail": same_rail, "cover": same_rail}[pairs]
 
 
 def check_load(params: ProbesParams, fabric) -> None:
