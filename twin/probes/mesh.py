@@ -258,7 +258,9 @@ class ProbeMesh:
             sent = self._sent.pop(bucket, {})
             recv = self._recv.pop(bucket, {})
             rtt = self._rtt.pop(bucket, {})
-            if not sent:
+            if not sent or self.epoch + bucket * report_s < self._all_started():
+                # Before every agent was receiving (containers start one by one): a probe to an
+                # agent not yet up is not a probe the fabric lost.
                 continue
             interval = Interval(bucket, self.epoch + bucket * report_s)
             held_since = interval.t - LONG_PAUSE_S
@@ -275,6 +277,11 @@ class ProbeMesh:
                     echo[2] if echo else None, held))
             for listener in self.listeners:
                 listener(interval)
+
+    def _all_started(self) -> float:
+        """When the last agent had its sockets open (its `start` record); +inf until all have."""
+        starts = [self.stats.get(host, {}).get("start_t") for host in self.logs]
+        return max(starts) if starts and None not in starts else float("inf")
 
     def _ended_elsewhere(self) -> bool:
         if self.pids or self._agents_done:  # this process runs the mesh: stop() counts the end
