@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from twin.procs import terminate
+from twin.procs import alive, terminate
 from twin.seal import key_of, seal, unseal
 from twin.lab.handle import python_module
 from twin.lab.state import LabState
@@ -27,7 +27,9 @@ def stop(ctx: FaultContext, fault_id: str) -> dict:
     """End the agent (it finishes its current step and restores what it changed); return its report."""
     agents = [r for r in ctx.lab.owned("agent", f"fault/{fault_id}") if r.name == f"fault/{fault_id}"]
     terminate([r.pid for r in agents if r.pid], grace_s=5.0)
-    ctx.lab.forget(agents)
+    # One still exiting (blocked in the kernel past SIGKILL's wait) stays recorded: teardown
+    # waits for it again instead of leaving it unowned.
+    ctx.lab.forget([r for r in agents if not (r.pid and alive(r.pid))])
     return read_report(ctx.lab.state, fault_id)
 
 
