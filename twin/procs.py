@@ -1,5 +1,12 @@
-"""Ending processes the lab started, by pid, never by name; and keeping a timeline's thread
-ahead of the load it starts."""
+"""Ending processes the lab started, by pid, never by name; and keeping the twin's instruments
+ahead of the load they measure.
+
+Priorities (Linux nice values are per thread, and a thread or process inherits its creator's):
+the fault timeline at URGENT_NICE; the runner's other threads and the probe agents at
+INSTRUMENT_NICE; the workloads' processes (collective ranks) at LOAD_NICE. On the twin's two
+shared cores a real fabric's separate CPUs (switch, NIC, monitoring host) become priorities: a
+runner thread preempted by a rank while it holds the interpreter's lock stalls every other runner
+thread behind it (a probe follower counted 37 s late under an all-ranks allreduce)."""
 
 from __future__ import annotations
 
@@ -11,27 +18,31 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 URGENT_NICE = -10
+INSTRUMENT_NICE = -5
+LOAD_NICE = 0
+
+
+def set_priority(nice: int) -> None:
+    """The calling thread's nice value (and so that of the threads and processes it starts later).
+    Raising it needs root (the twin runs as root; a container may lack CAP_SYS_NICE): without
+    it, the thread keeps its priority."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except OSError:
+        pass
 
 
 @contextmanager
-def ahead_of_the_load() -> Iterator[None]:
-    """Run the calling thread (only it: Linux nice values are per thread) at a higher priority,
-    so that on a machine the workloads keep busy it still wakes on time: a fault applied late is
-    a drill that measured the wrong thing. Needs root (the twin runs as root); without it, the
-    thread keeps its priority."""
-    tid = threading.get_native_id()
-    before = os.getpriority(os.PRIO_PROCESS, tid)
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, min(before, URGENT_NICE))
-    except OSError:
-        pass
+def ahead_of_the_load(nice: int = URGENT_NICE) -> Iterator[None]:
+    """Run the calling thread at a higher priority (never a lower one) until the block ends, so
+    that on a machine the workloads keep busy it still wakes on time: a fault applied late is a
+    drill that measured the wrong thing."""
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    set_priority(min(before, nice))
     try:
         yield
     finally:
-        try:
-            os.setpriority(os.PRIO_PROCESS, tid, before)
-        except OSError:
-            pass
+        set_priority(before)
 
 
 def alive(pid: int) -> bool:

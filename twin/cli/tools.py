@@ -49,7 +49,8 @@ def until_interrupted() -> None:
 
 def progress_bar() -> Progress:
     return Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=False)
+                    TimeElapsedColumn(), console=console, transient=False,
+                    refresh_per_second=2)  # its thread shares the interpreter with a run's instruments
 
 
 

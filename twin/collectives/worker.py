@@ -28,6 +28,7 @@ from pathlib import Path
 
 from twin.roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
 from twin.lab.identity import become_rank
+from twin.procs import LOAD_NICE, set_priority
 from twin.collectives.verify import Buffers
 
 STOP = False
@@ -201,6 +202,7 @@ def main() -> None:
             "NCCL_IB_RETRY_CNT": str(roce["retry_cnt"]), "NCCL_IB_QPS_PER_CONNECTION": str(roce["qps_per_connection"])})
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    set_priority(LOAD_NICE)  # the load, whatever the priority of the runner that started it
     import torch
     import torch.distributed  # noqa: F401  (imported while the interpreter's files are readable)
 

@@ -53,7 +53,14 @@ class Localizer:
         self.switch_links = {node: {link_key(l) for l in links} for node, links in (switch_links or {}).items()}
         self.window, self.min_lost, self.min_rate, self.forget_after = window, min_lost, min_rate, forget_after
         self.persist = persist
-        self._recent: deque[list] = deque(maxlen=window)
+        # The window, pooled as it moves: each interval is added once and taken out once, so an
+        # interval costs O(paths) however long the window (pooling it afresh every interval was
+        # most of the probe follower's time at a thousand paths).
+        self._recent: deque[tuple[int, dict]] = deque()
+        self._pool: dict[tuple, _Path] = {}
+        self._lost_in_window = 0
+        self._serial = 0
+        self._keys: dict[tuple, tuple[str, ...]] = {}  # a discovered path's names -> canonical link names
         self._named: dict[str, int] = {}  # name -> intervals since last evidence
         self._deferred: dict[frozenset, int] = {}  # links the loss cannot tell apart -> intervals waited
 
@@ -66,8 +73,8 @@ class Localizer:
 
     def observe(self, t: float, samples: Iterable) -> list[Verdict]:
         """Feed one interval's path samples (src, dst, sport, links, sent, lost); returns new verdicts."""
-        self._recent.append(list(samples))
-        suspects = self.explain(self._pooled())
+        self._add(samples)
+        suspects = self.explain(list(self._pool.values())) if self._lost_in_window >= self.min_lost else {}
         verdicts = []
         for name, (kind, confidence) in suspects.items():
             if name not in self._named:
@@ -82,20 +89,43 @@ class Localizer:
                     del self._named[name]
         return verdicts
 
-    def _pooled(self) -> list[_Path]:
-        paths: dict[tuple, _Path] = {}
-        for number, samples in enumerate(self._recent):
-            for s in samples:
-                links = tuple(link_key(l) for l in s.links if l)
-                if not links:
-                    continue
-                path = paths.setdefault((s.src, s.dst, s.sport), _Path(links))
-                path.links = links  # the newest discovery wins
-                path.sent += s.sent - getattr(s, "held", 0)  # held by PFC: neither lost nor clean
-                path.lost += s.lost
-                if s.lost:
-                    path.lossy_intervals.add(number)
-        return list(paths.values())
+    def _add(self, samples: Iterable) -> None:
+        self._serial += 1
+        counts: dict[tuple, tuple[int, int]] = {}
+        for s in samples:
+            links = self._keyed(tuple(s.links))
+            if not links:
+                continue
+            key = (s.src, s.dst, s.sport)
+            sent, lost = s.sent - getattr(s, "held", 0), s.lost  # held by PFC: neither lost nor clean
+            path = self._pool.get(key)
+            if path is None:
+                path = self._pool[key] = _Path(links)
+            path.links = links  # the newest discovery wins
+            path.sent += sent
+            path.lost += lost
+            if lost:
+                path.lossy_intervals.add(self._serial)
+            before = counts.get(key, (0, 0))
+            counts[key] = (before[0] + sent, before[1] + lost)
+            self._lost_in_window += lost
+        self._recent.append((self._serial, counts))
+        if len(self._recent) > self.window:
+            serial, old = self._recent.popleft()
+            for key, (sent, lost) in old.items():
+                path = self._pool[key]
+                path.sent -= sent
+                path.lost -= lost
+                path.lossy_intervals.discard(serial)
+                self._lost_in_window -= lost
+                if not any(key in counts for _serial, counts in self._recent):
+                    del self._pool[key]  # not probed within the window any more
+
+    def _keyed(self, names: tuple) -> tuple[str, ...]:
+        keyed = self._keys.get(names)
+        if keyed is None:
+            keyed = self._keys[names] = tuple(link_key(l) for l in names if l)
+        return keyed
 
     def explain(self, paths: list[_Path]) -> dict[str, tuple[str, float]]:
         """name -> (kind guess, confidence) for the links (or switches) that explain the loss."""

@@ -28,6 +28,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from twin.procs import INSTRUMENT_NICE, set_priority
 from twin.probes.trace import DEFAULT_TTL, report_errors, send, time_exceeded
 
 MAGIC = b"FTWp"
@@ -41,7 +42,6 @@ TRACE_PPS = 1000  # discovery pace per agent: thousands of TTL probes in one bur
 TRACE_BATCH = 5  # trace probes per turn, one turn per TICK_S
 TICK_S = 0.005  # probes are sent in batches due within this long; receive times stay exact
 FLUSH_EVERY_S = 0.05
-AGENT_NICE = -5  # above the workloads (0), below the fault timeline (-10)
 
 refresh_requested = False
 stopping = False
@@ -81,6 +81,7 @@ class Agent:
         self.rtts = defaultdict(lambda: defaultdict(list))
         self.seq = 0
         self.marked = -1  # the last bucket whose rows are all written
+        self.longest_gap = 0.0  # the longest wait between two turns of the loop since the last mark
         self.sent_total = 0
         self.active: list[tuple[socket.socket, str, int, int, int]] = []  # sock, address, src, dst, sport
         self.cursor, self.base = 0, time.monotonic()
@@ -250,7 +251,10 @@ class Agent:
         done = int((now - self.grace - self.epoch) / self.report) - 1 if now != float("inf") else self._last_bucket()
         if done > self.marked:
             self.marked = done
-            self.emit(type="mark", b=done)
+            # The gap says how long this agent was kept off the CPU: a starved agent reads late.
+            self.emit(type="mark", b=done, t=round(now, 3) if now != float("inf") else None,
+                      gap_ms=round(self.longest_gap * 1000, 1))
+            self.longest_gap = 0.0
 
     def _last_bucket(self) -> int:
         buckets = [b for table in (self.sent, self.received, self.rtts) for b in table]
@@ -262,8 +266,10 @@ class Agent:
         self.start_discovery()
         self.emit(type="start", t=time.monotonic(), pid=os.getpid(), senders=len(self.senders))
         stopped_at, next_flush, next_trace = None, 0.0, 0.0
+        last_turn = time.monotonic()
         while True:
             now = time.monotonic()
+            self.longest_gap, last_turn = max(self.longest_gap, now - last_turn), now
             if stopping and stopped_at is None:
                 stopped_at, self.active, self.trace_queue = now, [], []  # stop sending, keep answering
             if stopped_at is not None and now - stopped_at > self.grace:
@@ -301,12 +307,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, _on_term)
     # The agent is the instrument, not the load: on the twin's two shared cores it must not queue
-    # behind the ranks of a busy collective (a starved agent writes its rows seconds late, and
-    # the mesh counts them lost; a real pingmesh agent has a host's CPU to spare).
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, AGENT_NICE)
-    except OSError:
-        pass  # not permitted (a container without CAP_SYS_NICE): the default priority
+    # behind the ranks of a busy collective (a real pingmesh agent has a host's CPU to spare).
+    set_priority(INSTRUMENT_NICE)
     Agent(config).run()
 
 

@@ -35,7 +35,7 @@ from twin.probes.plan import PairPlan, plan, probe_load
 
 PROBE_PORT = 47100
 POLL_S = 0.1
-STUCK_AGENT_S = 5.0  # an agent whose rows are this late past the grace is not waited for
+STUCK_AGENT_S = 5.0  # an agent whose marks are this far behind the furthest agent's is not waited for
 LONG_PAUSE_S = 0.1  # a port held this long (or longer) can make a probe late
 
 
@@ -113,6 +113,8 @@ class ProbeMesh:
         self._marks: dict[str, int] = {}  # host -> the last bucket its agent has written in full
         self._agents_done = False
         self.late_rows = 0  # reception rows for buckets already counted (should stay 0)
+        # How far behind this process counted: an agent's mark read this late, listeners this slow.
+        self.lag = {"mark_read_max_s": 0.0, "listener_max_s": 0.0}
         self.epoch = 0.0
         self.stats: dict[str, dict] = {}
         self._lock = threading.Lock()
@@ -201,10 +203,17 @@ class ProbeMesh:
     def _drain(self) -> None:
         with self._lock:
             for host, log in self.logs.items():
-                for record in log.read():
-                    self._take(host, record)
+                self._read(host, log)
+            # An agent read before the others (this thread may be held for seconds between two
+            # files) can look far behind without being so: read it again before not waiting for it.
+            for host in self._laggards():
+                self._read(host, self.logs[host])
             self._note_pauses()
-            self._finalise(time.monotonic())
+            self._finalise()
+
+    def _read(self, host: str, log: JsonlTail) -> None:
+        for record in log.read():
+            self._take(host, record)
 
     def _note_pauses(self) -> None:
         """Links with a direction held for LONG_PAUSE_S or more, as the PFC controller publishes."""
@@ -238,18 +247,25 @@ class ProbeMesh:
             table[record["b"]].update({(s, d, p): rest for s, d, p, *rest in record["rows"]})
         elif kind == "mark":
             self._marks[host] = record["b"]
+            if record.get("t"):
+                self.lag["mark_read_max_s"] = max(self.lag["mark_read_max_s"], round(time.monotonic() - record["t"], 3))
         elif kind in ("start", "stop"):
             self.stats.setdefault(host, {}).update({f"{kind}_{k}": v for k, v in record.items() if k != "type"})
 
-    def _finalise(self, now: float) -> None:
-        """A bucket is counted once every agent has written it in full (its mark), or when an agent
-        is STUCK_AGENT_S late with it (dead or starved), or at the end."""
+    def _finalise(self) -> None:
+        """A bucket is counted once every agent has written it in full (its mark), or at the end.
+        An agent whose marks lag the furthest agent's by STUCK_AGENT_S (starved, or dead) is not
+        waited for. The rule compares marks with marks, never with this process's clock: the
+        runner may itself be kept off the CPU for seconds on a busy machine, and a bucket counted
+        by the clock before its rows were read showed a healthy fabric's probes as lost."""
         report_s = self.report_ms / 1000
-        marked = min((self._marks.get(host, -1) for host in self.logs), default=-1) + 1
-        overdue = int((now - self.epoch - self.grace_s - STUCK_AGENT_S) / report_s)
+        marks = {host: self._marks.get(host, -1) for host in self.logs}
+        laggards = self._laggards()
+        marked = min((b for host, b in marks.items() if host not in laggards),
+                     default=max(marks.values(), default=-1)) + 1
         # A mesh followed from its files that has stopped (agents said so, or its folder is gone):
-        # what no agent marked was in flight at the stop, not lost.
-        ripe = marked if self._ended_elsewhere() else max(marked, overdue)
+        # what not every agent marked was in flight at the stop, not lost.
+        ripe = min(self._marks.values(), default=-1) + 1 if self._ended_elsewhere() else marked
         if self._agents_done:
             ripe = max([self._final, *self._sent]) + 1
         while self._final + 1 < ripe:
@@ -275,8 +291,16 @@ class ProbeMesh:
                     key[0], key[1], key[2], links, count, received,
                     got[1] if got else None, got[2] if got else None, echo[1] if echo else None,
                     echo[2] if echo else None, held))
+            began = time.monotonic()
             for listener in self.listeners:
                 listener(interval)
+            self.lag["listener_max_s"] = max(self.lag["listener_max_s"], round(time.monotonic() - began, 3))
+
+    def _laggards(self) -> set[str]:
+        """Agents whose marks are STUCK_AGENT_S behind the furthest agent's."""
+        marks = {host: self._marks.get(host, -1) for host in self.logs}
+        furthest = max(marks.values(), default=-1)
+        return {host for host, b in marks.items() if furthest - b >= STUCK_AGENT_S * 1000 / self.report_ms}
 
     def _all_started(self) -> float:
         """When the last agent had its sockets open (its `start` record); +inf until all have."""

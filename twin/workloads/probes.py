@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import asdict
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -80,7 +79,8 @@ class Probes:
         if self._thread.is_alive():
             self._thread.join(timeout=2)
         stats = self.mesh.stop()
-        self.ctx.events.emit("workload", op="stop", workload=self.name, agents=stats, late_rows=self.mesh.late_rows)
+        self.ctx.events.emit("workload", op="stop", workload=self.name, agents=stats, late_rows=self.mesh.late_rows,
+                             mesh_lag=self.mesh.lag)
         if self._out:
             self._out.close()
 
@@ -99,7 +99,8 @@ class Probes:
         sent = sum(s.sent for s in interval.samples)
         lost = sum(s.lost for s in interval.samples)
         held = sum(s.held for s in interval.samples)
-        self._out.write(json.dumps({"t": round(t, 3), "samples": [asdict(s) for s in interval.samples]}) + "\n")
+        # vars(), not asdict(): asdict deep-copies every field, a third of the follower's time at 1000 paths.
+        self._out.write(json.dumps({"t": round(t, 3), "samples": [vars(s) for s in interval.samples]}) + "\n")
         self.ctx.events.emit("probe", t=t, span_s=self.params.report_ms / 1000, workload=self.name,
                              paths=len(interval.samples), sent=sent, lost=lost, held=held,
                              loss_pct=round(100.0 * lost / sent, 3) if sent else None,

@@ -1,0 +1,106 @@
+"""How the probe mesh counts agents' records: a bucket is counted once every agent has marked
+it, however late this process reads the files; an agent far behind the others is not waited
+for; probes answered are never counted lost."""
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+from test_model import fabric_of
+
+from twin.probes.mesh import STUCK_AGENT_S, ProbeMesh
+
+REPORT_MS = 250
+HOSTS = ("host-g1-h1", "host-g2-h1")
+SRC, DST = "host-g1-h1:nic1", "host-g2-h1:nic1"
+
+
+def mesh_on(tmp_path: Path) -> tuple[ProbeMesh, list]:
+    fabric = fabric_of("rail4")
+    lab = SimpleNamespace(fabric=fabric, state=SimpleNamespace(lab="rail4", directory=tmp_path),
+                          paths=SimpleNamespace(root=tmp_path))
+    directory = tmp_path / "probes" / "m"
+    directory.mkdir(parents=True)
+    for host in HOSTS:
+        (directory / f"{host}.json").write_text(json.dumps({
+            "epoch": 0.0, "interval_ms": 100, "report_ms": REPORT_MS, "grace_s": 0.5,
+            "output": str(directory / f"{host}.jsonl")}))
+        write(directory, host, {"type": "start", "t": 0.0, "pid": 1, "senders": 1})
+    mesh = ProbeMesh.following(lab, directory)
+    mesh.unfollow()  # the test drains by hand
+    counted = []
+    mesh.listeners.append(counted.append)
+    write(directory, "host-g1-h1", {"type": "paths", "t": 0.0, "src": SRC, "dst": DST,
+                                    "paths": {"5000": ["10.0.0.1", "10.0.0.3"]}, "active": [5000]})
+    return mesh, counted
+
+
+def write(directory: Path, host: str, *records: dict) -> None:
+    with open(directory / f"{host}.jsonl", "a") as out:
+        for record in records:
+            out.write(json.dumps(record) + "\n")
+
+
+def bucket(directory: Path, b: int, received: bool = True, sender_marks: bool = True) -> None:
+    """One bucket of one probe path: the sender's row and mark, the receiver's row and mark."""
+    write(directory, "host-g1-h1", {"type": "sent", "b": b, "rows": [[SRC, DST, 5000, 3]]},
+          *([{"type": "mark", "b": b}] if sender_marks else []))
+    if received:
+        write(directory, "host-g2-h1", {"type": "recv", "b": b, "rows": [[SRC, DST, 5000, 3, 1.0, 1.2, 1.3]]},
+              {"type": "mark", "b": b})
+
+
+def test_counts_a_bucket_only_once_every_agent_marked_it(tmp_path):
+    mesh, counted = mesh_on(tmp_path)
+    directory = mesh.directory
+    for b in range(4):
+        bucket(directory, b)
+    bucket(directory, 4, received=False)  # the receiver has not written bucket 4 yet
+    mesh._drain()
+    assert [i.bucket for i in counted] == [0, 1, 2, 3]
+    # However late the receiver's rows come (this process was kept off the CPU), nothing is lost.
+    write(directory, "host-g2-h1", {"type": "recv", "b": 4, "rows": [[SRC, DST, 5000, 3, 1.0, 1.2, 1.3]]},
+          {"type": "mark", "b": 4})
+    mesh._drain()
+    assert [i.bucket for i in counted] == [0, 1, 2, 3, 4]
+    assert all(s.lost == 0 and s.received == 3 for i in counted for s in i.samples)
+    assert mesh.late_rows == 0
+
+
+def test_an_agent_far_behind_is_not_waited_for(tmp_path):
+    mesh, counted = mesh_on(tmp_path)
+    directory = mesh.directory
+    behind = int(STUCK_AGENT_S * 1000 / REPORT_MS) + 2
+    bucket(directory, 0)
+    for b in range(1, behind + 1):  # the receiver stops writing after bucket 0
+        bucket(directory, b, received=False)
+    mesh._drain()
+    assert counted, "a stuck agent held every interval back"
+    assert counted[0].samples[0].lost == 0
+    # What the stuck agent never answered is lost: its probes were not received.
+    assert sum(s.lost for i in counted[1:] for s in i.samples) == 3 * (len(counted) - 1)
+    assert max(i.bucket for i in counted) == behind  # what the others marked is counted
+
+
+def test_an_agent_read_before_the_others_is_read_again_before_it_is_left_out(tmp_path):
+    """This thread may be held for seconds between reading two agents' files: the one read
+    first then looks far behind, though it has written everything since."""
+    mesh, counted = mesh_on(tmp_path)
+    directory = mesh.directory
+    ahead = int(STUCK_AGENT_S * 1000 / REPORT_MS) + 4
+    bucket(directory, 0)
+    receiver, sender = mesh.logs["host-g2-h1"], mesh.logs["host-g1-h1"]
+    read_sender = sender.read
+
+    def sender_read_later():  # while this thread was held, the receiver wrote its buckets
+        for b in range(1, ahead + 1):
+            write(directory, "host-g2-h1", {"type": "recv", "b": b, "rows": [[SRC, DST, 5000, 3, 1.0, 1.2, 1.3]]},
+                  {"type": "mark", "b": b})
+        return read_sender()
+
+    for b in range(1, ahead + 1):
+        bucket(directory, b, received=False)
+    mesh.logs = {"host-g2-h1": receiver, "host-g1-h1": SimpleNamespace(read=sender_read_later)}
+    mesh._drain()
+    assert [i.bucket for i in counted] == list(range(ahead + 1))
+    assert sum(s.lost for i in counted for s in i.samples) == 0
