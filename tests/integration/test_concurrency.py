@@ -1,11 +1,17 @@
 """Several commands on one lab at once (the way operators work): faults injected and cleared
-while `twin probe` records its agents, `twin telemetry` samples and a fault agent (flap) runs.
-Every fault the kernel holds must be one the lab state knows, and clearable; nothing is lost."""
+while `twin probe` records its agents, `twin telemetry` samples, `twin dashboard` follows the
+lab and a fault agent (flap) runs. Every fault the kernel holds must be one the lab state
+knows, and clearable; nothing is lost; the dashboard shows the faults the state holds and never
+a probe loss outside 0-100 %."""
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
 
 import pytest
 
@@ -27,6 +33,11 @@ def _kernel_fault_tables(lab: Lab) -> set[str]:
     return tables
 
 
+def _dashboard(url: str) -> dict:
+    with urllib.request.urlopen(f"{url.rstrip('/')}/api/state", timeout=10) as response:
+        return json.load(response)
+
+
 def test_concurrent_commands_lose_no_fault(runtime, lab_ref, tmp_path):
     if runtime != "netns":
         pytest.skip("the lab state's locking and merge do not depend on the runtime (netns tier only)")
@@ -38,6 +49,12 @@ def test_concurrent_commands_lose_no_fault(runtime, lab_ref, tmp_path):
                              stderr=subprocess.PIPE, text=True),
             subprocess.Popen([*TWIN, "telemetry", name, "--duration", "20", "--out", str(tmp_path / "m.jsonl")],
                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)]
+        board = subprocess.Popen([*TWIN, "dashboard", name, "--port", "0"], cwd=ROOT, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        line = board.stdout.readline()  # "dashboard of lab NAME: URL  (Ctrl-C to stop)"
+        assert "http://" in line, board.stderr.read()
+        url = line.split(": ", 1)[1].split()[0]
+        seen_loss = []
         flap = twin_cli("fault", "inject", name, "flap", "--link", links[-1], "-p", "period_s=2", "--id", "flapper")
         assert flap.returncode == 0, flap.stderr
         stays = twin_cli("fault", "inject", name, "silent_drop", "--link", links[0], "-p", "loss_pct=2", "--id", "stays")
@@ -52,11 +69,20 @@ def test_concurrent_commands_lose_no_fault(runtime, lab_ref, tmp_path):
                 assert twin_cli("fault", "clear", name, fault_id).returncode == 0
             else:
                 kept.add(fault_id)
+            seen_loss += [v for _t, v in _dashboard(url)["probe_loss"]]
         for proc in background:
             _out, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err
         known = {f["id"] for f in lab.reloaded().state.faults}
         assert known == kept
+        assert seen_loss and all(0.0 <= v <= 100.0 for v in seen_loss), seen_loss
+        deadline = time.monotonic() + 10  # the dashboard reads the faults every second
+        while {f["id"] for f in _dashboard(url)["faults"]} != kept and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert {f["id"] for f in _dashboard(url)["faults"]} == kept
+        board.send_signal(signal.SIGINT)
+        _out, err = board.communicate(timeout=30)
+        assert board.returncode == 0, err
         # Every nft table a fault made in the kernel belongs to a fault the state knows.
         assert _kernel_fault_tables(lab) == {nft.table_name(i) for i in known if i != "flapper"}
         cleared = twin_cli("fault", "clear", name, "--all")

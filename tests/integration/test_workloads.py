@@ -173,3 +173,20 @@ def test_slow_node_search_finds_the_slowed_host(lab):
     assert first.halves == [["host-g1-h1", "host-g1-h2"], ["host-g2-h1", "host-g2-h2"]]
     assert second.measured == [["host-g2-h1", "host-g1-h1"], ["host-g2-h2", "host-g1-h1"]]
     assert min(s.ratio for s in search.steps) > 2  # a quarter of line rate: about 4x slower
+
+
+def test_a_lab_with_one_group_is_probed_over_every_link(runtime, tmp_path):
+    """Every host under the same leaves: same-rail pairs never leave a leaf (their discovery has
+    nothing to trace), and only cross-rail pairs reach the spines."""
+    if runtime != "netns":
+        pytest.skip("pair planning and discovery do not depend on the runtime (netns tier only)")
+    lab_file = tmp_path / "onegroup.yaml"
+    lab_file.write_text("name: onegroup\n"
+                        "fabric: {tiers: 2, groups: 1, rails: 2, hosts_per_group: 2, spines_per_plane: 2}\n"
+                        "links: {rate: 100mbit, mtu: 1500}\n"
+                        "routing: {bfd: {interval_ms: 300, multiplier: 3}, ecmp_hash: l4}\n")
+    with lab_running(str(lab_file), runtime) as lab:
+        summary = run_probe_mesh(lab, duration_s=3, interval_ms=50)
+    assert summary["uncovered"] == []
+    assert summary["unresolved_hops"] == 0
+    assert summary["lost"] == 0, summary["lossy_paths"]

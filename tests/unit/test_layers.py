@@ -26,7 +26,7 @@ ALLOWED = {
     "detect": {"model", "lab", "probes", "telemetry", "collectives"},
     "mitigate": {"model", "lab", "detect", "probes"},
     "workloads": {"model", "lab", "roce", "collectives", "probes", "detect", "mitigate"},
-    "results": {"spec", "model", "lab", "roce", "telemetry", "detect", "workloads"},
+    "results": {"spec", "model", "lab", "roce", "probes", "telemetry", "detect", "workloads"},
     "run": {"spec", "model", "lab", "faults", "collectives", "probes", "telemetry", "detect", "mitigate",
             "workloads", "results"},
     "train": {"spec", "model", "lab", "faults", "probes", "detect", "workloads", "run"},

@@ -104,3 +104,13 @@ def test_an_agent_read_before_the_others_is_read_again_before_it_is_left_out(tmp
     mesh._drain()
     assert [i.bucket for i in counted] == list(range(ahead + 1))
     assert sum(s.lost for i in counted for s in i.samples) == 0
+
+
+def test_a_failed_agents_log_outlives_the_mesh(tmp_path):
+    mesh, _counted = mesh_on(tmp_path)
+    (mesh.directory / "host-g1-h1.log").write_text("Traceback (most recent call last):\nOSError: boom\n")
+    (mesh.directory / "host-g2-h1.log").write_text("")  # said nothing: not kept
+    mesh.keep_logs = tmp_path / "results" / "probe-agents"
+    hint = mesh._logs_hint("host-g1-h1")
+    assert "OSError: boom" in hint and str(mesh.keep_logs) in hint
+    assert sorted(p.name for p in mesh.keep_logs.iterdir()) == ["host-g1-h1.log"]

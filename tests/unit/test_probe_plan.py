@@ -5,8 +5,11 @@ import random
 
 import pytest
 
+from twin.lab import runtime
+from twin.model.build import build_fabric
 from twin.probes.mesh import address_links
 from twin.probes.plan import _all_paths_probability, equal_cost_paths, plan, ports_needed, probe_load
+from twin.spec.labfile import load_lab
 
 from test_model import fabric_of
 
@@ -30,9 +33,22 @@ def test_ports_needed_holds_empirically():
     assert covered / trials >= 0.98
 
 
-@pytest.mark.parametrize("lab", ["mini", "rail4", "rail8"])
-def test_cover_mode_can_reach_every_link(lab):
-    fabric = fabric_of(lab)
+ONE_GROUP = """\
+name: onegroup
+fabric: {tiers: 2, groups: 1, rails: 2, hosts_per_group: 3, spines_per_plane: 2}
+links: {rate: 100mbit, mtu: 1500}
+routing: {bfd: {interval_ms: 300, multiplier: 3}, ecmp_hash: l4}
+runtime: netns
+"""
+
+
+@pytest.mark.parametrize("lab", ["mini", "rail4", "rail8", "onegroup"])
+def test_cover_mode_can_reach_every_link(lab, tmp_path):
+    if lab == "onegroup":  # every host under the same leaves: only cross-rail pairs reach the spines
+        (tmp_path / "onegroup.yaml").write_text(ONE_GROUP)
+        fabric = build_fabric(load_lab(tmp_path / "onegroup.yaml", runtime.names()))
+    else:
+        fabric = fabric_of(lab)
     reachable = set()
     for p in plan(fabric, "cover"):
         for switches in equal_cost_paths(fabric, p.src, p.dst):

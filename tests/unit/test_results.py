@@ -23,7 +23,7 @@ from twin.results.publish import publish
 from twin.results.workloads import collectives
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "results"
-RUNS = sorted(p.name for p in DATA.iterdir())
+RUNS = sorted(p.name for p in DATA.iterdir() if (p / "report.json").is_file())  # folders of older versions
 
 
 def unpacked(name: str, into: Path) -> Path:
@@ -58,9 +58,11 @@ def as_median_slowdown(old: dict) -> dict:
     return old
 
 
-def without_throughput(new: dict) -> dict:
+def without_new_fields(new: dict) -> dict:
     """This version's report less what older ones did not compute (mean step, throughput slowdown,
-    and the figure a `collective` expectation measures with it)."""
+    and the figure a `collective` expectation measures with it; verdicts after the end)."""
+    for score in new["detectors"].values():
+        score.pop("after_end", None)
     for window in _windows(new):
         window.pop("slowdown", None)
         window.pop("mean_step_s", None)
@@ -76,7 +78,7 @@ def test_an_older_folder_gives_back_its_report(name, tmp_path):
     old = json.loads((folder / "report.json").read_text())
     run = record.load(folder)
     assert run.legacy
-    new = json.loads(analyse(run).to_json())
+    new = without_new_fields(json.loads(analyse(run).to_json()))
     assert [(e["kind"], e["status"]) for e in new["expectations"]] == \
         [(e["kind"], e["status"]) for e in old["expectations"]]
     assert [e["measured"] for e in new["expectations"] if e["kind"] != "collective"] == \
@@ -87,7 +89,7 @@ def test_an_older_folder_gives_back_its_report(name, tmp_path):
     for expectation in old["expectations"]:
         if expectation["kind"] == "collective":
             expectation["measured"] = expectation["message"] = None
-    assert same(old, without_throughput(new))
+    assert same(old, without_new_fields(new))
 
 
 def test_the_throughput_slowdown_counts_the_long_steps():
@@ -143,3 +145,22 @@ def test_a_folder_without_a_run_says_so(tmp_path):
     (tmp_path / "events.jsonl").write_text("")
     with pytest.raises(TwinError, match="neither run.json nor report.json"):
         record.load(tmp_path)
+
+
+def test_verdicts_after_the_end_are_reported_but_not_graded():
+    from twin.results.grading import detectors
+    from twin.results.report import FaultWindow
+    link = "leaf-g1-r1 -- spine-1"
+    fault = FaultWindow(id="drop", kind="silent_drop", scheduled_s=5.0, applied_s=5.0, apply_took_s=0.01)
+    verdict = {"kind": "verdict", "detector": "probe-localizer", "verdict_kind": "silent_drop"}
+    records = [{**verdict, "t": 6.0, "link": link},
+               {**verdict, "t": 29.0, "link": "leaf-g2-r1 -- spine-2"},  # wrong, while the scenario ran
+               {**verdict, "t": 31.0, "link": "leaf-g2-r1 -- host-g2-h1"},  # after the end (30 s)
+               {**verdict, "t": 33.5, "link": "leaf-g1-r1 -- host-g1-h1"}]
+    score = detectors(records, [fault], {"drop": [link]}, 30.0)["probe-localizer"]
+    assert (score.verdicts, score.right, score.wrong, score.after_end) == (2, 1, 1, 2)
+    assert score.detect_s == {"drop": 0.99}
+    # An interrupted run ends where it was interrupted.
+    stopped = detectors([{"kind": "scenario", "op": "interrupted", "t": 20.0}, *records],
+                        [fault], {"drop": [link]}, 30.0)["probe-localizer"]
+    assert (stopped.verdicts, stopped.wrong, stopped.after_end) == (1, 0, 3)

@@ -5,6 +5,7 @@ faults.py     twin fault ...
 run.py        twin run, twin e2e, twin report
 files.py      twin check, twin schema
 workloads.py  twin bench, twin probe, twin telemetry, twin diagnose, twin dashboard
+detect.py     twin detect replay
 train.py      twin train ...
 """
 
@@ -16,6 +17,7 @@ import click
 from rich.markup import escape
 
 from twin import __version__
+from twin.cli.detect import detect
 from twin.cli.faults import fault
 from twin.cli.files import check_cmd, schema_cmd
 from twin.cli.lab import cleanup, export_cmd, lab
@@ -36,7 +38,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 for command in (lab, fault, run_cmd, e2e_cmd, report_cmd, check_cmd, schema_cmd, export_cmd, cleanup, bench, probe,
-                telemetry, diagnose_cmd, dashboard, train):
+                telemetry, diagnose_cmd, detect, dashboard, train):
     cli.add_command(command)
 
 

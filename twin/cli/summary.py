@@ -34,7 +34,8 @@ def print_summary(report: Report, directory: Path) -> None:
     for line in workload_lines(report):
         out.print(line)
     for name, d in report.detectors.items():
-        out.print(f"detector {name}: {d.verdicts} verdicts, {d.right} right, {d.wrong} wrong; detected "
+        late = f" ({d.after_end} more after the end, not graded)" if d.after_end else ""
+        out.print(f"detector {name}: {d.verdicts} verdicts{late}, {d.right} right, {d.wrong} wrong; detected "
                   + (", ".join(f"{k} after {v} s" for k, v in d.detect_s.items()) or "nothing"))
     print_expectations(report)
     out.print(f"results: {directory} (report.json, junit.xml, events.jsonl, timeline.png, topology.png, index.html)")

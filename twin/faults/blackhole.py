@@ -31,12 +31,12 @@ def prefixes(fabric, params) -> list[str]:
     try:
         prefix = IPv4Network(params.prefix, strict=False)
     except ValueError as exc:
-        raise TargetError(f"'{params.prefix}' is not an IPv4 prefix", hint="e.g. 10.2.0.6/31") from exc
+        raise TargetError(f"'{params.prefix}' is not an IPv4 prefix", hint="e.g. 10.2.0.6/31", key="prefix") from exc
     if not any(prefix.overlaps(link.network) for link in fabric.links):
         hosts = sorted(str(l.network) for l in fabric.links if l.kind == "host")
         raise TargetError(f"no link of the lab is in {prefix}: the black hole would discard nothing",
                           hint=f"host NIC prefixes: {', '.join(hosts[:4])}{' ...' if len(hosts) > 4 else ''} "
-                               "(`twin lab show`), or give host:")
+                               "(`twin lab show`), or give host:", key="prefix")
     return [str(prefix)]
 
 

@@ -46,7 +46,7 @@ def storm_port(fabric, params) -> Port:
         if link.endpoint(host).ifname == params.nic:
             return Port(link.a.node, link.a.ifname)
     raise TargetError(f"{host} has no NIC '{params.nic}'",
-                      hint="NICs: " + ", ".join(l.endpoint(host).ifname for l in fabric.links_of(host)))
+                      hint="NICs: " + ", ".join(l.endpoint(host).ifname for l in fabric.links_of(host)), key="nic")
 
 
 class PfcStorm(OnNode):

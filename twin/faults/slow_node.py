@@ -20,7 +20,7 @@ def _ends(fabric, params):
     links = [l for l in fabric.links_of(host) if params.nic in (None, l.endpoint(host).ifname)]
     if not links:
         raise TargetError(f"{host} has no NIC '{params.nic}'",
-                          hint="NICs: " + ", ".join(l.endpoint(host).ifname for l in fabric.links_of(host)))
+                          hint="NICs: " + ", ".join(l.endpoint(host).ifname for l in fabric.links_of(host)), key="nic")
     return [end for link in links for end in (link.a, link.b)]
 
 

@@ -15,7 +15,12 @@ LINK_SEPARATOR = "--"
 
 
 class TargetError(TwinError):
-    pass
+    """A fault names something the lab does not have; `key` is the fault's key it is about, where
+    that is not the node or link named in the message."""
+
+    def __init__(self, message: str, hint: str | None = None, key: str | None = None):
+        super().__init__(message, hint)
+        self.key = key
 
 
 @dataclass(frozen=True, order=True)

@@ -137,7 +137,9 @@ class Agent:
                 for ttl in range(2, pair["hops"] + 1):
                     if ttl not in answers:
                         self.trace_queue.append((pair, src, dst, sport, ttl))
-        self.trace_deadline = None
+        # Nothing to trace (every pair of this agent is under one leaf: no TTL answers): the
+        # round is over at once, and its paths are published.
+        self.trace_deadline = None if self.trace_queue else time.monotonic()
 
     def _send_traces(self, now: float) -> None:
         batch, self.trace_queue = self.trace_queue[:TRACE_BATCH], self.trace_queue[TRACE_BATCH:]

@@ -100,6 +100,7 @@ class ProbeMesh:
         self.link_of_port = {(end.node, end.ifname): link.name for link in fabric.links for end in (link.a, link.b)}
         self.held_at: dict[str, float] = {}  # link -> last time (monotonic) one of its directions was held long
         self.pids: dict[str, int] = {}
+        self.keep_logs: Path | None = None  # agents' logs with something in them are copied here at the end
         self.logs: dict[str, JsonlTail] = {}
         self.paths: dict[tuple[str, str, int], tuple[str | None, ...]] = {}  # latest
         self._history: dict[tuple[str, str, int], list[tuple[float, tuple]]] = {}  # (discovered at, links)
@@ -180,8 +181,30 @@ class ProbeMesh:
         self._agents_done = True
         self._drain()
         self.lab.forget(self.lab.owned("worker", f"probes/{self.name}/"))
+        self._keep_agent_logs()
         shutil.rmtree(self.directory, ignore_errors=True)
         return self.stats
+
+    def _keep_agent_logs(self) -> list[Path]:
+        """Agents' logs that say something (a traceback, a warning) outlive the lab directory, which
+        teardown deletes: a hint may point at them."""
+        if self.keep_logs is None:
+            return []
+        kept = []
+        for log in sorted(self.directory.glob("*.log")):
+            if log.stat().st_size:
+                self.keep_logs.mkdir(parents=True, exist_ok=True)
+                kept.append(Path(shutil.copy(log, self.keep_logs / log.name)))
+        return kept
+
+    def _logs_hint(self, host: str | None = None) -> str:
+        """The failed agent's last words, and where every agent's log outlives the mesh."""
+        kept = self._keep_agent_logs()
+        log = self.directory / f"{host}.log" if host else None
+        tail = log.read_text()[-300:].strip() if log is not None and log.is_file() else ""
+        where = (f"agent logs: {kept[0].parent}" if kept else "the agents logged nothing") if \
+            self.keep_logs is not None else f"agent logs: {self.directory} (deleted when the mesh stops)"
+        return f"{tail}\n{where}" if tail else where
 
     def refresh_paths(self) -> None:
         """Ask every agent to rediscover its paths now (routes changed)."""
@@ -335,9 +358,9 @@ class ProbeMesh:
                 return
             failed = self.failed_agents()
             if failed:
-                log = self.directory / f"{failed[0]}.log"
-                raise TwinError(f"probe agent on {failed[0]} exited",
-                                hint=log.read_text()[-300:] if log.exists() else None)
+                raise TwinError(f"probe agent on {failed[0]} exited", hint=self._logs_hint(failed[0]))
             time.sleep(0.1)
-        raise TwinError(f"probe agents found no paths within {timeout_s:.0f} s",
-                        hint=f"agent logs: {self.directory}")
+        missing = sorted(pairs - set(self.active))
+        raise TwinError(f"probe agents found no paths within {timeout_s:.0f} s for {len(missing)} of "
+                        f"{len(pairs)} NIC pairs (e.g. {missing[0][0]} -> {missing[0][1]})",
+                        hint=self._logs_hint())

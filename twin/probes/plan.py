@@ -71,12 +71,15 @@ def choose_pairs(nics: list[Nic], mode: str, groups: int, rails: int) -> list[tu
         raise ValueError(f"probe pairs {mode!r}: use {', '.join(PAIR_MODES)}")
     # Same-rail pairs cover host, leaf and spine links of every plane; superspine links carry
     # only cross-rail traffic, so each NIC also probes the next rail on its mirror host in
-    # the next group, which crosses both superspine hops.
+    # the next group, which crosses both superspine hops. With one group the mirror is the next
+    # host of the group: every same-rail pair then stays under one leaf, and only cross-rail
+    # pairs (leaf, spine, leaf) reach the spines.
     by_key = {(n.host, n.rail): n for n in nics}
+    hosts = sorted({n.host for n in nics}, key=_group_of)
     cross = []
     for nic in nics:
         group, rest = _group_of(nic.host)
-        mirror = f"host-g{group % groups + 1}-{rest}"
+        mirror = f"host-g{group % groups + 1}-{rest}" if groups > 1 else hosts[(hosts.index(nic.host) + 1) % len(hosts)]
         peer = by_key.get((mirror, nic.rail % rails + 1))
         if peer is not None and peer.host != nic.host:
             cross.append((nic, peer))

@@ -18,6 +18,7 @@ def run_probe_mesh(lab: Lab, duration_s: float, interval_ms: int = 100,
     """`during(mesh)`, if given, runs once paths are known (e.g. a test injecting a fault)."""
     progress = progress or NullProgress()
     mesh = ProbeMesh(lab, name, pairs, interval_ms)
+    mesh.keep_logs = lab.paths.root / "logs" / f"probes-{name}"  # until `twin lab down`, past the mesh's end
     intervals: list[Interval] = []
     mesh.listeners.append(intervals.append)
     progress.phase("discovering paths", None)

@@ -2,7 +2,9 @@
 
 A verdict is right when it names a link or node of a fault active at that moment (or within
 LATE_S after its clear); the time to detect counts from the fault's onset (when its apply has
-finished) to the first right verdict, as the runner received it. Expectations are graded in
+finished) to the first right verdict, as the runner received it. Only verdicts received while
+the scenario ran count: those after its end (the workloads and agents stopping, teardown) are
+reported as `after_end` and graded neither right nor wrong. Expectations are graded in
 results/expectations.py, from these scores.
 """
 
@@ -20,13 +22,21 @@ def _verdicts(records: list[dict]) -> list[Verdict]:
             for r in records if r["kind"] == "verdict"]
 
 
+def scenario_end(records: list[dict], duration_s: float) -> float:
+    """When the scenario stopped running: its duration, or the moment it was interrupted."""
+    interrupted = [r["t"] for r in records if r["kind"] == "scenario" and r.get("op") == "interrupted"]
+    return min([duration_s, *interrupted])
+
+
 def detectors(records: list[dict], faults: list[FaultWindow], targets: dict[str, list[str]],
               duration_s: float) -> dict[str, DetectorScore]:
     """Per detector: verdicts, right, wrong, precision, recall, time to detect each fault."""
     verdicts = _verdicts(records)
+    end_s = scenario_end(records, duration_s)
     out = {}
     for name in sorted({v.detector for v in verdicts} | {r["detector"] for r in records if r["kind"] == "detector"}):
-        mine = [v for v in verdicts if v.detector == name]
+        everything = [v for v in verdicts if v.detector == name]
+        mine = [v for v in everything if v.t <= end_s]
         right, detected = 0, {}
         for v in mine:
             hit = [f for f in faults if f.active(duration_s)[0] <= v.t <= f.active(duration_s)[1] + LATE_S
@@ -37,5 +47,5 @@ def detectors(records: list[dict], faults: list[FaultWindow], targets: dict[str,
         out[name] = DetectorScore(verdicts=len(mine), right=right, wrong=len(mine) - right,
                                   precision=round(right / len(mine), 3) if mine else None,
                                   recall=round(len(detected) / len(faults), 3) if faults else None,
-                                  detect_s=detected)
+                                  detect_s=detected, after_end=len(everything) - len(mine))
     return out

@@ -65,6 +65,7 @@ class DetectorScore(BaseModel):
     precision: float | None
     recall: float | None
     detect_s: dict[str, float]
+    after_end: int = 0  # verdicts received after the scenario ended: not graded
 
 
 class Graded(BaseModel):

@@ -180,7 +180,8 @@ def _faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]
         try:
             targets = engine.targets(timing, params, fabric)
         except TargetError as exc:
-            key = next((k for k in ("link", "node", "host") if k in entry and str(entry[k]) in exc.message), None)
+            key = exc.key if exc.key in entry else next(
+                (k for k in ("link", "node", "host") if k in entry and str(entry[k]) in exc.message), None)
             problem(loc + ((key,) if key else ("link" if "link" in entry else "node",)), exc.message, exc.hint)
             continue
         if timing.at_s >= spec.duration_s:

@@ -56,6 +56,7 @@ class Probes:
         self.ctx, self.params, self.name = ctx, params, name
         self.mesh = ProbeMesh(ctx.lab, f"{ctx.run_id}-{name}", params.pairs,
                               params.interval_ms, params.report_ms, params.refresh_s, ctx.seed)
+        self.mesh.keep_logs = ctx.events.path.parent / "probe-agents"  # the results folder outlives the lab
         self._out = None
         self._last_route = None
         self._stop = threading.Event()

@@ -1,0 +1,55 @@
+"""`twin detect replay`: the probe localizer run again on a recorded run's probes.jsonl (a 2 %
+silent drop on mini, tests/data/results/replay-drop, recorded with its scenario.yaml)."""
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from twin.errors import TwinError
+from twin.results.replay import replay
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "results" / "replay-drop"
+
+
+def recorded(into: Path, keep_sample=lambda sample: True) -> Path:
+    folder = into / "replay-drop"
+    folder.mkdir()
+    for name in ("run.json", "model.json"):
+        shutil.copy(DATA / name, folder / name)
+    (folder / "events.jsonl").write_bytes(gzip.decompress((DATA / "events.jsonl.gz").read_bytes()))
+    with open(folder / "probes.jsonl", "w") as out:
+        for line in gzip.decompress((DATA / "probes.jsonl.gz").read_bytes()).decode().splitlines():
+            interval = json.loads(line)
+            interval["samples"] = [s for s in interval["samples"] if keep_sample(s)]
+            out.write(json.dumps(interval) + "\n")
+    return folder
+
+
+def test_replay_names_the_fault_like_the_live_run(tmp_path):
+    result = replay(recorded(tmp_path))
+    assert result.intervals > 50
+    assert result.live is not None and result.live.right >= 1
+    assert (result.replayed.right, result.replayed.wrong, result.replayed.recall) == (1, 0, 1.0)
+    assert 0 < result.replayed.detect_s["bad-optic"] < 3
+
+
+def test_replay_without_the_lossy_paths_names_nothing(tmp_path):
+    """The evidence decides: take the lost probes out and the fault goes unnamed."""
+    result = replay(recorded(tmp_path, keep_sample=lambda s: s["received"] + s["held"] >= s["sent"]))
+    assert (result.replayed.verdicts, result.replayed.recall) == (0, 0.0)
+
+
+def test_replay_refuses_what_it_cannot_replay(tmp_path):
+    folder = recorded(tmp_path)
+    with pytest.raises(TwinError, match="unknown replayable detector") as info:
+        replay(folder, "probe-localiser")
+    assert "did you mean 'probe-localizer'" in info.value.hint
+    (folder / "probes.jsonl").write_text('{"t": 1.0, "samples": [{"src": 1}]}\n')
+    with pytest.raises(TwinError, match="probes.jsonl:1: not a probe interval"):
+        replay(folder)
+    (folder / "probes.jsonl").unlink()
+    with pytest.raises(TwinError, match="no probes.jsonl"):
+        replay(folder)

@@ -1,0 +1,82 @@
+"""Run a detector again on what a results folder recorded, offline: the probe mesh's intervals
+(probes.jsonl) through the probe localizer, graded against the run's faults exactly as the run
+graded its live verdicts. A detector change can then be compared with the old one on the same
+evidence, in seconds instead of a drill.
+
+    twin detect replay RESULTS_DIR... [--detector probe-localizer]
+
+A replayed verdict is timed when its interval could first be counted live: the interval's end
+plus the agents' grace. A live run times it when the runner received it, which on a busy machine
+can be later; replay measures the detector, not the machine. Pause evidence (the PFC counters
+the live localizer also reads) is not in probes.jsonl and is not replayed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from twin.detect.localizer import DETECTOR, Localizer
+from twin.errors import TwinError
+from twin.probes.mesh import PathSample
+from twin.registry import Registry
+from twin.results import record as results_record
+from twin.results.analysis import analyse
+from twin.results.grading import detectors as grade_detectors
+from twin.results.report import DetectorScore
+
+PROBES_FILE = "probes.jsonl"
+AGENT_GRACE_S = 0.5  # the mesh's default grace: a live run counts an interval no sooner
+
+
+@dataclass(frozen=True)
+class Replayable:
+    summary: str
+    make: object  # (fabric, report_s) -> an object with observe(t, samples) -> verdicts
+
+
+REPLAYABLE: Registry[Replayable] = Registry("replayable detector", plural="replayable detectors")
+REPLAYABLE.add(DETECTOR, Replayable("the greedy probe localizer (probe evidence only)",
+                                    lambda fabric, report_s: Localizer.for_interval(fabric.switch_links(), report_s)))
+
+
+@dataclass
+class Replay:
+    folder: Path
+    detector: str
+    intervals: int
+    live: DetectorScore | None  # what the run graded live, when it ran this detector
+    replayed: DetectorScore
+
+
+def replay(folder: Path, detector: str = DETECTOR) -> Replay:
+    make = REPLAYABLE.get(detector).make
+    run = results_record.load(folder)
+    probes_file = folder / PROBES_FILE
+    if not probes_file.is_file():
+        raise TwinError(f"{folder} has no {PROBES_FILE}: the run had no probes workload",
+                        hint="replay needs a run with `kind: probes` among its workloads")
+    report_s = next((w.get("report_ms", 500) for w in run.record.workloads if w.get("kind") == "probes"), 500) / 1000
+    localizer = make(run.fabric, report_s)
+    records = [r for r in run.records if r["kind"] != "verdict"]
+    intervals = 0
+    with open(probes_file) as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                interval = json.loads(line)
+                samples = [PathSample(**{**s, "links": tuple(s["links"])}) for s in interval["samples"]]
+            except (ValueError, TypeError, KeyError) as exc:
+                raise TwinError(f"{probes_file}:{number}: not a probe interval ({exc})",
+                                hint="the file was damaged or written by another version") from None
+            intervals += 1
+            counted_at = interval["t"] + report_s + AGENT_GRACE_S
+            for verdict in localizer.observe(counted_at, samples):
+                records.append({"kind": "verdict", "t": verdict.t, "detector": detector,
+                                "verdict_kind": verdict.kind, "link": verdict.link, "node": verdict.node,
+                                "confidence": verdict.confidence})
+    report = analyse(run)
+    scores = grade_detectors(records, report.faults, run.targets, run.record.duration_s)
+    empty = DetectorScore(verdicts=0, right=0, wrong=0, precision=None,
+                          recall=0.0 if report.faults else None, detect_s={})
+    return Replay(folder, detector, intervals, report.detectors.get(detector), scores.get(detector, empty))
