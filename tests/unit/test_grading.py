@@ -36,10 +36,10 @@ def report(collectives=None):
 def test_detector_scores():
     d = {name: score.model_dump() for name, score in report().detectors.items()}
     assert d["ext"] == {"verdicts": 2, "right": 1, "wrong": 1, "precision": 0.5, "recall": 1.0,
-                        "detect_s": {"bad": 1.19}}
+                        "detect_s": {"bad": 1.19}, "after_end": 0}
     assert d["localizer"]["detect_s"] == {} and d["localizer"]["wrong"] == 2
     assert d["silent-one"] == {"verdicts": 0, "right": 0, "wrong": 0, "precision": None, "recall": 0.0,
-                               "detect_s": {}}
+                               "detect_s": {}, "after_end": 0}
 
 
 def test_expectations_pass_and_fail_with_measured_values():
