@@ -26,7 +26,7 @@ from twin.faults import engine as faults
 from twin.faults.base import FaultContext
 from twin.lab.handle import Lab
 from twin.mitigate.drain import Isolator
-from twin.procs import INSTRUMENT_NICE, ahead_of_the_load
+from twin.procs import ahead_of_the_load
 from twin.progress import NullProgress, Progress
 from twin.results.record import FaultTiming
 from twin.run.plan import PlannedWorkload, ScheduledFault
@@ -67,13 +67,7 @@ class Session:
 
     def run(self, duration_s: float | None, on_ready: Callable[[], None] | None = None,
             on_applied: Callable[[FaultTiming], None] | None = None) -> list[FaultTiming]:
-        """duration_s None: until interrupted (KeyboardInterrupt, which SIGTERM becomes).
-        The session's threads (monitors, probe follower and detectors, samplers) start from this
-        one at INSTRUMENT_NICE and keep it; the workloads' processes return to LOAD_NICE."""
-        with ahead_of_the_load(INSTRUMENT_NICE):
-            return self._run(duration_s, on_ready, on_applied)
-
-    def _run(self, duration_s, on_ready, on_applied) -> list[FaultTiming]:
+        """duration_s None: until interrupted (KeyboardInterrupt, which SIGTERM becomes)."""
         try:
             self._start()
             if on_ready:
