@@ -13,6 +13,7 @@ import resource
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
@@ -20,6 +21,9 @@ from ruamel.yaml import YAML
 from twin.run.check import check
 from twin.spec.labfile import fabric_size, load_lab
 
+# STATS is module state the last test reads: under `make test`'s two xdist workers the module
+# must run in one worker, in order (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("fuzz-files")
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
