@@ -10,7 +10,7 @@ from test_model import fabric_of
 from twin.detect.localizer import Localizer
 from twin.detect.verdicts import Verdict, names_fault, parse_line
 from twin.model.fabric import link_key
-from twin.probes.plan import equal_cost_paths, plan
+from twin.probes.plan import cover_plan
 
 
 @dataclass
@@ -24,15 +24,11 @@ class Sample:
 
 
 def mesh_paths(lab="rail4"):
-    """Every (pair, path) of the cover mesh with the links it crosses, from the model."""
+    """The flows the cover mesh probes (3 per link direction) with the links each crosses, as the
+    plan expects them from the model."""
     fabric = fabric_of(lab)
-    out = []
-    for p in plan(fabric, "cover"):
-        for number, switches in enumerate(equal_cost_paths(fabric, p.src, p.dst)):
-            hops = [p.src.host, *switches, p.dst.host]
-            out.append((p.src.label, p.dst.label, number, tuple(fabric.find_link(a, b).name
-                                                                for a, b in zip(hops, hops[1:]))))
-    return fabric, out
+    covering = cover_plan(fabric)
+    return fabric, [(*flow, tuple(name for name, _to in covering.drawn[flow])) for flow in covering.expected.flows]
 
 
 def interval(paths, loss_by_link, rng, sent=5):
@@ -77,7 +73,8 @@ def test_loss_in_a_single_interval_is_a_transient_not_a_fault():
 def test_one_percent_loss_is_named_within_a_few_intervals_and_only_that_link():
     fabric, paths = mesh_paths()
     bad = link_key("spine-r2-s2 -- leaf-g2-r2")
-    verdicts = run(Localizer(switch_links(fabric)), paths, {bad: 0.01}, rounds=8, sent=10)
+    # 25 probes a path per 0.5 s interval (interval_ms 20): 150 probes/s over each link direction
+    verdicts = run(Localizer(switch_links(fabric)), paths, {bad: 0.01}, rounds=8, sent=25)
     assert verdicts and {link_key(v.link) for v in verdicts} == {bad}
     assert verdicts[0].t <= 2.0 and verdicts[0].kind == "silent_drop"
 

@@ -2,13 +2,15 @@
 
 import itertools
 import random
+from collections import Counter
 
 import pytest
 
 from twin.lab import runtime
 from twin.model.build import build_fabric
+from twin.probes.cover import Leaves
 from twin.probes.mesh import address_links
-from twin.probes.plan import _all_paths_probability, equal_cost_paths, plan, ports_needed, probe_load
+from twin.probes.plan import _all_paths_probability, cover_plan, fewest_flows, plan, ports_needed, probe_load
 from twin.spec.labfile import load_lab
 
 from test_model import fabric_of
@@ -33,40 +35,78 @@ def test_ports_needed_holds_empirically():
     assert covered / trials >= 0.98
 
 
-ONE_GROUP = """\
-name: onegroup
-fabric: {tiers: 2, groups: 1, rails: 2, hosts_per_group: 3, spines_per_plane: 2}
-links: {rate: 100mbit, mtu: 1500}
-routing: {bfd: {interval_ms: 300, multiplier: 3}, ecmp_hash: l4}
-runtime: netns
-"""
+def lab_of(tmp_path, tiers, groups, rails, hosts, spines, superspines=0):
+    shape = f"tiers: {tiers}, groups: {groups}, rails: {rails}, hosts_per_group: {hosts}, spines_per_plane: {spines}"
+    if tiers == 3:
+        shape += f", superspines: {superspines}"
+    path = tmp_path / f"lab-{tiers}-{groups}-{rails}-{hosts}-{spines}-{superspines}.yaml"
+    path.write_text(f"name: gen\nfabric: {{{shape}}}\nlinks: {{rate: 100mbit, mtu: 1500}}\nruntime: netns\n")
+    return build_fabric(load_lab(path, runtime.names()))
 
 
-@pytest.mark.parametrize("lab", ["mini", "rail4", "rail8", "onegroup"])
-def test_cover_mode_can_reach_every_link(lab, tmp_path):
-    if lab == "onegroup":  # every host under the same leaves: only cross-rail pairs reach the spines
-        (tmp_path / "onegroup.yaml").write_text(ONE_GROUP)
-        fabric = build_fabric(load_lab(tmp_path / "onegroup.yaml", runtime.names()))
-    else:
-        fabric = fabric_of(lab)
-    reachable = set()
-    for p in plan(fabric, "cover"):
-        for switches in equal_cost_paths(fabric, p.src, p.dst):
-            hops = [p.src.host, *switches, p.dst.host]
-            reachable |= {fabric.find_link(a, b).name for a, b in zip(hops, hops[1:])}
-    assert reachable == {link.name for link in fabric.links}
+# Shapes the lab format allows, the awkward ones included: one group (every host under the same
+# leaves), one rail, one host per group, 3-tier with one rail (superspines carry no shortest path).
+SHAPES = [(2, 1, 2, 3, 2), (2, 2, 1, 1, 3), (2, 3, 2, 2, 4), (3, 2, 2, 1, 2, 1), (3, 3, 1, 2, 3, 2),
+          (3, 1, 3, 2, 2, 2), (3, 2, 4, 2, 2, 2)]
+
+
+def most_paths(fabric) -> Counter:
+    """Distinct paths over each link direction among all NIC pairs: the most any plan can probe."""
+    leaves, most = Leaves(fabric), Counter()
+    for src, dst in itertools.permutations(leaves.nics, 2):
+        if src.host != dst.host:
+            dag = leaves.dag(src.leaf, dst.leaf)
+            most[leaves.ends[src.label][0]] += dag.paths
+            most[leaves.ends[dst.label][1]] += dag.paths
+            for edge, count in dag.through.items():
+                most[leaves.hops[edge]] += count
+    return most
+
+
+@pytest.mark.parametrize("shape", ["mini", "rail4", "rail8", *SHAPES], ids=str)
+def test_cover_crosses_every_reachable_link_direction_k_times(shape, tmp_path):
+    fabric = fabric_of(shape) if isinstance(shape, str) else lab_of(tmp_path, *shape)
+    for k in (1, 3):
+        covering = cover_plan(fabric, k, seed=5)
+        selection = covering.expected
+        every = {(link.name, end.node) for link in fabric.links for end in (link.a, link.b)}
+        assert set(selection.crossings) | set(covering.unreachable) == every
+        # Short only where the fabric has fewer than k distinct paths over a link direction (seeded
+        # draws: the plan's margin held here).
+        assert [hop for hop in selection.short if most_paths(fabric)[hop] >= k] == []
+        # Unreachable only where no two leaves route through a link: one leaf, or superspines
+        # above a single plane.
+        for name, _node in covering.unreachable:
+            assert fabric.nodes[name.split(" -- ")[0]].role in ("spine", "superspine")
+        assert all(p.src.host != p.dst.host for p in covering.plans)
+        assert sum(p.probed for p in covering.plans) == len(selection.flows)
+
+
+def test_cover_probe_load_grows_with_links_not_pairs(tmp_path):
+    small, large = fabric_of("rail4"), lab_of(tmp_path, 3, 8, 8, 2, 4, 8)  # 18 and 104 switches
+    ratios = []
+    for fabric in (small, large):
+        covering = cover_plan(fabric, 3)
+        ratios.append(len(covering.expected.flows) / covering.hops)
+    # One flow crosses 3-7 link directions, so k=3 needs at most about one flow per direction.
+    assert max(ratios) <= 1.0 and max(ratios) <= 1.5 * min(ratios), ratios
+    old_rail_pairs = plan(large, "rail")  # what every same-rail pair would cost: quadratic
+    assert len(cover_plan(large, 3).expected.flows) < sum(p.probed for p in old_rail_pairs) / 2
 
 
 def test_modes_and_load():
     fabric = fabric_of("rail4")
-    rail, cover, full = (plan(fabric, mode) for mode in ("rail", "cover", "full"))
+    rail, full = plan(fabric, "rail"), plan(fabric, "full")
     assert {(p.src.rail, p.dst.rail) for p in rail} == {(r, r) for r in range(1, 5)}
-    assert len(rail) < len(cover) < len(full) == 16 * 12
-    load = probe_load(cover, 100)
-    # per NIC: 1 same-leaf path + 2 hosts x 2 spine paths + 1 cross-rail pair x 8 paths = 13
-    assert load == {"probes_per_s": 16 * 13 * 10, "max_per_nic": 130.0, "discovery_packets": load["discovery_packets"]}
+    assert len(rail) < len(full) == 16 * 12
+    load = probe_load(rail, 100)
+    # per NIC: 1 same-leaf path + 2 hosts x 2 spine paths = 5 paths
+    assert load == {"probes_per_s": 16 * 5 * 10, "max_per_nic": 50.0, "discovery_packets": load["discovery_packets"]}
+    cover = cover_plan(fabric, 3, seed=3)
+    assert probe_load(cover.plans, 100)["probes_per_s"] == len(cover.expected.flows) * 10
     assert plan(fabric, "cover", seed=3) != plan(fabric, "cover", seed=4)
     assert plan(fabric, "cover", seed=3) == plan(fabric, "cover", seed=3)
+    assert fewest_flows(fabric, "cover", 3) * 10 <= probe_load(cover.plans, 100)["probes_per_s"]
 
 
 def test_every_switch_address_names_its_link():

@@ -20,7 +20,7 @@ from twin.detect.slow_node import find_slow_node
 from twin.errors import TwinError
 from twin.lab.counters import interface_rates
 from twin.lab.handle import Lab
-from twin.probes.plan import PAIR_MODES
+from twin.probes.plan import PAIR_MODES, PATHS_PER_LINK
 from twin.probes.run import run_probe_mesh
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
 from twin.telemetry.prometheus import registry_for
@@ -111,15 +111,17 @@ def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, tim
               help="Each path is probed once per interval.")
 @click.option("--pairs", type=click.Choice(PAIR_MODES), default="cover", show_default=True,
               help="cover: every link; rail: same-rail pairs; full: every NIC pair across hosts.")
+@click.option("--paths-per-link", default=PATHS_PER_LINK, show_default=True, type=click.IntRange(1, 8),
+              help="cover: probed paths crossing every link in each direction.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def probe(name, duration, interval_ms, pairs, as_json) -> None:
+def probe(name, duration, interval_ms, pairs, paths_per_link, as_json) -> None:
     """Run the probe mesh for a while: path discovery, then loss and RTT per path.
 
     Prints the probe load, the fabric links no discovered path crosses, and every path
     that lost probes (with the links it crosses).
     """
     with progress() as bar:
-        summary = run_probe_mesh(Lab.open(name), duration, interval_ms, pairs, bar)
+        summary = run_probe_mesh(Lab.open(name), duration, interval_ms, pairs, bar, paths_per_link=paths_per_link)
     if as_json:
         out.print_json(json.dumps(summary))
         return
@@ -127,7 +129,14 @@ def probe(name, duration, interval_ms, pairs, as_json) -> None:
     out.print(f"{summary['paths']} paths over {summary['pairs']} NIC pairs; configured {load['probes_per_s']} "
               f"probes/s ({load['max_per_nic']} on the busiest NIC), achieved {summary['achieved_pps']} probes/s; "
               f"agents' CPU {summary['cpu_s']} s")
-    out.print(f"links crossed by no discovered path: {', '.join(summary['uncovered']) or 'none'}")
+    coverage = summary["coverage"]
+    if coverage:
+        out.print(f"every link direction crossed by >= {coverage['paths_per_link']} probed paths except "
+                  f"{coverage['hops_short']} of {coverage['hops']}; per link direction {coverage['link_pps_min']} "
+                  f"probes/s at least, {coverage['link_pps_median']} median"
+                  + (f"; no probe tells apart: {'; '.join(' / '.join(g) for g in coverage['ambiguous'])}"
+                     if coverage["ambiguous"] else ""))
+    out.print(f"links crossed by no probed path: {', '.join(summary['uncovered']) or 'none'}")
     table = Table(title="paths that lost probes", title_justify="left")
     for column in ("src", "dst", "sport", "sent", "lost", "rtt p50 ms", "rtt p99 ms", "links"):
         table.add_column(column)

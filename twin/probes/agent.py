@@ -10,7 +10,9 @@ For every (src NIC, dst NIC, source port) the agent
   Done at start, every `refresh_s`, and at once on SIGUSR1 (the runner sends it when
   routes change);
 - keeps one source port per distinct path and sends a probe on it every `interval_ms`,
-  spread evenly over the interval; the receiving agent counts it (one-way, the machine
+  spread evenly over the interval; or, when the config names a `select` file (pairs: cover),
+  probes only the flows listed there, which the mesh writes from every agent's paths and
+  announces with SIGUSR2 (nothing is probed before the first selection); the receiving agent counts it (one-way, the machine
   has one clock) and echoes it back (round trip).
 It writes JSON lines per reporting bucket: what it sent, received and the RTTs of echoes.
 """
@@ -44,12 +46,18 @@ TICK_S = 0.005  # probes are sent in batches due within this long; receive times
 FLUSH_EVERY_S = 0.05
 
 refresh_requested = False
+selection_changed = False
 stopping = False
 
 
 def _on_usr1(*_args) -> None:
     global refresh_requested
     refresh_requested = True
+
+
+def _on_usr2(*_args) -> None:
+    global selection_changed
+    selection_changed = True
 
 
 def _on_term(*_args) -> None:
@@ -91,6 +99,9 @@ class Agent:
         self.trace_deadline: float | None = None
         self.next_refresh = 0.0
         self.poller = select.poll()
+        # pairs: cover: (src label, dst label) -> the source ports the mesh selected; None before
+        # the first selection, and always None without a select file (every distinct path probed)
+        self.selected: dict[tuple[str, str], list[int]] | None = None
 
     def emit(self, **record) -> None:
         self.out.write(json.dumps(record) + "\n")
@@ -169,12 +180,30 @@ class Agent:
             chosen: dict[tuple, int] = {}
             for sport, hops in sock_paths.items():
                 chosen.setdefault(tuple(hops), sport)
-            for sport in sorted(chosen.values()):
-                active.append((self.senders[(pair["src"], sport)], pair["dst_address"], src, dst, sport))
+            ports = sorted(chosen.values()) if not self.config.get("select") else \
+                (self.selected or {}).get((pair["src"], pair["dst"]), [])
+            active += [(self.senders[(pair["src"], sport)], pair["dst_address"], src, dst, sport) for sport in ports]
             self.emit(type="paths", t=time.monotonic(), src=pair["src"], dst=pair["dst"],
-                      paths={str(sport): hops for sport, hops in sock_paths.items()},
-                      active=sorted(chosen.values()))
+                      paths={str(sport): hops for sport, hops in sock_paths.items()}, active=ports)
         self.active, self.cursor, self.base = active, 0, time.monotonic()
+
+    def load_selection(self) -> None:
+        """Probe the flows the mesh selected (its file is replaced whole, never written in place)."""
+        try:
+            flows = json.loads(Path(self.config["select"]).read_text())
+        except (OSError, ValueError):
+            return  # not written yet: the mesh signals again when it is
+        selected: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for src, dst, sport in flows:
+            if (src, sport) in self.senders:
+                selected[(src, dst)].append(sport)
+        self.selected = dict(selected)
+        addresses = {(p["src"], p["dst"]): p["dst_address"] for p in self.pairs}
+        self.active = [(self.senders[(src, sport)], addresses[(src, dst)], self.index[src], self.index[dst], sport)
+                       for (src, dst), ports in sorted(self.selected.items()) for sport in sorted(ports)
+                       if (src, dst) in addresses]
+        self.cursor, self.base = 0, time.monotonic()
+        self.emit(type="selected", t=time.monotonic(), flows=len(self.active))
 
     # --- probing --------------------------------------------------------------------------
     def _send(self, sock, address, kind, ttl, src, dst, sport, now) -> None:
@@ -263,7 +292,7 @@ class Agent:
         return max([self.marked, self._bucket(time.monotonic()), *buckets])
 
     def run(self) -> None:
-        global refresh_requested
+        global refresh_requested, selection_changed
         self.open_sockets()
         self.start_discovery()
         self.emit(type="start", t=time.monotonic(), pid=os.getpid(), senders=len(self.senders))
@@ -276,6 +305,9 @@ class Agent:
                 stopped_at, self.active, self.trace_queue = now, [], []  # stop sending, keep answering
             if stopped_at is not None and now - stopped_at > self.grace:
                 break
+            if stopped_at is None and selection_changed:
+                selection_changed = False
+                self.load_selection()
             if stopped_at is None and (refresh_requested or now >= self.next_refresh):
                 refresh_requested = False
                 self.start_discovery()
@@ -306,6 +338,7 @@ class Agent:
 def main() -> None:
     config = json.loads(Path(sys.argv[1]).read_text())
     signal.signal(signal.SIGUSR1, _on_usr1)
+    signal.signal(signal.SIGUSR2, _on_usr2)
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, _on_term)
     # The agent is the instrument, not the load: on the twin's two shared cores it must not queue

@@ -31,10 +31,12 @@ from twin.model.fabric import Fabric
 from twin.lab.pfc import counters as pfc_counters
 from twin.procs import alive, terminate
 from twin.lab.handle import Lab, python_module
-from twin.probes.plan import PairPlan, plan, probe_load
+from twin.probes.plan import PATHS_PER_LINK, PairPlan, cover_plan, plan, probe_load
+from twin.probes.select import Directions, Selection, select
 
 PROBE_PORT = 47100
 POLL_S = 0.1
+RESELECT_QUIET_S = 1.0  # cover: select again once rediscovered paths have stopped arriving this long
 STUCK_AGENT_S = 5.0  # an agent whose marks are this far behind the furthest agent's is not waited for
 LONG_PAUSE_S = 0.1  # a port held this long (or longer) can make a probe late
 
@@ -89,11 +91,22 @@ class PathNames:
 
 class ProbeMesh:
     def __init__(self, lab: Lab, name: str, pairs: str = "cover", interval_ms: int = 100, report_ms: int = 500,
-                 refresh_s: float = 30.0, seed: int = 1, grace_s: float = 0.5):
+                 refresh_s: float = 30.0, seed: int = 1, grace_s: float = 0.5, paths_per_link: int = PATHS_PER_LINK):
         self.lab, self.state, self.fabric, self.name = lab, lab.state, lab.fabric, name
         fabric = lab.fabric
-        self.plans: list[PairPlan] = plan(fabric, pairs, seed)
-        self.load = probe_load(self.plans, interval_ms)
+        self.paths_per_link = paths_per_link if pairs == "cover" else None
+        if self.paths_per_link:
+            covering = cover_plan(fabric, paths_per_link, seed)
+            self.plans: list[PairPlan] = covering.plans
+            self.load = {**probe_load(self.plans, interval_ms), **link_load(covering.expected, covering.hops,
+                                                                           paths_per_link, interval_ms)}
+        else:
+            self.plans = plan(fabric, pairs, seed)
+            self.load = probe_load(self.plans, interval_ms)
+        self.directions = Directions(fabric)
+        self.selection: Selection | None = None
+        self._selected_at = 0.0  # monotonic time of the last selection (cover)
+        self._paths_at = 0.0  # when the last paths record was read
         self.interval_ms, self.report_ms, self.refresh_s, self.grace_s = interval_ms, report_ms, refresh_s, grace_s
         self.directory = lab.paths.root / "probes" / name
         self.names = PathNames(fabric)
@@ -162,6 +175,7 @@ class ProbeMesh:
                 "pairs": [{"src": p.src.label, "dst": p.dst.label, "dst_address": p.dst.address,
                            "hops": p.hops, "sports": list(p.sports)} for p in mine],
                 "output": str(self.directory / f"{host}.jsonl"),
+                "select": str(self.directory / f"{host}.select.json") if self.paths_per_link else None,
             }
             path = self.directory / f"{host}.json"
             path.write_text(json.dumps(config))
@@ -233,6 +247,9 @@ class ProbeMesh:
                 self._read(host, self.logs[host])
             self._note_pauses()
             self._finalise()
+            if self.selection is not None and self._paths_at > self._selected_at and \
+                    time.monotonic() - self._paths_at >= RESELECT_QUIET_S:
+                self._select()
 
     def _read(self, host: str, log: JsonlTail) -> None:
         for record in log.read():
@@ -258,6 +275,7 @@ class ProbeMesh:
                 self.paths[key] = links
                 self._history.setdefault(key, []).append((record["t"], links))
             self.active[(record["src"], record["dst"])] = record["active"]
+            self._paths_at = time.monotonic()
             for listener in self.path_listeners:
                 listener(record["t"] - self.epoch)
         elif kind == "sent":
@@ -343,10 +361,47 @@ class ProbeMesh:
         before = [links for found, links in history if found <= t]
         return before[-1] if before else (history[0][1] if history else ())
 
+    # --- cover: which discovered flows are probed ---------------------------------------------
+    def _select(self) -> None:
+        """Select the flows that cross every directed link paths_per_link times from every
+        agent's discovered paths, and tell the agents whose selection changed."""
+        hops = {key: self.directions.hops(key[0], links, key[1]) for key, links in self.paths.items()}
+        selection = select(hops, self.paths_per_link)
+        before = set(self.selection.flows) if self.selection else None
+        self.selection, self._selected_at = selection, time.monotonic()
+        by_host: dict[str, list] = defaultdict(list)
+        for flow in selection.flows:
+            by_host[flow[0].split(":")[0]].append(list(flow))
+        changed = {flow[0].split(":")[0] for flow in set(selection.flows) ^ (before or set())}
+        for host, pid in self.pids.items():
+            if before is not None and host not in changed:
+                continue
+            target = self.directory / f"{host}.select.json"
+            scratch = target.with_suffix(".tmp")
+            scratch.write_text(json.dumps(by_host.get(host, [])))
+            os.replace(scratch, target)  # an agent never reads half a file
+            if alive(pid):
+                try:
+                    os.kill(pid, signal.SIGUSR2)
+                except ProcessLookupError:
+                    pass
+        active: dict[tuple[str, str], list[int]] = {pair: [] for pair in self.active}
+        for src, dst, sport in selection.flows:
+            active.setdefault((src, dst), []).append(sport)
+        self.active = active
+
+    def selected(self) -> dict:
+        """The probed flows and the coverage they give, as discovered (cover), for reports."""
+        if self.selection is None:
+            return {}
+        return link_load(self.selection, self.load.get("hops", 0), self.paths_per_link, self.interval_ms)
+
     # --- what the model says -----------------------------------------------------------------
     def covered_links(self) -> set[str]:
+        """Links the probed flows cross (cover: the selected ones; else every discovered path)."""
         with self._lock:
-            return {link for links in self.paths.values() for link in links if link}
+            flows = self.selection.flows if self.selection is not None else self.paths
+            return {link for flow in flows for link in self.paths.get(flow, ()) if link}
 
     def wait_for_paths(self, timeout_s: float = 20.0) -> None:
         """Block until every agent has published its first discovered paths."""
@@ -355,6 +410,9 @@ class ProbeMesh:
         while time.monotonic() < deadline:
             self._drain()
             if pairs <= set(self.active):
+                if self.paths_per_link:
+                    with self._lock:
+                        self._select()
                 return
             failed = self.failed_agents()
             if failed:
@@ -364,3 +422,14 @@ class ProbeMesh:
         raise TwinError(f"probe agents found no paths within {timeout_s:.0f} s for {len(missing)} of "
                         f"{len(pairs)} NIC pairs (e.g. {missing[0][0]} -> {missing[0][1]})",
                         hint=self._logs_hint())
+
+
+def link_load(selection: Selection, hops: int, k: int, interval_ms: int) -> dict:
+    """Probes per second per directed link (the fewest and the median) and what the selection
+    leaves short: the figures that say what the cover mesh can see."""
+    summary = selection.summary(hops, k)
+    per_s = 1000 / interval_ms
+    return {"flows": summary["flows"], "paths_per_link": k, "hops": hops,
+            "link_pps_min": round(summary["links_min"] * per_s, 1),
+            "link_pps_median": round(summary["links_median"] * per_s, 1),
+            "hops_short": hops - summary["hops_covered"], "ambiguous": summary["ambiguous"]}

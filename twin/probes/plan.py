@@ -1,24 +1,32 @@
 """Which NIC pairs the probe mesh measures, with how many source ports, and what that costs.
 
-Pure functions of the model. A pair whose traffic can take P equal-cost paths gets the
-smallest number of random source ports K with P(every path hit) >= 0.99; path discovery
-then keeps one port per distinct path for continuous probing, so the load is
-(distinct paths x 1000 / interval_ms) probes per second, stated before the mesh starts.
+Pure functions of the model.
+- cover (the default): pairs and candidate ports planned by link coverage (cover.py); after
+  discovery only the flows select.py picks are probed, so every directed link is crossed by
+  `paths_per_link` paths and the load grows with links. The load is stated before the mesh
+  starts by running the same selection on paths drawn from the model.
+- rail, full: a pair whose traffic can take P equal-cost paths gets the smallest number of
+  random source ports K with P(every path hit) >= 0.99; discovery keeps one port per distinct
+  path, so the load is (distinct paths x 1000 / interval_ms) probes per second.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import networkx as nx
 
 from twin.model.fabric import Fabric
 from twin.lab.reach import Nic, fabric_nics
+from twin.probes.cover import Leaves, candidates, draw_paths
+from twin.probes.select import Selection, select
 
 PAIR_MODES = ("cover", "rail", "full")
+PATHS_PER_LINK = 3  # cover: probed paths crossing every directed link (tomography needs >= 2 to tell links apart)
 COVERAGE = 0.99
 PORT_BASE = 10000  # source ports are drawn from PORT_BASE .. PORT_BASE + PORT_SPAN: below the
 PORT_SPAN = 20000  # kernel's ephemeral range, so no other socket of the host holds one
@@ -58,64 +66,76 @@ class PairPlan:
     paths: int  # equal-cost paths in the model
     hops: int  # switches on each path
     sports: tuple[int, ...]  # candidate source ports for discovery
+    probed: int = 0  # flows probed continuously (cover: as the selection on model paths expects)
 
 
-def choose_pairs(nics: list[Nic], mode: str, groups: int, rails: int) -> list[tuple[Nic, Nic]]:
+@dataclass
+class CoverPlan:
+    plans: list[PairPlan]
+    expected: Selection  # the selection on paths drawn from the model: what discovery should give
+    drawn: dict  # (src, dst, sport) -> hops: the paths drawn from the model for the candidates
+    hops: int  # directed links in the fabric
+    unreachable: list  # directed links no shortest path between two leaves crosses
+
+
+def choose_pairs(nics: list[Nic], mode: str) -> list[tuple[Nic, Nic]]:
+    """rail: every same-rail NIC pair across hosts; full: every NIC pair across hosts."""
     across = [(a, b) for a in nics for b in nics if a.host != b.host]
     if mode == "full":
         return across
-    same_rail = [(a, b) for a, b in across if a.rail == b.rail]
-    if mode == "rail" or rails == 1:
-        return same_rail
-    if mode != "cover":
-        raise ValueError(f"probe pairs {mode!r}: use {', '.join(PAIR_MODES)}")
-    # Same-rail pairs cover host, leaf and spine links of every plane; superspine links carry
-    # only cross-rail traffic, so each NIC also probes the next rail on its mirror host in
-    # the next group, which crosses both superspine hops. With one group the mirror is the next
-    # host of the group: every same-rail pair then stays under one leaf, and only cross-rail
-    # pairs (leaf, spine, leaf) reach the spines.
-    by_key = {(n.host, n.rail): n for n in nics}
-    hosts = sorted({n.host for n in nics}, key=_group_of)
-    cross = []
-    for nic in nics:
-        group, rest = _group_of(nic.host)
-        mirror = f"host-g{group % groups + 1}-{rest}" if groups > 1 else hosts[(hosts.index(nic.host) + 1) % len(hosts)]
-        peer = by_key.get((mirror, nic.rail % rails + 1))
-        if peer is not None and peer.host != nic.host:
-            cross.append((nic, peer))
-    return same_rail + cross
+    if mode == "rail":
+        return [(a, b) for a, b in across if a.rail == b.rail]
+    raise ValueError(f"probe pairs {mode!r}: use {', '.join(PAIR_MODES)}")
 
 
-def fewest_pairs(fabric: Fabric, pairs: str) -> int:
-    """A lower bound on the NIC pairs a mesh probes, from the counts alone (each pair is probed at
-    least once an interval), so an oversized mesh is refused before its plan is built."""
+def fewest_flows(fabric: Fabric, pairs: str, k: int = PATHS_PER_LINK) -> int:
+    """A lower bound on the flows a mesh probes each interval, from the counts alone, so an
+    oversized mesh is refused before its plan is built. cover: every NIC's link is crossed by k
+    flows each way, and a flow crosses two NIC links."""
     hosts, rails = len(fabric.hosts), fabric.rails
     same_rail = rails * hosts * (hosts - 1)
-    return {"full": hosts * rails * (hosts - 1) * rails, "rail": same_rail, "cover": same_rail}[pairs]
+    return {"full": hosts * rails * (hosts - 1) * rails, "rail": same_rail, "cover": k * hosts * rails}[pairs]
 
 
-def _group_of(host: str) -> tuple[int, str]:
-    """host-g2-h1 -> (2, 'h1')"""
-    _prefix, group, rest = host.split("-", 2)
-    return int(group[1:]), rest
-
-
-def plan(fabric: Fabric, mode: str = "cover", seed: int = 1, coverage: float = COVERAGE) -> list[PairPlan]:
+def plan(fabric: Fabric, mode: str = "cover", seed: int = 1, coverage: float = COVERAGE,
+         k: int = PATHS_PER_LINK) -> list[PairPlan]:
+    if mode == "cover":
+        return cover_plan(fabric, k, seed).plans
     rng = random.Random(seed)
     plans = []
-    for src, dst in choose_pairs(fabric_nics(fabric), mode, fabric.groups, fabric.rails):
+    for src, dst in choose_pairs(fabric_nics(fabric), mode):
         paths = equal_cost_paths(fabric, src, dst)
         count = ports_needed(len(paths), coverage)
         sports = tuple(sorted(rng.sample(range(PORT_BASE, PORT_BASE + PORT_SPAN), count)))
-        plans.append(PairPlan(src, dst, len(paths), len(paths[0]), sports))
+        plans.append(PairPlan(src, dst, len(paths), len(paths[0]), sports, len(paths)))
     return plans
+
+
+def cover_plan(fabric: Fabric, k: int = PATHS_PER_LINK, seed: int = 1) -> CoverPlan:
+    """Candidates by link coverage, and the selection expected on them (paths drawn from the model
+    with the same seed, so the figure is reproducible)."""
+    rng = random.Random(seed)
+    leaves = Leaves(fabric)
+    found = candidates(leaves, k)
+    plans, drawn = [], {}
+    for (src, dst), count in sorted(found.ports.items(), key=lambda item: (item[0][0].label, item[0][1].label)):
+        dag = leaves.dag(src.leaf, dst.leaf)
+        sports = tuple(sorted(rng.sample(range(PORT_BASE, PORT_BASE + PORT_SPAN), count)))
+        for sport, path in zip(sports, draw_paths(leaves, src, dst, count, rng)):
+            drawn[(src.label, dst.label, sport)] = path
+        plans.append(PairPlan(src, dst, dag.paths, dag.hops, sports))
+    expected = select(drawn, k)
+    per_pair = Counter((s, d) for s, d, _ in expected.flows)
+    plans = [replace(p, probed=per_pair[(p.src.label, p.dst.label)]) for p in plans]
+    hops = len(leaves.hops) + 2 * len(leaves.ends)
+    return CoverPlan(plans, expected, drawn, hops, found.unreachable)
 
 
 def probe_load(plans: list[PairPlan], interval_ms: int) -> dict:
     """Continuous probes per second (one port per path), total and busiest NIC."""
     per_nic: dict[str, float] = {}
     for p in plans:
-        per_nic[p.src.label] = per_nic.get(p.src.label, 0) + p.paths * 1000 / interval_ms
+        per_nic[p.src.label] = per_nic.get(p.src.label, 0) + p.probed * 1000 / interval_ms
     return {"probes_per_s": round(sum(per_nic.values()), 1),
             "max_per_nic": round(max(per_nic.values(), default=0.0), 1),
             "discovery_packets": sum(len(p.sports) * max(0, p.hops - 1) for p in plans)}

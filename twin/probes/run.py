@@ -10,14 +10,16 @@ from twin.model.fabric import Fabric
 from twin.progress import NullProgress, Progress
 from twin.lab.handle import Lab
 from twin.probes.mesh import Interval, ProbeMesh
+from twin.probes.plan import PATHS_PER_LINK
 
 
 def run_probe_mesh(lab: Lab, duration_s: float, interval_ms: int = 100,
                    pairs: str = "cover", progress: Progress | None = None, name: str = "cli",
-                   during=None) -> dict:
+                   during=None, paths_per_link: int = PATHS_PER_LINK) -> dict:
     """`during(mesh)`, if given, runs once paths are known (e.g. a test injecting a fault)."""
     progress = progress or NullProgress()
-    mesh = ProbeMesh(lab, name, pairs, interval_ms)
+    progress.phase("planning probes", None)
+    mesh = ProbeMesh(lab, name, pairs, interval_ms, paths_per_link=paths_per_link)
     mesh.keep_logs = lab.paths.root / "logs" / f"probes-{name}"  # until `twin lab down`, past the mesh's end
     intervals: list[Interval] = []
     mesh.listeners.append(intervals.append)
@@ -62,7 +64,8 @@ def summarise(mesh: ProbeMesh, fabric: Fabric, intervals: list[Interval], stats:
     all50 = [x for v in totals.values() for x in v["rtt50"]]
     all99 = [x for v in totals.values() for x in v["rtt99"]]
     return {
-        "load": mesh.load, "pairs": len(mesh.plans), "paths": sum(len(v) for v in mesh.active.values()),
+        "load": mesh.load, "coverage": mesh.selected(), "pairs": len(mesh.plans),
+        "paths": sum(len(v) for v in mesh.active.values()),
         "probing_s": round(probing_s, 2), "sent": sent_total,
         "lost": sum(v["lost"] for v in totals.values()),
         "achieved_pps": _achieved_pps(intervals, mesh.report_ms / 1000),

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from twin.probes.mesh import Interval, ProbeMesh
-from twin.probes.plan import fewest_pairs, plan, probe_load
+from twin.probes.plan import PATHS_PER_LINK, cover_plan, fewest_flows, plan, probe_load
 from twin.workloads.base import WorkloadContext
 
 REFRESH_SETTLE_S = 0.5  # rediscover once route changes have been quiet this long
@@ -25,8 +25,12 @@ class ProbesParams(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     interval_ms: int = Field(100, ge=10, le=10000, description="each path is probed once per interval")
     pairs: Literal["cover", "rail", "full"] = Field(
-        "cover", description="cover: same-rail pairs plus one cross-rail pair per NIC (every link); "
-                             "rail: same-rail only; full: every NIC pair across hosts")
+        "cover", description="cover: flows chosen so every link direction is crossed by paths_per_link "
+                             "probed paths (cost grows with links); rail: every same-rail NIC pair; full: every "
+                             "NIC pair across hosts")
+    paths_per_link: int = Field(PATHS_PER_LINK, ge=1, le=8,
+                                description="cover: probed paths crossing each link direction; a link's probe "
+                                            "rate is paths_per_link x 1000 / interval_ms per second")
     report_ms: int = Field(500, ge=100, le=10000, description="counting interval of the records")
     refresh_s: float = Field(30.0, ge=1, le=3600, description="periodic path rediscovery")
     max_pps: int = Field(5000, ge=1, le=100000, description="refuse a mesh that would send more probes/s")
@@ -36,26 +40,32 @@ class ProbeLoadError(ValueError):
     key = "interval_ms"
 
 
+def _cheaper(params: ProbesParams) -> str:
+    return "lower paths_per_link" if params.pairs == "cover" else "use pairs: cover (cost grows with links)"
+
+
 def check_load(params: ProbesParams, fabric) -> None:
-    least = fewest_pairs(fabric, params.pairs) * 1000 / params.interval_ms
+    least = fewest_flows(fabric, params.pairs, params.paths_per_link) * 1000 / params.interval_ms
     if least > params.max_pps:
         raise ProbeLoadError(f"the {params.pairs} mesh at interval_ms {params.interval_ms} sends at least "
                              f"{least:.0f} probes/s, over max_pps {params.max_pps}; raise interval_ms to "
-                             f"{int(params.interval_ms * least / params.max_pps) + 1} or more, use pairs: rail, "
+                             f"{int(params.interval_ms * least / params.max_pps) + 1} or more, {_cheaper(params)}, "
                              "or raise max_pps")
-    load = probe_load(plan(fabric, params.pairs), params.interval_ms)
+    plans = cover_plan(fabric, params.paths_per_link).plans if params.pairs == "cover" else plan(fabric, params.pairs)
+    load = probe_load(plans, params.interval_ms)
     if load["probes_per_s"] > params.max_pps:
         raise ProbeLoadError(f"the {params.pairs} mesh at interval_ms {params.interval_ms} sends "
                          f"{load['probes_per_s']:.0f} probes/s, over max_pps {params.max_pps}; raise interval_ms "
                          f"to {int(params.interval_ms * load['probes_per_s'] / params.max_pps) + 1} or more, "
-                         "use pairs: rail, or raise max_pps")
+                         f"{_cheaper(params)}, or raise max_pps")
 
 
 class Probes:
     def __init__(self, ctx: WorkloadContext, params: ProbesParams, name: str):
         self.ctx, self.params, self.name = ctx, params, name
         self.mesh = ProbeMesh(ctx.lab, f"{ctx.run_id}-{name}", params.pairs,
-                              params.interval_ms, params.report_ms, params.refresh_s, ctx.seed)
+                              params.interval_ms, params.report_ms, params.refresh_s, ctx.seed,
+                              paths_per_link=params.paths_per_link)
         self.mesh.keep_logs = ctx.events.path.parent / "probe-agents"  # the results folder outlives the lab
         self._out = None
         self._last_route = None
@@ -74,6 +84,8 @@ class Probes:
 
     def ready(self, timeout_s: float) -> None:
         self.mesh.wait_for_paths(timeout_s)
+        if self.mesh.selection is not None:
+            self.ctx.events.emit("probe_selection", workload=self.name, **self.mesh.selected())
 
     def stop(self) -> None:
         self._stop.set()

@@ -1,0 +1,132 @@
+"""Which discovered flows the cover mesh probes: the fewest that cross every directed link k times,
+then a few more so that links sharing one set of probed paths (a lossy one could not be told from
+the other) get told apart, as far as the candidates allow.
+
+A flow is (src NIC, dst NIC, source port); its path is the hops it crosses in order. Flows with
+the same path are one path: the selection keeps one. Lazy greedy multi-cover (gains only shrink,
+so a stale gain is re-checked when it comes to the top of the heap).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from twin.model.fabric import Fabric
+from twin.probes.cover import Hop, Leaves
+
+Flow = tuple[str, str, int]
+
+
+@dataclass
+class Selection:
+    flows: list[Flow]
+    crossings: Counter  # hop -> selected flows crossing it
+    short: list[Hop] = field(default_factory=list)  # hops crossed by fewer than k selected flows
+    ambiguous: list[tuple[str, ...]] = field(default_factory=list)  # link names no probe tells apart
+
+    def summary(self, hops: int, k: int) -> dict:
+        counts = sorted(self.crossings.values())
+        return {"flows": len(self.flows), "paths_per_link": k, "links_min": counts[0] if counts else 0,
+                "links_median": counts[len(counts) // 2] if counts else 0,
+                "hops_covered": sum(1 for c in counts if c >= k), "hops": hops,
+                "ambiguous": [list(group) for group in self.ambiguous]}
+
+
+def select(paths: dict[Flow, tuple[Hop, ...]], k: int) -> Selection:
+    distinct: dict[tuple[Hop, ...], Flow] = {}
+    for flow in sorted(paths):
+        if paths[flow]:
+            distinct.setdefault(paths[flow], flow)
+    options = {flow: path for path, flow in distinct.items()}
+    need = Counter({hop: k for path in options.values() for hop in path})
+    chosen: list[Flow] = []
+    per_src: Counter = Counter()
+    heap = [(-len(set(path)), 0, flow) for flow, path in options.items()]
+    heapq.heapify(heap)
+    while heap:
+        stale_gain, _load, flow = heapq.heappop(heap)
+        gain = sum(1 for hop in set(options[flow]) if need[hop] > 0)
+        if gain == 0:
+            continue
+        if gain != -stale_gain:
+            heapq.heappush(heap, (-gain, per_src[flow[0]], flow))
+            continue
+        chosen.append(flow)
+        per_src[flow[0]] += 1
+        for hop in set(options[flow]):
+            need[hop] -= 1
+    chosen = _split(options, chosen)
+    crossings = Counter(hop for flow in chosen for hop in set(options[flow]))
+    short = sorted(hop for hop in need if crossings[hop] < k)
+    return Selection(sorted(chosen), crossings, short, _ambiguous(options, chosen))
+
+
+def _signatures(options: dict[Flow, tuple[Hop, ...]], chosen: list[Flow]) -> dict[frozenset, set[str]]:
+    """Set of selected flows crossing a hop -> the link names whose hops have exactly that set."""
+    crossing: dict[Hop, set[Flow]] = defaultdict(set)
+    for flow in chosen:
+        for hop in options[flow]:
+            crossing[hop].add(flow)
+    groups: dict[frozenset, set[str]] = defaultdict(set)
+    for hop, flows in crossing.items():
+        groups[frozenset(flows)].add(hop[0])
+    return groups
+
+
+def _ambiguous(options, chosen) -> list[tuple[str, ...]]:
+    return sorted({tuple(sorted(links)) for links in _signatures(options, chosen).values() if len(links) > 1})
+
+
+def _split(options: dict[Flow, tuple[Hop, ...]], chosen: list[Flow]) -> list[Flow]:
+    """Add, while groups of links are probed by exactly the same flows, the unselected flow that
+    crosses some but not all links of the most groups; stop when none splits any."""
+    chosen, taken = list(chosen), set(chosen)
+    links_of = {flow: {hop[0] for hop in path} for flow, path in options.items()}
+    for _ in range(len(options)):
+        groups = [links for links in _signatures(options, chosen).values() if len(links) > 1]
+        in_groups: dict[str, list[int]] = defaultdict(list)
+        for number, group in enumerate(groups):
+            for link in group:
+                in_groups[link].append(number)
+        best, best_splits = None, 0
+        for flow, links in links_of.items():
+            if flow in taken:
+                continue
+            touched = Counter(number for link in links for number in in_groups.get(link, ()))
+            splits = sum(1 for number, shared in touched.items() if shared < len(groups[number]))
+            if splits > best_splits:
+                best, best_splits = flow, splits
+        if best is None:
+            break
+        chosen.append(best)
+        taken.add(best)
+    return chosen
+
+
+class Directions:
+    """Turn a discovered path (link names in order, None where a hop did not answer) into hops."""
+
+    def __init__(self, fabric: Fabric):
+        self.leaves = Leaves(fabric)
+        self.ends = {link.name: (link.a.node, link.b.node) for link in fabric.links}
+        self.host_of = {f"{l.b.node}:{l.b.ifname}": (l.b.node, l.a.node) for l in fabric.links if l.kind == "host"}
+
+    def hops(self, src: str, links: tuple[str | None, ...], dst: str) -> tuple[Hop, ...]:
+        at, (dst_host, dst_leaf) = self.host_of[src][0], self.host_of[dst]
+        out = []
+        for name in links:
+            if name is None or name not in self.ends:
+                at = None  # a hop that did not answer: the next known link is oriented by distance
+                continue
+            a, b = self.ends[name]
+            if at in (a, b):
+                to = b if at == a else a
+            else:
+                distance = self.leaves.distance(dst_leaf)
+                to = min((a, b), key=lambda n: -1 if n == dst_host else distance.get(n, math.inf))
+            out.append((name, to))
+            at = to
+        return tuple(out)
