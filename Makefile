@@ -12,7 +12,7 @@ SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util
 # The dashboard's test drives a real headless browser.
 TEST_PACKAGES := chromium chromium-driver
 
-.PHONY: help deps test-deps packages venv lab down status test unit integration e2e images bench golden architecture clean
+.PHONY: help deps test-deps packages venv lab down status test unit integration e2e e2e-generated images bench golden architecture clean
 
 help:
 	@echo "make lab SCENARIO=silent-drop   run a fault drill (see scenarios/), results in results/"
@@ -21,6 +21,7 @@ help:
 	@echo "make down LAB=rail4       remove it, and everything it owns"
 	@echo "make test                 unit + integration tests (integration needs root)"
 	@echo "make e2e [QUICK=1]        every shipped scenario, graded; fails if an expectation fails"
+	@echo "make e2e-generated [GENERATED=7] [SEED=1]  random labs and fault drills, graded per fault kind"
 	@echo "make images               the switch and host container images (debootstrap + docker import)"
 	@echo "make bench                lab, fault and workload benchmarks -> docs/benchmarks.md"
 	@echo "make golden               rewrite golden files after an intended model change"
@@ -81,6 +82,12 @@ test: deps test-deps venv
 # E2E_LABS=rail4: only the scenarios on those labs.
 e2e: deps venv
 	$(TWIN) e2e $(if $(QUICK),--quick) $(if $(RUNTIME),--runtime $(RUNTIME)) $(foreach l,$(E2E_LABS),--lab $(l)) --results results/e2e
+
+# Drills on labs nobody tuned detection on: GENERATED=N random labs and faults (SEED=1).
+GENERATED ?= 7
+SEED ?= 1
+e2e-generated: deps venv
+	$(TWIN) e2e --generated $(GENERATED) --seed $(SEED) --results results/e2e
 
 # Container images, tagged with the project version: a debootstrapped Debian base (no registry
 # here), then the switch and host images from it. Docker's cache rebuilds only what changed.

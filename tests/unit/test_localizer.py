@@ -1,4 +1,4 @@
-"""The probe localizer on synthetic path observations: one fault, two faults, a switch fault,
+"""The probe localizers (greedy and likelihood) on synthetic path observations: one fault, two faults, a switch fault,
 partial loss with noise, and silence on a healthy fabric."""
 
 import random
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pytest
 from test_model import fabric_of
 
+from twin.detect.likelihood import LikelihoodLocalizer
 from twin.detect.localizer import Localizer
 from twin.detect.verdicts import Verdict, names_fault, parse_line
 from twin.model.fabric import link_key
@@ -54,50 +55,56 @@ def switch_links(fabric):
     return fabric.switch_links()
 
 
-def test_total_loss_on_one_link_is_named_in_its_second_interval():
+@pytest.fixture(params=[Localizer, LikelihoodLocalizer], ids=["greedy", "likelihood"])
+def make(request):
+    """Both probe localizers must pass every test of the evidence they share."""
+    return request.param
+
+
+def test_total_loss_on_one_link_is_named_in_its_second_interval(make):
     fabric, paths = mesh_paths()
     bad = link_key("leaf-g1-r1 -- spine-r1-s1")
-    verdicts = run(Localizer(switch_links(fabric)), paths, {bad: 1.0}, rounds=2)
+    verdicts = run(make(switch_links(fabric)), paths, {bad: 1.0}, rounds=2)
     assert [(v.link and link_key(v.link), v.t) for v in verdicts] == [(bad, 0.5)]
     assert verdicts[0].kind == "link_down" and verdicts[0].confidence > 0.9
 
 
-def test_loss_in_a_single_interval_is_a_transient_not_a_fault():
+def test_loss_in_a_single_interval_is_a_transient_not_a_fault(make):
     fabric, paths = mesh_paths()
-    localizer = Localizer(switch_links(fabric))
+    localizer = make(switch_links(fabric))
     transient = run(localizer, paths, {link_key("leaf-g1-r1 -- spine-r1-s1"): 1.0}, rounds=1)
     after = run(localizer, paths, {}, rounds=6, seed=2)
     assert transient == after == []
 
 
-def test_one_percent_loss_is_named_within_a_few_intervals_and_only_that_link():
+def test_one_percent_loss_is_named_within_a_few_intervals_and_only_that_link(make):
     fabric, paths = mesh_paths()
     bad = link_key("spine-r2-s2 -- leaf-g2-r2")
     # 25 probes a path per 0.5 s interval (interval_ms 20): 150 probes/s over each link direction
-    verdicts = run(Localizer(switch_links(fabric)), paths, {bad: 0.01}, rounds=8, sent=25)
+    verdicts = run(make(switch_links(fabric)), paths, {bad: 0.01}, rounds=8, sent=25)
     assert verdicts and {link_key(v.link) for v in verdicts} == {bad}
     assert verdicts[0].t <= 2.0 and verdicts[0].kind == "silent_drop"
 
 
-def test_two_faults_far_apart_are_both_named():
+def test_two_faults_far_apart_are_both_named(make):
     fabric, paths = mesh_paths()
     bad = {link_key("leaf-g1-r1 -- spine-r1-s1"): 0.2, link_key("superspine-2 -- spine-r3-s1"): 0.2}
-    verdicts = run(Localizer(switch_links(fabric)), paths, bad, rounds=4)
+    verdicts = run(make(switch_links(fabric)), paths, bad, rounds=4)
     assert {link_key(v.link) for v in verdicts} == set(bad)
 
 
-def test_a_dead_switch_is_named_as_the_switch():
+def test_a_dead_switch_is_named_as_the_switch(make):
     fabric, paths = mesh_paths()
     dead = "spine-r1-s1"
     losses = {link_key(l.name): 1.0 for l in fabric.links_of(dead)}
-    verdicts = run(Localizer(switch_links(fabric)), paths, losses, rounds=3)
+    verdicts = run(make(switch_links(fabric)), paths, losses, rounds=3)
     assert [(v.node, v.kind) for v in verdicts] == [(dead, "switch_down")]
 
 
-def test_a_healthy_fabric_with_stray_single_losses_gets_no_verdict():
+def test_a_healthy_fabric_with_stray_single_losses_gets_no_verdict(make):
     fabric, paths = mesh_paths()
     rng = random.Random(5)
-    localizer = Localizer(switch_links(fabric))
+    localizer = make(switch_links(fabric))
     verdicts = []
     for number in range(200):
         samples = interval(paths, {}, rng)
@@ -108,10 +115,10 @@ def test_a_healthy_fabric_with_stray_single_losses_gets_no_verdict():
     assert verdicts == []
 
 
-def test_a_name_is_emitted_once_and_again_after_it_was_forgotten():
+def test_a_name_is_emitted_once_and_again_after_it_was_forgotten(make):
     fabric, paths = mesh_paths("mini")
     bad = link_key("leaf-g1-r1 -- spine-1")
-    localizer = Localizer(switch_links(fabric), forget_after=3)
+    localizer = make(switch_links(fabric), forget_after=3)
     first = run(localizer, paths, {bad: 1.0}, rounds=3)
     quiet = run(localizer, paths, {}, rounds=6)
     again = run(localizer, paths, {bad: 1.0}, rounds=2)
@@ -136,7 +143,7 @@ def test_parsing_detector_output(line, expected):
     assert (None if verdict is None else (verdict.t, verdict.link, verdict.node)) == expected
 
 
-def test_a_loss_two_links_share_waits_for_a_path_that_tells_them_apart():
+def test_a_loss_two_links_share_waits_for_a_path_that_tells_them_apart(make):
     """Sparse loss (a 1 % bitflip) first seen only on same-rail paths, which cross both leaf links
     of their spine: the localizer must not guess the less probed one; a later loss on a
     cross-rail path through only one of them names it."""
@@ -146,7 +153,7 @@ def test_a_loss_two_links_share_waits_for_a_path_that_tells_them_apart():
     both = next(p for p in keys if {bad, rival} <= p[4])
     only_bad = [p for p in keys if bad in p[4] and rival not in p[4]]
     elsewhere = [p for p in only_bad if both[0].split(":")[0] not in (p[0].split(":")[0], p[1].split(":")[0])]
-    localizer = Localizer(switch_links(fabric))
+    localizer = make(switch_links(fabric))
 
     def observe(t, lossy):
         samples = [Sample(src, dst, sport, links, 5, 1 if (src, dst, sport) == lossy[:3] else 0)

@@ -28,10 +28,13 @@ def recorded(into: Path, keep_sample=lambda sample: True) -> Path:
     return folder
 
 
-def test_replay_names_the_fault_like_the_live_run(tmp_path):
-    result = replay(recorded(tmp_path))
+@pytest.mark.parametrize("detector", ["probe-localizer", "probe-likelihood"])
+def test_replay_names_the_fault_like_the_live_run(tmp_path, detector):
+    result = replay(recorded(tmp_path), detector)
     assert result.intervals > 50
-    assert result.live is not None and result.live.right >= 1
+    assert result.faults == 1
+    if detector == "probe-localizer":  # the run graded it live
+        assert result.live is not None and result.live.right >= 1
     assert (result.replayed.right, result.replayed.wrong, result.replayed.recall) == (1, 0, 1.0)
     assert 0 < result.replayed.detect_s["bad-optic"] < 3
 
@@ -44,7 +47,7 @@ def test_replay_without_the_lossy_paths_names_nothing(tmp_path):
 
 def test_replay_refuses_what_it_cannot_replay(tmp_path):
     folder = recorded(tmp_path)
-    with pytest.raises(TwinError, match="unknown replayable detector") as info:
+    with pytest.raises(TwinError, match="unknown builtin detector") as info:
         replay(folder, "probe-localiser")
     assert "did you mean 'probe-localizer'" in info.value.hint
     (folder / "probes.jsonl").write_text('{"t": 1.0, "samples": [{"src": 1}]}\n')
@@ -53,3 +56,16 @@ def test_replay_refuses_what_it_cannot_replay(tmp_path):
     (folder / "probes.jsonl").unlink()
     with pytest.raises(TwinError, match="no probes.jsonl"):
         replay(folder)
+
+
+def test_replay_compares_detectors_on_the_same_evidence(tmp_path):
+    from click.testing import CliRunner
+
+    from twin.cli import cli
+
+    folder = recorded(tmp_path)
+    result = CliRunner().invoke(cli, ["detect", "replay", str(folder), "--detector", "probe-localizer",
+                                       "--detector", "probe-likelihood"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if "probe-l" in line and "1 of 1" in line]
+    assert len(rows) == 2, result.output  # one table row per detector, each found the one fault

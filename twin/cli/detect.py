@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import click
+
+from rich.table import Table
 
 from twin.cli.tools import out
 from twin.detect.localizer import DETECTOR
@@ -18,16 +21,18 @@ def detect() -> None:
 
 @detect.command("replay")
 @click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="RESULTS_DIR...")
-@click.option("--detector", default=DETECTOR, show_default=True, help="The built-in detector to replay.")
+@click.option("--detector", "detectors", multiple=True, metavar="NAME",
+              help=f"A built-in probe detector to replay (repeatable; default: {DETECTOR}).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def replay_cmd(folders: tuple[Path, ...], detector: str, as_json: bool) -> None:
-    """Run DETECTOR again on each folder's probes.jsonl and grade its verdicts against the run's
-    faults, next to what the run graded live. Replayed verdicts are timed when their interval
-    could first be counted (its end plus the agents' grace); pause counters are not replayed.
-    Nothing on the machine is touched."""
+def replay_cmd(folders: tuple[Path, ...], detectors: tuple[str, ...], as_json: bool) -> None:
+    """Run each DETECTOR again on each folder's probes.jsonl and grade its verdicts against the
+    run's faults, next to what the run graded live; with two or more detectors, a table compares
+    them over all folders. Replayed verdicts are timed when their interval could first be counted
+    (its end plus the agents' grace); pause counters are not replayed. Nothing on the machine is
+    touched."""
     from twin.results.replay import replay
 
-    results = [replay(folder, detector) for folder in folders]
+    results = [replay(folder, detector) for folder in folders for detector in detectors or (DETECTOR,)]
     if as_json:
         out.print_json(json.dumps([{"folder": str(r.folder), "detector": r.detector, "intervals": r.intervals,
                                     "live": r.live.model_dump() if r.live else None,
@@ -42,3 +47,21 @@ def replay_cmd(folders: tuple[Path, ...], detector: str, as_json: bool) -> None:
             detected = ", ".join(f"{k} after {v} s" for k, v in score.detect_s.items()) or "nothing"
             out.print(f"  {label:9} {score.verdicts} verdicts, {score.right} right, {score.wrong} wrong, "
                       f"precision {score.precision}, recall {score.recall}; detected {detected}")
+    if len(set(r.detector for r in results)) > 1:
+        out.print(compare_table(results))
+
+
+def compare_table(results) -> Table:
+    """Per detector over every folder: verdicts, right, wrong, precision, recall, time to detect."""
+    table = Table(title=f"replayed on {len({r.folder for r in results})} results folders", title_justify="left")
+    for column in ("detector", "verdicts", "right", "wrong", "precision", "faults found", "detect s (median, max)"):
+        table.add_column(column)
+    for name in dict.fromkeys(r.detector for r in results):
+        mine = [r for r in results if r.detector == name]
+        right, wrong = sum(r.replayed.right for r in mine), sum(r.replayed.wrong for r in mine)
+        found = [t for r in mine for t in r.replayed.detect_s.values()]
+        times = f"{statistics.median(found):.2f}, {max(found):.2f}" if found else "-"
+        table.add_row(name, str(sum(r.replayed.verdicts for r in mine)), str(right), str(wrong),
+                      f"{right / (right + wrong):.3f}" if right + wrong else "-",
+                      f"{len(found)} of {sum(r.faults for r in mine)}", times)
+    return table

@@ -16,6 +16,7 @@ from twin.errors import TwinError
 from twin.results.publish import publish
 from twin.run import runner
 from twin.run.drill import run_drill, scenario_files
+from twin.run.generate import DETECTORS, generate, score
 from twin.run.plan import load_scenario
 
 RESULTS_OPTION = click.option("--results", type=click.Path(path_type=Path), default=Path("results"),
@@ -73,10 +74,21 @@ def report_cmd(folders: tuple[Path, ...], quiet: bool) -> None:
 @click.option("--lab", "labs", multiple=True, metavar="LAB",
               help="Only the scenarios on this lab (repeatable); default: every lab.")
 @RUNTIME_OPTION
+@click.option("--generated", type=click.IntRange(1, 1000), metavar="N",
+              help="Instead of scenarios/: N random labs and fault drills (written under the results folder), "
+                   "then precision, recall and time to detect per fault kind and detector.")
+@click.option("--seed", type=int, default=1, show_default=True, help="With --generated: the drills drawn.")
 def e2e_cmd(scenarios: tuple[str, ...], quick: bool, results: Path, labs: tuple[str, ...],
-            runtime: str | None) -> None:
-    """The fault drill: run every scenario in scenarios/ (or the ones named) one after another
-    and grade every expectation. Exit 1 if any scenario failed."""
+            runtime: str | None, generated: int | None, seed: int) -> None:
+    """The fault drill: run every scenario in scenarios/ (or the ones named, or --generated ones)
+    one after another and grade every expectation. Exit 1 if any scenario failed."""
+    drills = []
+    if generated:
+        if scenarios or labs:
+            raise TwinError("--generated draws its own labs and scenarios", hint="give no SCENARIO and no --lab")
+        drills = generate(generated, seed, results / f"generated-seed{seed}")
+        out.print(f"generated {len(drills)} drills in {results / f'generated-seed{seed}'}")
+        scenarios = tuple(str(d.scenario) for d in drills)
     files = scenario_files(scenarios)
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
@@ -109,8 +121,23 @@ def e2e_cmd(scenarios: tuple[str, ...], quick: bool, results: Path, labs: tuple[
                       f"{sum(e.passed for e in graded)}/{len(graded)} passed" if o.report else o.error,
                       ", ".join(detected) or "-", str(o.directory or "-"))
     out.print(table)
+    if drills:
+        for detector in DETECTORS:
+            out.print(kind_table(detector, score(drills, outcomes, detector)))
     failed = [o.scenario for o in outcomes if not o.passed]
     out.print(f"{len(outcomes) - len(failed)} of {len(outcomes)} scenarios passed" +
               (f"; failed: {', '.join(failed)}" if failed else ""))
     if failed:
         sys.exit(1)
+
+
+def kind_table(detector: str, rows) -> Table:
+    """A generated drill set's detection figures per fault kind, for one detector."""
+    table = Table(title=f"{detector}: per fault kind", title_justify="left")
+    for column in ("kind", "drills", "faults found", "precision", "recall", "detect s (median, max)", "healthy s"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row.kind, str(row.drills), f"{row.found} of {row.faults}", str(row.precision),
+                      str(row.recall), f"{row.median_s()}, {max(row.detect_s)}" if row.detect_s else "-",
+                      f"{row.healthy_s:g}" if row.kind == "healthy" else "-")
+    return table

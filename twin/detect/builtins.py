@@ -1,7 +1,12 @@
 """Built-in detectors, in one list: a name, what it needs from the run, and how it attaches.
 
-probe-localizer  the probe mesh's intervals through the localizer (detect/localizer.py), and on a
-                 lossless lab the PFC pause counters through the pause localizer (detect/pauses.py)
+probe-localizer   the probe mesh's intervals through the greedy localizer (detect/localizer.py),
+                  and on a lossless lab the PFC pause counters through the pause localizer
+                  (detect/pauses.py)
+probe-likelihood  the same evidence through the likelihood localizer (detect/likelihood.py)
+
+A probe detector's localizer is made in one place (`localizer`), so `twin detect replay` runs
+exactly what a live run attaches.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from twin.detect.likelihood import DETECTOR as LIKELIHOOD, LikelihoodLocalizer
 from twin.detect.localizer import DETECTOR, Localizer
 from twin.detect.pauses import PauseLocalizer
 from twin.lab.pfc import counters as pfc_counters
@@ -20,25 +26,40 @@ class BuiltinDetector:
     summary: str
     needs: str  # the workload kind it feeds on: a scenario without one is refused when it loads
     attach: Callable  # (run: detect.runner.Detectors, name: str) -> None
+    localizer: Callable | None = None  # probe detectors: (fabric, report_s) -> observe(t, samples) -> verdicts
 
 
-def _probe_localizer(run, name: str) -> None:
-    probes = next(w for w in run.workloads if hasattr(w, "mesh"))
-    fabric = run.lab.fabric
-    localizer = Localizer.for_interval(fabric.switch_links(), probes.params.report_ms / 1000)
-    pauses = PauseLocalizer(fabric) if fabric.pfc else None
+def _probe_detector(make: Callable) -> Callable:
+    """Attach a probe localizer to the run's probe mesh, with the pause localizer on a lossless lab."""
+    def attach(run, name: str) -> None:
+        probes = next(w for w in run.workloads if hasattr(w, "mesh"))
+        fabric = run.lab.fabric
+        localizer = make(fabric, probes.params.report_ms / 1000)
+        pauses = PauseLocalizer(fabric) if fabric.pfc else None
 
-    def on_interval(interval) -> None:
-        now = run.events.now()
-        for verdict in localizer.observe(now, interval.samples):
-            run.emit(name, verdict, source="builtin")
-        if pauses is not None:  # the pause counters, read as each probe interval is counted
-            for verdict in pauses.observe(now, pfc_counters.ports(pfc_counters.read(run.lab.paths.root))):
+        def on_interval(interval) -> None:
+            now = run.events.now()
+            for verdict in localizer.observe(now, interval.samples):
                 run.emit(name, verdict, source="builtin")
+            if pauses is not None:  # the pause counters, read as each probe interval is counted
+                for verdict in pauses.observe(now, pfc_counters.ports(pfc_counters.read(run.lab.paths.root))):
+                    run.emit(name, verdict, source="builtin")
 
-    probes.mesh.listeners.append(on_interval)
+        probes.mesh.listeners.append(on_interval)
+    return attach
+
+
+def greedy(fabric, report_s: float) -> Localizer:
+    return Localizer.for_interval(fabric.switch_links(), report_s)
+
+
+def likelihood(fabric, report_s: float) -> LikelihoodLocalizer:
+    return LikelihoodLocalizer.for_interval(fabric.switch_links(), report_s)
 
 
 BUILTINS: Registry[BuiltinDetector] = Registry("builtin detector", plural="built-in detectors")
-BUILTINS.add(DETECTOR, BuiltinDetector("names the link or switch that loses probes (and, lossless, the port that "
-                                       "pauses for good)", "probes", _probe_localizer))
+BUILTINS.add(DETECTOR, BuiltinDetector("names the link or switch that loses probes, greedily (and, lossless, the "
+                                       "port that pauses for good)", "probes", _probe_detector(greedy), greedy))
+BUILTINS.add(LIKELIHOOD, BuiltinDetector("names the link or switch that loses probes by likelihood, when the "
+                                         "evidence separates it from its rivals (and, lossless, the port that pauses "
+                                         "for good)", "probes", _probe_detector(likelihood), likelihood))

@@ -24,110 +24,23 @@ without evidence and may then be named again.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-
-from twin.detect.verdicts import Verdict
-from twin.model.fabric import link_key
-from twin.model.targets import Target
+from twin.detect.window import PooledPath, WindowedLocalizer
 
 DETECTOR = "probe-localizer"
-WINDOW_S = 2.0  # evidence pooled over this long, whatever the probes' reporting interval
-FORGET_S = 3.0
-DEAD_RATE = 0.9
-PLAUSIBLE_LOSSES = 3  # a rival whose clean probes should have lost this many (P(none) ~ 5 %) is ruled out  # a switch loses at least this share of the probes crossing it: the switch, not a link
+DEAD_RATE = 0.9  # a switch loses at least this share of the probes crossing it: the switch, not a link
+PLAUSIBLE_LOSSES = 3  # a rival whose clean probes should have lost this many (P(none) ~ 5 %) is ruled out
 
 
-@dataclass
-class _Path:
-    links: tuple[str, ...]
-    sent: int = 0
-    lost: int = 0
-    lossy_intervals: set = field(default_factory=set)
+class Localizer(WindowedLocalizer):
+    detector = DETECTOR
 
-
-class Localizer:
     def __init__(self, switch_links: dict[str, set[str]] | None = None, window: int = 4, min_lost: int = 2,
                  min_rate: float = 0.002, persist: int = 2, forget_after: int = 6):
-        self.switch_links = {node: {link_key(l) for l in links} for node, links in (switch_links or {}).items()}
-        self.window, self.min_lost, self.min_rate, self.forget_after = window, min_lost, min_rate, forget_after
-        self.persist = persist
-        # The window, pooled as it moves: each interval is added once and taken out once, so an
-        # interval costs O(paths) however long the window (pooling it afresh every interval was
-        # most of the probe follower's time at a thousand paths).
-        self._recent: deque[tuple[int, dict]] = deque()
-        self._pool: dict[tuple, _Path] = {}
-        self._lost_in_window = 0
-        self._serial = 0
-        self._keys: dict[tuple, tuple[str, ...]] = {}  # a discovered path's names -> canonical link names
-        self._named: dict[str, int] = {}  # name -> intervals since last evidence
+        super().__init__(switch_links, window, forget_after)
+        self.min_lost, self.min_rate, self.persist = min_lost, min_rate, persist
         self._deferred: dict[frozenset, int] = {}  # links the loss cannot tell apart -> intervals waited
 
-    @classmethod
-    def for_interval(cls, switch_links: dict[str, set[str]], report_s: float) -> "Localizer":
-        """Window and memory in seconds: shorter intervals name a fault sooner (persist counts
-        intervals), and still pool WINDOW_S of evidence, which sparse loss needs."""
-        return cls(switch_links, window=max(4, round(WINDOW_S / report_s)),
-                   forget_after=max(6, round(FORGET_S / report_s)))
-
-    def observe(self, t: float, samples: Iterable) -> list[Verdict]:
-        """Feed one interval's path samples (src, dst, sport, links, sent, lost); returns new verdicts."""
-        self._add(samples)
-        suspects = self.explain(list(self._pool.values())) if self._lost_in_window >= self.min_lost else {}
-        verdicts = []
-        for name, (kind, confidence) in suspects.items():
-            if name not in self._named:
-                link = name if Target.parse(name).is_link else None
-                verdicts.append(Verdict(t=t, detector=DETECTOR, kind=kind, link=link,
-                                        node=None if link else name, confidence=round(confidence, 3)))
-            self._named[name] = 0
-        for name in list(self._named):
-            if name not in suspects:
-                self._named[name] += 1
-                if self._named[name] >= self.forget_after:
-                    del self._named[name]
-        return verdicts
-
-    def _add(self, samples: Iterable) -> None:
-        self._serial += 1
-        counts: dict[tuple, tuple[int, int]] = {}
-        for s in samples:
-            links = self._keyed(tuple(s.links))
-            if not links:
-                continue
-            key = (s.src, s.dst, s.sport)
-            sent, lost = s.sent - getattr(s, "held", 0), s.lost  # held by PFC: neither lost nor clean
-            path = self._pool.get(key)
-            if path is None:
-                path = self._pool[key] = _Path(links)
-            path.links = links  # the newest discovery wins
-            path.sent += sent
-            path.lost += lost
-            if lost:
-                path.lossy_intervals.add(self._serial)
-            before = counts.get(key, (0, 0))
-            counts[key] = (before[0] + sent, before[1] + lost)
-            self._lost_in_window += lost
-        self._recent.append((self._serial, counts))
-        if len(self._recent) > self.window:
-            serial, old = self._recent.popleft()
-            for key, (sent, lost) in old.items():
-                path = self._pool[key]
-                path.sent -= sent
-                path.lost -= lost
-                path.lossy_intervals.discard(serial)
-                self._lost_in_window -= lost
-                if not any(key in counts for _serial, counts in self._recent):
-                    del self._pool[key]  # not probed within the window any more
-
-    def _keyed(self, names: tuple) -> tuple[str, ...]:
-        keyed = self._keys.get(names)
-        if keyed is None:
-            keyed = self._keys[names] = tuple(link_key(l) for l in names if l)
-        return keyed
-
-    def explain(self, paths: list[_Path]) -> dict[str, tuple[str, float]]:
+    def explain(self, paths: list[PooledPath]) -> dict[str, tuple[str, float]]:
         """name -> (kind guess, confidence) for the links (or switches) that explain the loss."""
         total_lost = sum(p.lost for p in paths)
         if total_lost < self.min_lost:
@@ -166,7 +79,7 @@ class Localizer:
         self._deferred = {key: n for key, n in self._deferred.items() if key in pending}
         return named
 
-    def _ambiguous(self, best: str, explained: list[_Path], stats: dict, pending: set, paths: list[_Path]) -> bool:
+    def _ambiguous(self, best: str, explained: list[PooledPath], stats: dict, pending: set, paths: list[PooledPath]) -> bool:
         """Another link lies on exactly the same lossy paths (a same-rail path crosses both leaf
         links of its spine) but not on the same paths overall, and its loss-free probes do not
         rule it out: the loss cannot tell them apart yet, a later loss may, and meanwhile the rate
@@ -191,7 +104,7 @@ class Localizer:
         self._deferred[key] = self._deferred.get(key, 0) + 1
         return self._deferred[key] <= self.window
 
-    def _dead_switches(self, paths: list[_Path], total_lost: int) -> dict[str, tuple[str, float]]:
+    def _dead_switches(self, paths: list[PooledPath], total_lost: int) -> dict[str, tuple[str, float]]:
         """Switches through which (nearly) every probe is lost, where no single one of their links
         explains the loss (else that link is the simpler answer)."""
         dead = {}

@@ -38,6 +38,8 @@ PROBE_PORT = 47100
 POLL_S = 0.1
 RESELECT_QUIET_S = 1.0  # cover: select again once rediscovered paths have stopped arriving this long
 STUCK_AGENT_S = 5.0  # an agent whose marks are this far behind the furthest agent's is not waited for
+SELECTION = ".select.json"  # cover: a host's selected flows, next to its agent's config
+GRACE_S = 0.5  # an agent counts a probe this late, then writes its interval
 LONG_PAUSE_S = 0.1  # a port held this long (or longer) can make a probe late
 
 
@@ -91,7 +93,7 @@ class PathNames:
 
 class ProbeMesh:
     def __init__(self, lab: Lab, name: str, pairs: str = "cover", interval_ms: int = 100, report_ms: int = 500,
-                 refresh_s: float = 30.0, seed: int = 1, grace_s: float = 0.5, paths_per_link: int = PATHS_PER_LINK):
+                 refresh_s: float = 30.0, seed: int = 1, grace_s: float = GRACE_S, paths_per_link: int = PATHS_PER_LINK):
         self.lab, self.state, self.fabric, self.name = lab, lab.state, lab.fabric, name
         fabric = lab.fabric
         self.paths_per_link = paths_per_link if pairs == "cover" else None
@@ -140,7 +142,8 @@ class ProbeMesh:
     def following(cls, lab: Lab, directory: Path) -> ProbeMesh:
         """Read the results of a mesh another process runs (its agents' output files), without
         starting or stopping anything: listeners get its intervals as they are counted."""
-        configs = {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))}
+        configs = {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))
+                   if not p.name.endswith(SELECTION)}
         if not configs:
             raise TwinError(f"{directory} holds no probe agent configuration")
         first = next(iter(configs.values()))
@@ -175,7 +178,7 @@ class ProbeMesh:
                 "pairs": [{"src": p.src.label, "dst": p.dst.label, "dst_address": p.dst.address,
                            "hops": p.hops, "sports": list(p.sports)} for p in mine],
                 "output": str(self.directory / f"{host}.jsonl"),
-                "select": str(self.directory / f"{host}.select.json") if self.paths_per_link else None,
+                "select": str(self.directory / f"{host}{SELECTION}") if self.paths_per_link else None,
             }
             path = self.directory / f"{host}.json"
             path.write_text(json.dumps(config))
@@ -376,7 +379,7 @@ class ProbeMesh:
         for host, pid in self.pids.items():
             if before is not None and host not in changed:
                 continue
-            target = self.directory / f"{host}.select.json"
+            target = self.directory / f"{host}{SELECTION}"
             scratch = target.with_suffix(".tmp")
             scratch.write_text(json.dumps(by_host.get(host, [])))
             os.replace(scratch, target)  # an agent never reads half a file

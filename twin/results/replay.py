@@ -17,28 +17,22 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from twin.detect.localizer import DETECTOR, Localizer
+from twin.detect.builtins import BUILTINS
+from twin.detect.localizer import DETECTOR
 from twin.errors import TwinError
-from twin.probes.mesh import PathSample
-from twin.registry import Registry
+from twin.probes.mesh import GRACE_S, PathSample
 from twin.results import record as results_record
 from twin.results.analysis import analyse
 from twin.results.grading import detectors as grade_detectors
 from twin.results.report import DetectorScore
+from twin.workloads.probes import ProbesParams
 
 PROBES_FILE = "probes.jsonl"
-AGENT_GRACE_S = 0.5  # the mesh's default grace: a live run counts an interval no sooner
 
 
-@dataclass(frozen=True)
-class Replayable:
-    summary: str
-    make: object  # (fabric, report_s) -> an object with observe(t, samples) -> verdicts
-
-
-REPLAYABLE: Registry[Replayable] = Registry("replayable detector", plural="replayable detectors")
-REPLAYABLE.add(DETECTOR, Replayable("the greedy probe localizer (probe evidence only)",
-                                    lambda fabric, report_s: Localizer.for_interval(fabric.switch_links(), report_s)))
+def replayable() -> list[str]:
+    """Built-in detectors that read probe evidence only, which probes.jsonl holds."""
+    return [name for name in BUILTINS.names() if BUILTINS.get(name).localizer is not None]
 
 
 @dataclass
@@ -46,18 +40,23 @@ class Replay:
     folder: Path
     detector: str
     intervals: int
+    faults: int  # faults the run injected (graded ones)
     live: DetectorScore | None  # what the run graded live, when it ran this detector
     replayed: DetectorScore
 
 
 def replay(folder: Path, detector: str = DETECTOR) -> Replay:
-    make = REPLAYABLE.get(detector).make
+    make = BUILTINS.get(detector).localizer
+    if make is None:
+        raise TwinError(f"{detector} does not read probe evidence: it cannot be replayed",
+                        hint=f"replayable: {', '.join(replayable())}")
     run = results_record.load(folder)
     probes_file = folder / PROBES_FILE
     if not probes_file.is_file():
         raise TwinError(f"{folder} has no {PROBES_FILE}: the run had no probes workload",
                         hint="replay needs a run with `kind: probes` among its workloads")
-    report_s = next((w.get("report_ms", 500) for w in run.record.workloads if w.get("kind") == "probes"), 500) / 1000
+    probes = next((w for w in run.record.workloads if w.get("kind") == "probes"), {})
+    report_s = probes.get("report_ms", ProbesParams.model_fields["report_ms"].default) / 1000
     localizer = make(run.fabric, report_s)
     records = [r for r in run.records if r["kind"] != "verdict"]
     intervals = 0
@@ -70,7 +69,7 @@ def replay(folder: Path, detector: str = DETECTOR) -> Replay:
                 raise TwinError(f"{probes_file}:{number}: not a probe interval ({exc})",
                                 hint="the file was damaged or written by another version") from None
             intervals += 1
-            counted_at = interval["t"] + report_s + AGENT_GRACE_S
+            counted_at = interval["t"] + report_s + GRACE_S  # scenarios do not set the grace
             for verdict in localizer.observe(counted_at, samples):
                 records.append({"kind": "verdict", "t": verdict.t, "detector": detector,
                                 "verdict_kind": verdict.kind, "link": verdict.link, "node": verdict.node,
@@ -79,4 +78,5 @@ def replay(folder: Path, detector: str = DETECTOR) -> Replay:
     scores = grade_detectors(records, report.faults, run.targets, run.record.duration_s)
     empty = DetectorScore(verdicts=0, right=0, wrong=0, precision=None,
                           recall=0.0 if report.faults else None, detect_s={})
-    return Replay(folder, detector, intervals, report.detectors.get(detector), scores.get(detector, empty))
+    return Replay(folder, detector, intervals, len(report.faults), report.detectors.get(detector),
+                  scores.get(detector, empty))

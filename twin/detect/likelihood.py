@@ -1,0 +1,128 @@
+"""probe-likelihood: name the lossy link(s) or switch by likelihood, from the evidence the
+probe-localizer reads (per-path probe loss pooled over a window): binary network tomography
+with a loss model instead of a greedy count.
+
+Model. On a lossless fabric a healthy path loses (almost) nothing: a probe is lost with
+probability HEALTHY_LOSS. Hypothesis "link e is lossy": every probe over e is lost with one rate
+r (fitted: lost / sent over the paths that cross e), other paths stay healthy. Against "all
+healthy" its log-likelihood ratio is the binomial one of e's pooled counts N sent, L lost:
+    LLR(e) = L ln(r / HEALTHY_LOSS) + (N - L) ln((1 - r) / (1 - HEALTHY_LOSS))
+so a link gains from the losses its paths explain and pays for the clean probes its paths
+carried at that rate: a rival that shares the lossy paths but also carried many clean probes
+loses, however the greedy counts tie. A switch hypothesis pools the paths over any of its links.
+
+Naming (repeated on what is left, so faults far apart are all named):
+- the most likely link, if LLR >= MIN_LLR, with at least `min_lost` losses seen in at least
+  `persist` intervals (a route change's loss lasts one);
+- no rival may remain: a link the probes can tell apart from it (not over exactly the same
+  paths; those never can be: the first by name is named, the confidence shared) that is within
+  MARGIN (e^3, 20x) of it, or that lies on every lossy path it explains while its own clean
+  probes do not rule it out (at its fitted rate they would have lost fewer than
+  PLAUSIBLE_LOSSES). Until then naming waits, at most `window` intervals, for a loss that tells
+  them apart;
+- then links named on one switch become the switch when the switch, one hypothesis with one
+  rate over all its paths, is about as likely as those links apart (within MARGIN per link
+  it replaces): a switch fault shows on every one of its links at once;
+- confidence: the hypothesis' posterior among all candidates (uniform prior).
+"""
+
+from __future__ import annotations
+
+import math
+
+from twin.detect.window import PooledPath, WindowedLocalizer
+
+DETECTOR = "probe-likelihood"
+HEALTHY_LOSS = 1e-5
+MIN_LLR = 10.0  # e^10: 2 losses in 200 probes over a link, not 2 strays among 2000
+MARGIN = math.log(20)
+DOWN_RATE = 0.95  # a link losing this share of its probes is down, not dropping
+DEAD_RATE = 0.9  # a switch losing this share of the probes crossing it is down
+PLAUSIBLE_LOSSES = 3  # a rival whose clean probes should have lost this many (P(none) ~ 5 %) is ruled out
+
+
+def llr(sent: int, lost: int) -> float:
+    """Log-likelihood ratio of 'lossy at the fitted rate' against 'healthy' for pooled counts."""
+    if lost <= 0 or sent <= 0:
+        return 0.0
+    rate = min(lost / sent, 1.0)
+    clean = (sent - lost) * math.log((1 - rate) / (1 - HEALTHY_LOSS)) if rate < 1 else 0.0
+    return lost * math.log(rate / HEALTHY_LOSS) + clean
+
+
+class LikelihoodLocalizer(WindowedLocalizer):
+    detector = DETECTOR
+
+    def __init__(self, switch_links: dict[str, set[str]] | None = None, window: int = 4, min_lost: int = 2,
+                 persist: int = 2, forget_after: int = 6):
+        super().__init__(switch_links, window, forget_after)
+        self.min_lost, self.persist = min_lost, persist
+        self._waited: dict[frozenset, int] = {}  # rivals not yet told apart -> intervals waited
+
+    def explain(self, paths: list[PooledPath]) -> dict[str, tuple[str, float]]:
+        waiting: set[frozenset] = set()
+        left = [p for p in paths if p.sent > 0 or p.lost]
+        named: dict[str, tuple[str, float, float, list]] = {}  # link -> kind, confidence, LLR, its paths
+        while sum(p.lost for p in left) >= self.min_lost:
+            found = self._best_link(left, waiting)
+            if found is None:
+                break
+            link, kind, confidence, score, covered = found
+            named[link] = (kind, confidence, score, covered)
+            gone = {id(p) for p in covered}
+            left = [p for p in left if id(p) not in gone]
+        self._waited = {key: n for key, n in self._waited.items() if key in waiting}
+        return self._as_switches(paths, named)
+
+    def _best_link(self, paths: list[PooledPath], waiting: set) -> tuple | None:
+        candidates = {link for p in paths if p.lost for link in p.links}
+        covers = {link: [p for p in paths if link in p.links] for link in candidates}
+        counts = {h: (sum(p.sent for p in ps), sum(p.lost for p in ps)) for h, ps in covers.items()}
+        score = {h: llr(*counts[h]) for h in candidates}
+        if not score:
+            return None
+        best = min(score, key=lambda h: (-score[h], h not in self._named, h))  # ties: named, then first by name
+        lossy = [p for p in covers[best] if p.lost]
+        lost = counts[best][1]
+        if score[best] < MIN_LLR or lost < self.min_lost or \
+                len(set().union(*(p.lossy_intervals for p in lossy))) < self.persist:
+            return None
+        same = frozenset(id(p) for p in covers[best])
+
+        def rival(h: str) -> bool:
+            if h == best or frozenset(id(p) for p in covers[h]) == same:
+                return False
+            if score[h] > score[best] - MARGIN:
+                return True
+            on_every_lossy = all(h in p.links for p in lossy)
+            clean = sum(p.sent for p in covers[h] if not p.lost)
+            return on_every_lossy and clean * counts[h][1] / max(1, counts[h][0]) < PLAUSIBLE_LOSSES
+
+        rivals = frozenset(h for h in candidates if rival(h))
+        if rivals and best not in self._named:
+            key = rivals | {best}
+            waiting.add(key)
+            self._waited[key] = self._waited.get(key, 0) + 1
+            if self._waited[key] <= self.window:
+                return None
+        top = score[best]
+        posterior = 1.0 / sum(math.exp(s - top) for s in score.values())
+        rate = lost / max(1, counts[best][0])
+        return best, "link_down" if rate >= DOWN_RATE else "silent_drop", posterior, score[best], covers[best]
+
+    def _as_switches(self, paths: list[PooledPath], named: dict) -> dict[str, tuple[str, float]]:
+        """Links named on one switch -> the switch, when its single hypothesis is about as likely."""
+        out = {link: (kind, confidence) for link, (kind, confidence, _score, _paths) in named.items()}
+        for node, links in self.switch_links.items():
+            mine = [link for link in named if link in links]
+            if len(mine) < 2:
+                continue
+            through = [p for p in paths if links.intersection(p.links)]
+            sent, lost = sum(p.sent for p in through), sum(p.lost for p in through)
+            apart = sum(named[link][2] for link in mine)
+            if llr(sent, lost) >= apart - MARGIN * (len(mine) - 1):
+                for link in mine:
+                    out.pop(link, None)
+                kind = "switch_down" if lost >= DEAD_RATE * sent else "silent_drop"
+                out[node] = (kind, max(named[link][1] for link in mine))
+        return out

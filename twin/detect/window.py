@@ -1,0 +1,110 @@
+"""What the probe localizers share: the probe mesh's path samples pooled over a moving window of
+intervals, and the verdict contract (a name is emitted once when it first appears, forgotten
+after `forget_after` intervals without evidence, and may then be named again).
+
+A subclass says which names explain the window's loss: `explain(paths) -> {name: (kind, confidence)}`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from twin.detect.verdicts import Verdict
+from twin.model.fabric import link_key
+from twin.model.targets import Target
+
+WINDOW_S = 2.0  # evidence pooled over this long, whatever the probes' reporting interval
+FORGET_S = 3.0
+
+
+@dataclass
+class PooledPath:
+    links: tuple[str, ...]
+    sent: int = 0
+    lost: int = 0
+    lossy_intervals: set = field(default_factory=set)
+
+
+class WindowedLocalizer:
+    detector = ""
+
+    def __init__(self, switch_links: dict[str, set[str]] | None = None, window: int = 4, forget_after: int = 6):
+        self.switch_links = {node: {link_key(l) for l in links} for node, links in (switch_links or {}).items()}
+        self.window, self.forget_after = window, forget_after
+        # Pooled as the window moves: each interval is added once and taken out once, so an
+        # interval costs O(paths) however long the window (pooling it afresh every interval was
+        # most of the probe follower's time at a thousand paths).
+        self._recent: deque[tuple[int, dict]] = deque()
+        self._pool: dict[tuple, PooledPath] = {}
+        self._lost_in_window = 0
+        self._serial = 0
+        self._keys: dict[tuple, tuple[str, ...]] = {}  # a discovered path's names -> canonical link names
+        self._named: dict[str, int] = {}  # name -> intervals since last evidence
+
+    @classmethod
+    def for_interval(cls, switch_links: dict[str, set[str]], report_s: float):
+        """Window and memory in seconds: shorter intervals name a fault sooner (persistence counts
+        intervals), and still pool WINDOW_S of evidence, which sparse loss needs."""
+        return cls(switch_links, window=max(4, round(WINDOW_S / report_s)),
+                   forget_after=max(6, round(FORGET_S / report_s)))
+
+    def explain(self, paths: list[PooledPath]) -> dict[str, tuple[str, float]]:
+        raise NotImplementedError
+
+    def observe(self, t: float, samples: Iterable) -> list[Verdict]:
+        """Feed one interval's path samples (src, dst, sport, links, sent, lost); returns new verdicts."""
+        self._add(samples)
+        suspects = self.explain(list(self._pool.values())) if self._lost_in_window else {}
+        verdicts = []
+        for name, (kind, confidence) in suspects.items():
+            if name not in self._named:
+                link = name if Target.parse(name).is_link else None
+                verdicts.append(Verdict(t=t, detector=self.detector, kind=kind, link=link,
+                                        node=None if link else name, confidence=round(confidence, 3)))
+            self._named[name] = 0
+        for name in list(self._named):
+            if name not in suspects:
+                self._named[name] += 1
+                if self._named[name] >= self.forget_after:
+                    del self._named[name]
+        return verdicts
+
+    def _add(self, samples: Iterable) -> None:
+        self._serial += 1
+        counts: dict[tuple, tuple[int, int]] = {}
+        for s in samples:
+            links = self._keyed(tuple(s.links))
+            if not links:
+                continue
+            key = (s.src, s.dst, s.sport)
+            sent, lost = s.sent - getattr(s, "held", 0), s.lost  # held by PFC: neither lost nor clean
+            path = self._pool.get(key)
+            if path is None:
+                path = self._pool[key] = PooledPath(links)
+            path.links = links  # the newest discovery wins
+            path.sent += sent
+            path.lost += lost
+            if lost:
+                path.lossy_intervals.add(self._serial)
+            before = counts.get(key, (0, 0))
+            counts[key] = (before[0] + sent, before[1] + lost)
+            self._lost_in_window += lost
+        self._recent.append((self._serial, counts))
+        if len(self._recent) > self.window:
+            serial, old = self._recent.popleft()
+            for key, (sent, lost) in old.items():
+                path = self._pool[key]
+                path.sent -= sent
+                path.lost -= lost
+                path.lossy_intervals.discard(serial)
+                self._lost_in_window -= lost
+                if not any(key in counts for _serial, counts in self._recent):
+                    del self._pool[key]  # not probed within the window any more
+
+    def _keyed(self, names: tuple) -> tuple[str, ...]:
+        keyed = self._keys.get(names)
+        if keyed is None:
+            keyed = self._keys[names] = tuple(link_key(l) for l in names if l)
+        return keyed

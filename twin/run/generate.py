@@ -1,0 +1,183 @@
+"""`twin e2e --generated N --seed S`: N random-but-valid labs and fault scenarios, written as
+ordinary lab and scenario files (so any one can be run again with `twin run`), for judging
+detection on fabrics nobody tuned it on.
+
+Labs: every shape the format allows, kept small enough to bring up in seconds on two cores
+(2 or 3 tiers, 1-3 groups, 1-4 rails, 1-2 hosts per group, 1-3 spines per plane, 1-3
+superspines, MTU 1500 or 9000, 100 or 200 Mbit/s). Drills, in turn (`KINDS`): a silent drop of
+0.5-5 % on a random link and direction, a bit flip of 1-3 %, a black hole for one host on a
+switch, a switch down, two concurrent silent drops, a drop of every packet of half the flows,
+and a healthy run under a busy all-ranks allreduce. Link faults go only on links some leaf-to-
+leaf path crosses (a link nothing crosses carries nothing to lose).
+
+Every drill runs the probe mesh (pairs: cover) at a rate that gives each link direction about
+PER_LINK_PPS probes/s, both probe detectors, and expects its fault named within `within_s`
+(healthy: no verdict).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+from twin.detect.builtins import BUILTINS
+from twin.lab import runtime
+from twin.model.build import build_fabric
+from twin.probes.plan import PATHS_PER_LINK, cover_plan, probe_load
+from twin.spec.labfile import load_lab
+
+KINDS = ("silent_drop", "bitflip", "blackhole", "switch_down", "two_faults", "flow_subset", "healthy")
+MAX_SWITCHES = 24  # a generated lab brings up in about 20 s here
+PER_LINK_PPS = 100  # probes/s over each link direction (paths_per_link x 1000 / interval_ms)
+MAX_PPS = 5000
+ONSET_S, FAULT_S, TAIL_S = 6.0, 8.0, 4.0
+HEALTHY_S = 40.0
+DETECTORS = [name for name in BUILTINS.names() if BUILTINS.get(name).localizer is not None]
+
+
+@dataclass(frozen=True)
+class Drill:
+    scenario: Path
+    kind: str  # one of KINDS; silent drops below 1 % are `silent_drop<1%`
+    lab: str
+
+
+def random_shape(rng: random.Random) -> dict:
+    while True:
+        tiers = rng.choice([2, 3])
+        shape = {"tiers": tiers, "groups": rng.randint(1, 3), "rails": rng.randint(1, 4),
+                 "hosts_per_group": rng.randint(1, 2), "spines_per_plane": rng.randint(1, 3)}
+        if tiers == 3:
+            shape["superspines"] = rng.randint(1, 3)
+        leaves = shape["groups"] * shape["rails"]
+        spines = shape["spines_per_plane"] * (shape["rails"] if tiers == 3 else 1)
+        hosts = shape["groups"] * shape["hosts_per_group"]
+        if leaves + spines + shape.get("superspines", 0) <= MAX_SWITCHES and hosts >= 2:
+            return shape
+
+
+def _dump(path: Path, document: dict) -> None:
+    yaml = YAML()
+    yaml.default_flow_style = None
+    with open(path, "w") as handle:
+        yaml.dump(document, handle)
+
+
+def generate(count: int, seed: int, folder: Path) -> list[Drill]:
+    """Write `count` labs and scenarios into `folder`; returns the drills in order."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    drills = []
+    for number in range(1, count + 1):
+        lab_name = f"gen-{number:02d}"
+        lab_path = folder / f"{lab_name}.yaml"
+        _dump(lab_path, {"name": lab_name, "fabric": random_shape(rng),
+                         "links": {"rate": rng.choice(["100mbit", "200mbit"]), "mtu": rng.choice([1500, 9000])},
+                         "routing": {"bfd": {"interval_ms": 300, "multiplier": 3}}})
+        fabric = build_fabric(load_lab(lab_path, runtime.names()))
+        kind = KINDS[(number - 1) % len(KINDS)]
+        scenario, label = _scenario(kind, fabric, f"./{lab_path.name}", rng, number)
+        path = folder / f"{number:02d}-{scenario['name'].split('-', 1)[1]}.yaml"
+        _dump(path, scenario)
+        drills.append(Drill(path, label, lab_name))
+    return drills
+
+
+def _scenario(kind: str, fabric, lab_file: str, rng: random.Random, number: int) -> tuple[dict, str]:
+    covering = cover_plan(fabric, PATHS_PER_LINK, seed=number)
+    crossed = sorted({name for name, _to in covering.expected.crossings})
+    interval_ms = max(10, round(PATHS_PER_LINK * 1000 / PER_LINK_PPS))
+    while probe_load(covering.plans, interval_ms)["probes_per_s"] > MAX_PPS:
+        interval_ms += 5
+    workloads: list[dict] = [{"kind": "probes", "interval_ms": interval_ms, "report_ms": 250, "max_pps": MAX_PPS}]
+    faults, label, within = [], kind, 5.0
+    # (switch, host) pairs some probed flow crosses toward that host: a black hole or a dead
+    # switch elsewhere would lose nothing
+    on_paths = sorted({(to, flow[1].split(":")[0]) for flow in covering.expected.flows
+                       for _name, to in covering.drawn[flow] if fabric.nodes[to].is_switch})
+
+    def link_fault(fault_kind: str, **params) -> dict:
+        link = rng.choice(crossed)
+        return {"id": f"{fault_kind.replace('_', '-')}-{len(faults) + 1}", "kind": fault_kind, "link": link,
+                "direction": rng.choice(["a_to_b", "b_to_a", "both"]), **params}
+
+    if kind == "silent_drop":
+        loss = round(rng.uniform(0.5, 5.0), 1)
+        faults.append(link_fault("silent_drop", loss_pct=loss))
+        if loss < 1:
+            label, within = "silent_drop<1%", 10.0
+    elif kind == "bitflip":
+        faults.append(link_fault("bitflip", rate_pct=round(rng.uniform(1.0, 3.0), 1)))
+    elif kind == "flow_subset":
+        faults.append(link_fault("silent_drop", loss_pct=100, flows_pct=50))
+    elif kind == "two_faults":
+        first = link_fault("silent_drop", loss_pct=round(rng.uniform(1.0, 5.0), 1))
+        faults.append(first)
+        rest = [l for l in crossed if not set(l.split(" -- ")) & set(first["link"].split(" -- "))] or crossed
+        second = link_fault("silent_drop", loss_pct=round(rng.uniform(1.0, 5.0), 1))
+        second["link"] = rng.choice(rest)
+        faults.append(second)
+    elif kind == "blackhole":
+        node, host = rng.choice(on_paths)
+        faults.append({"id": "blackhole-1", "kind": "blackhole", "node": node, "host": host})
+    elif kind == "switch_down":
+        faults.append({"id": "switch-down-1", "kind": "switch_down", "node": rng.choice(on_paths)[0]})
+    if kind == "healthy":
+        workloads.append({"kind": "allreduce", "size": "8MiB", "ranks": "all"})
+    for fault in faults:
+        fault.update(at_s=ONSET_S, duration_s=FAULT_S)
+    expect: list[dict] = [{"detect": {"fault": f["id"], "within_s": within}} for f in faults]
+    expect.append({"max_wrong_verdicts": 0 if kind == "healthy" else 1})
+    name = f"g{number:02d}-{kind.replace('_', '-')}"
+    return {"name": name, "lab": lab_file, "duration_s": HEALTHY_S if kind == "healthy" else ONSET_S + FAULT_S + TAIL_S,
+            "seed": number, "workloads": workloads, "faults": faults,
+            "detectors": [{"builtin": d} for d in DETECTORS], "expect": expect}, label
+
+
+@dataclass
+class KindScore:
+    kind: str
+    drills: int = 0
+    faults: int = 0
+    found: int = 0
+    right: int = 0
+    wrong: int = 0
+    healthy_s: float = 0.0
+    detect_s: list = field(default_factory=list)
+
+    @property
+    def precision(self) -> float | None:
+        return round(self.right / (self.right + self.wrong), 3) if self.right + self.wrong else None
+
+    @property
+    def recall(self) -> float | None:
+        return round(self.found / self.faults, 3) if self.faults else None
+
+    def median_s(self) -> float | None:
+        return round(statistics.median(self.detect_s), 2) if self.detect_s else None
+
+
+def score(drills: list[Drill], outcomes: list, detector: str) -> list[KindScore]:
+    """Per drill kind, for one detector: faults found, verdicts right and wrong, time to detect."""
+    table: dict[str, KindScore] = {}
+    for drill, outcome in zip(drills, outcomes):
+        row = table.setdefault(drill.kind, KindScore(drill.kind))
+        row.drills += 1
+        report = outcome.report
+        if report is None:
+            continue
+        graded = report.detectors.get(detector)
+        row.faults += len(report.faults)
+        if drill.kind == "healthy":
+            row.healthy_s += report.duration_s
+        if graded is None:
+            continue
+        row.found += len(graded.detect_s)
+        row.right += graded.right
+        row.wrong += graded.wrong
+        row.detect_s += list(graded.detect_s.values())
+    return [table[k] for k in sorted(table, key=lambda k: (KINDS.index(k.split("<")[0]), k))]
