@@ -79,25 +79,27 @@ def generate(count: int, seed: int, folder: Path) -> list[Drill]:
     for number in range(1, count + 1):
         lab_name = f"gen-{number:02d}"
         lab_path = folder / f"{lab_name}.yaml"
-        _dump(lab_path, {"name": lab_name, "fabric": random_shape(rng),
-                         "links": {"rate": rng.choice(["100mbit", "200mbit"]), "mtu": rng.choice([1500, 9000])},
-                         "routing": {"bfd": {"interval_ms": 300, "multiplier": 3}}})
-        fabric = build_fabric(load_lab(lab_path, runtime.names()))
         kind = KINDS[(number - 1) % len(KINDS)]
-        scenario, label = _scenario(kind, fabric, f"./{lab_path.name}", rng, number)
+        drawn = None
+        while drawn is None:  # a shape where no target of this kind can be told apart is drawn again
+            _dump(lab_path, {"name": lab_name, "fabric": random_shape(rng),
+                             "links": {"rate": rng.choice(["100mbit", "200mbit"]), "mtu": rng.choice([1500, 9000])},
+                             "routing": {"bfd": {"interval_ms": 300, "multiplier": 3}}})
+            fabric = build_fabric(load_lab(lab_path, runtime.names()))
+            drawn = _scenario(kind, fabric, f"./{lab_path.name}", rng, number)
+        scenario, label = drawn
         path = folder / f"{number:02d}-{scenario['name'].split('-', 1)[1]}.yaml"
         _dump(path, scenario)
         drills.append(Drill(path, label, lab_name))
     return drills
 
 
-def _scenario(kind: str, fabric, lab_file: str, rng: random.Random, number: int) -> tuple[dict, str]:
+def _scenario(kind: str, fabric, lab_file: str, rng: random.Random, number: int) -> tuple[dict, str] | None:
     covering = cover_plan(fabric, PATHS_PER_LINK, seed=number)
     # Only where the fabric can tell the target apart: a link no other link shares its paths
     # with (one host per leaf behind one spine cannot be told from that spine's link).
     ambiguous = {name for group in covering.expected.ambiguous for name in group}
-    crossed = sorted({name for name, _to in covering.expected.crossings} - ambiguous) or \
-        sorted({name for name, _to in covering.expected.crossings})
+    crossed = sorted({name for name, _to in covering.expected.crossings} - ambiguous)
     interval_ms = max(10, round(PATHS_PER_LINK * 1000 / PER_LINK_PPS))
     while probe_load(covering.plans, interval_ms)["probes_per_s"] > MAX_PPS:
         interval_ms += 5
@@ -108,8 +110,10 @@ def _scenario(kind: str, fabric, lab_file: str, rng: random.Random, number: int)
     toward = [(to, flow[1].split(":")[0], leaving) for flow in covering.expected.flows
               for (_name, to), (leaving, _next) in zip(covering.drawn[flow], covering.drawn[flow][1:])
               if fabric.nodes[to].is_switch]
-    on_paths = sorted({(node, host) for node, host, leaving in toward if leaving not in ambiguous}) or \
-        sorted({(node, host) for node, host, _leaving in toward})
+    on_paths = sorted({(node, host) for node, host, leaving in toward if leaving not in ambiguous})
+    if (kind in ("blackhole", "switch_down") and not on_paths) or (kind not in ("blackhole", "switch_down", "healthy")
+                                                                   and len(crossed) < 2):
+        return None
 
     def link_fault(fault_kind: str, **params) -> dict:
         link = rng.choice(crossed)
