@@ -40,7 +40,7 @@ def render(drills, outcomes, command: str) -> str:
         for row in score(drills, outcomes, detector):
             times = f"{row.median_s()}, {max(row.detect_s):.2f}" if row.detect_s else "-"
             lines.append(f"| {row.kind} | {row.drills} | {row.found} of {row.faults} | {row.precision} | "
-                         f"{row.recall} | {times} | {row.healthy_s:g} |")
+                         f"{row.recall} | {times} | {f'{row.healthy_s:g}' if row.kind == 'healthy' else '-'} |")
         lines.append("")
     failed = [(d, o) for d, o in zip(drills, outcomes) if not o.passed]
     if failed:

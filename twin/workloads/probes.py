@@ -1,8 +1,8 @@
 """kind: probes — the probe mesh as a scenario workload.
 
 Each reporting interval becomes one `probe` event (totals and the lossy paths) and one line
-of `probes.jsonl` in the results folder with every path's sample; route changes seen by the
-runner's monitor make the agents rediscover their paths.
+of `probes.jsonl` in the results folder with every path's sample; route changes and BGP or BFD
+transitions seen by the runner's monitor make the agents rediscover their paths.
 """
 
 from __future__ import annotations
@@ -77,7 +77,11 @@ class Probes:
         self.mesh.listeners.append(self._interval)
         self.mesh.path_listeners.append(lambda t: self.ctx.events.emit("probe_paths", workload=self.name,
                                                                        paths=len(self.mesh.paths)))
-        self.ctx.events.subscribe("route", self._route_changed)
+        # Routes, and the sessions that move them: a BGP session coming back up re-adds next hops
+        # without always showing as a host-prefix route change in time, and probes charged to
+        # the paths discovered before it blame links their packets no longer cross.
+        for kind in ("route", "bgp", "bfd"):
+            self.ctx.events.subscribe(kind, self._route_changed)
         self.ctx.events.emit("workload", op="start", workload=self.name, **self.mesh.load)
         self.mesh.start()
         self._thread.start()
