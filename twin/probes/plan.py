@@ -22,7 +22,7 @@ import networkx as nx
 
 from twin.model.fabric import Fabric
 from twin.lab.reach import Nic, fabric_nics
-from twin.probes.cover import Leaves, candidates, draw_paths
+from twin.probes.cover import Leaves, candidates, draw_paths, switch_graph
 from twin.probes.select import Selection, select
 
 PAIR_MODES = ("cover", "rail", "full")
@@ -45,11 +45,6 @@ def ports_needed(paths: int, coverage: float = COVERAGE) -> int:
     while _all_paths_probability(paths, ports) < coverage:
         ports += 1
     return ports
-
-
-def switch_graph(fabric: Fabric) -> nx.Graph:
-    """The fabric without hosts: hosts do not forward, so no path transits them."""
-    return fabric.graph.subgraph(n for n in fabric.graph if fabric.nodes[n].is_switch)
 
 
 def equal_cost_paths(fabric: Fabric, src: Nic, dst: Nic) -> list[list[str]]:

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from twin.probes.mesh import Interval, ProbeMesh
-from twin.probes.plan import PATHS_PER_LINK, cover_plan, fewest_flows, plan, probe_load
+from twin.probes.plan import PATHS_PER_LINK, fewest_flows, plan, probe_load
 from twin.workloads.base import WorkloadContext
 
 REFRESH_SETTLE_S = 0.5  # rediscover once route changes have been quiet this long
@@ -51,8 +51,7 @@ def check_load(params: ProbesParams, fabric) -> None:
                              f"{least:.0f} probes/s, over max_pps {params.max_pps}; raise interval_ms to "
                              f"{int(params.interval_ms * least / params.max_pps) + 1} or more, {_cheaper(params)}, "
                              "or raise max_pps")
-    plans = cover_plan(fabric, params.paths_per_link).plans if params.pairs == "cover" else plan(fabric, params.pairs)
-    load = probe_load(plans, params.interval_ms)
+    load = probe_load(plan(fabric, params.pairs, k=params.paths_per_link), params.interval_ms)
     if load["probes_per_s"] > params.max_pps:
         raise ProbeLoadError(f"the {params.pairs} mesh at interval_ms {params.interval_ms} sends "
                          f"{load['probes_per_s']:.0f} probes/s, over max_pps {params.max_pps}; raise interval_ms "
