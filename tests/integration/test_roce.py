@@ -1,5 +1,6 @@
 """The emulated RoCE transport on a real lab: correct and near line rate on a healthy fabric; a
-1 % drop on its path slows it past half while gloo over TCP barely notices; a link down longer
+1 % drop on its path costs it far more than gloo over TCP, because every NAK resends a whole
+window (go-back-N); a link down longer
 than the retry budget fails the QP with "retry count exceeded", which the runner reports as a
 hang caused by a transport error, and a job with a longer budget survives the same outage."""
 
@@ -48,9 +49,14 @@ def test_one_percent_loss_cripples_roce_and_not_tcp(mini):
     finally:
         engine.clear(FaultContext(mini), "lossy")
     assert lossy["roce"].wrong == 0 and lossy["tcp"].wrong == 0
-    assert lossy["roce"].busbw < 0.5 * healthy["roce"], (lossy["roce"], healthy)  # go-back-N
-    assert lossy["tcp"].busbw > 0.7 * healthy["tcp"], (lossy["tcp"], healthy)  # selective repeat
-    assert lossy["roce"].transport["naks_sent"] > 0 and lossy["roce"].transport["retrans_bytes"] > SIZE // 10
+    kept = {t: lossy[t].busbw / healthy[t] for t in healthy}
+    # 0.11 typical, 0.65 when no 4.3 s timeout hits a message tail (CI, 2026-11-24): the floor is
+    # what go-back-N costs without timeouts; TCP's selective repeat keeps 0.9-1.0
+    assert kept["roce"] < 0.8 and kept["roce"] < kept["tcp"] - 0.15, (kept, lossy["roce"])
+    assert kept["tcp"] > 0.7, (kept, lossy["tcp"])
+    stats = lossy["roce"].transport
+    assert stats["naks_sent"] > 0 and stats["retrans_bytes"] > SIZE // 10, stats
+    assert stats["retrans_packets"] > 3 * stats["naks_sent"], stats  # a window per NAK, not one packet
 
 
 def test_a_link_down_longer_than_the_retry_budget_is_a_transport_error(mini, tmp_path):
