@@ -106,7 +106,8 @@ architecture: venv
 	$(VENV)/bin/python tools/architecture.py --out docs/architecture.png
 
 bench: deps venv
-	$(VENV)/bin/python bench/lab_lifecycle.py --labs mini rail4 rail8 --runs 3 --out docs/benchmarks.md
+	$(VENV)/bin/python bench/lab_lifecycle.py --labs mini rail4 rail8 pod64 pod128 --runs 1 --out docs/benchmarks.md
+	$(VENV)/bin/python bench/big_drill.py --out docs/benchmarks.md
 	$(VENV)/bin/python bench/fault_convergence.py --runs 3 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/workloads.py --labs rail4 rail8 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/drills.py --out docs/benchmarks.md

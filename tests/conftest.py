@@ -13,6 +13,18 @@ def run_dir(tmp_path, monkeypatch):
     return tmp_path / "run"
 
 
+@pytest.fixture
+def neigh_limits(tmp_path, monkeypatch):
+    """The machine's ARP table limits, as files of a private folder (unit tests never write /proc)."""
+    from twin.lab import neigh
+    folder = tmp_path / "neigh"
+    folder.mkdir()
+    for name, value in zip(neigh.LIMITS, (128, 512, 1024)):
+        (folder / name).write_text(f"{value}\n")
+    monkeypatch.setattr(neigh, "SYSCTL_DIR", folder)
+    return folder
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     # `make test` runs two pytest-xdist workers (--dist loadgroup). A lab's name is machine-wide:

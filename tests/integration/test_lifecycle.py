@@ -11,6 +11,8 @@ import time
 import pytest
 from pyroute2 import netns
 
+from twin.lab import neigh
+from twin.lab.frr import vtysh_json
 from twin.lab.reach import unreachable_pairs
 from twin.lab.state import lab_dir
 
@@ -79,9 +81,28 @@ def test_two_labs_side_by_side(tmp_path):
         with lab_running(str(lab_copy(tmp_path, "mini", "side-b"))) as side_b:
             assert unreachable_pairs(side_a) == []
             assert unreachable_pairs(side_b) == []
+            # each lab reserved its ARP entries in the machine-wide table (other tests' labs may too)
+            book = neigh.reserved()
+            assert book["side-a"] == book["side-b"] == neigh.entries_needed(side_a.fabric)
+            assert int((neigh.SYSCTL_DIR / "gc_thresh3").read_text()) >= 1024 + sum(book.values())
         # side-b is gone; side-a is untouched and still forwards
+        assert "side-b" not in neigh.reserved() and "side-a" in neigh.reserved()
         assert unreachable_pairs(side_a) == []
         assert twin_cli("lab", "status", "side-a").returncode == 0
+    assert "side-a" not in neigh.reserved()
+
+
+def test_a_lab_with_4_byte_asns_converges(tmp_path):
+    """FRR takes RFC 6996's 4-byte private ASNs (what labs beyond 488 leaves get), here on mini."""
+    path = lab_copy(tmp_path, "mini", "asn4")
+    path.write_text(path.read_text().replace("routing:\n", "routing:\n  asn_plan: 4-byte\n"))
+    with lab_running(str(path)) as lab:
+        assert lab.fabric.nodes["leaf-g1-r1"].asn >= 4_200_000_000
+        summary = vtysh_json(lab.runtime, lab.state, "leaf-g1-r1", "show bgp summary json")["ipv4Unicast"]
+        assert summary["as"] == lab.fabric.nodes["leaf-g1-r1"].asn
+        assert {p["remoteAs"] for p in summary["peers"].values()} == {lab.fabric.nodes["spine-1"].asn}
+        assert all(p["state"] == "Established" for p in summary["peers"].values())
+        assert unreachable_pairs(lab) == []
 
 
 @pytest.mark.machine_wide

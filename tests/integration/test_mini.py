@@ -1,5 +1,6 @@
 """mini (2-tier) on the real kernel: converged, reachable, status, exec, daemon death reported."""
 
+import json
 import os
 import signal
 import time
@@ -44,6 +45,18 @@ def test_status_cli_healthy(mini):
     result = twin_cli("lab", "status", fabric.name)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "leaf-g1-r1" in result.stdout
+
+
+def test_status_states_the_lab_at_rest(mini):
+    """CPU of the lab's own processes by program, and FRR's memory per switch, from /proc."""
+    result = twin_cli("lab", "status", mini.fabric.name, "--json", "--idle-window", "1")
+    assert result.returncode == 0, result.stderr
+    rest = json.loads(result.stdout)["idle"]
+    assert {"bfdd", "bgpd", "zebra"} <= set(rest["by_program"])
+    assert 0 < rest["cores"] < rest["machine_cores"] and rest["cores"] <= rest["machine_busy_cores"] + 0.2
+    assert 5 < rest["switch_memory_mib"] < 200
+    text = twin_cli("lab", "status", mini.fabric.name, "--idle-window", "1").stdout
+    assert "at rest (1 s): the lab's processes" in text
 
 
 def test_dead_daemon_is_reported(mini):

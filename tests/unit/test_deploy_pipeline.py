@@ -49,6 +49,11 @@ class FakeRuntime:
         if self.links == FakeRuntime.fail_on_link:
             raise RuntimeBackendError("injected failure")
 
+    def create_links(self, links, done):
+        for link in links:
+            self.create_link(link)
+            done()
+
     def netns_path(self, node):
         return "/nonexistent"
 
@@ -63,7 +68,7 @@ class FakeRuntime:
 
 
 @pytest.fixture
-def fake_lab(tmp_path, run_dir, monkeypatch):
+def fake_lab(tmp_path, run_dir, neigh_limits, monkeypatch):
     monkeypatch.setitem(runtime.RUNTIMES._entries, "fake", FakeRuntime)
     monkeypatch.setattr(deploy.preflight, "check", lambda lab: None)
     monkeypatch.setattr(deploy.netconf, "configure_sysctls", lambda *args: None)

@@ -1,15 +1,39 @@
-"""containerlab export: every shipped lab gives a topology that keeps containerlab's rules and
-describes the same graph as the model."""
+"""containerlab export: every shipped lab gives a topology that keeps containerlab's rules (its own
+JSON schema, and the cross-references a schema cannot state) and describes the same graph as the
+model, on one machine or split over several with VXLAN between them."""
 
+import json
+from collections import Counter
+from pathlib import Path
+
+import jsonschema
 import networkx as nx
 import pytest
 from ruamel.yaml import YAML
 from test_model import fabric_of
 
-from twin.lab.export import problems, topology, write
+from twin.lab.export import VXLAN_PORT, problems, topology, write, write_split
 from twin.model.fabric import IFNAMSIZ
+from twin.model.partition import split
 
-LABS = ["mini", "rail4", "rail8"]
+LABS = ["mini", "rail4", "rail8", "pod64", "pod128"]
+SCHEMA = Path(__file__).resolve().parents[3] / "shared" / "containerlab" / "clab.schema.json"
+
+
+@pytest.fixture(scope="module")
+def clab_schema():
+    if not SCHEMA.is_file():
+        pytest.skip(f"containerlab's schema is not on this machine ({SCHEMA}): the shared reference folder is absent")
+    # The schema's patterns are ECMAScript (Go's regexp reads them the same way): the class
+    # [\p{N}\p{L}] (an IPv6 zone's letters and digits) has no spelling in Python's re, which reads
+    # it as [^\W_] (letters and digits), the one translation made here.
+    text = SCHEMA.read_text().replace("[\\\\p{N}\\\\p{L}]", "[^\\\\W_]")
+    schema = json.loads(text)
+    return jsonschema.Draft7Validator(schema)
+
+
+def schema_errors(validator, document) -> list[str]:
+    return [f"{list(e.absolute_path)}: {e.message[:200]}" for e in validator.iter_errors(document)]
 
 
 @pytest.mark.parametrize("lab", LABS)
@@ -49,3 +73,50 @@ def test_rule_violations_are_reported():
     assert any("needs kind and image" in p for p in found) and any("'c' is not defined" in p for p in found)
     assert any("used by another link" in p for p in found) and any("longer than 15" in p for p in found)
     assert any("a list of two" in p for p in found)
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_export_is_valid_against_containerlabs_schema(lab, clab_schema, tmp_path):
+    path = write(fabric_of(lab), tmp_path)
+    document = YAML(typ="safe").load(path.read_text())
+    assert schema_errors(clab_schema, document) == []
+
+
+def test_the_schema_check_can_fail(clab_schema):
+    document = topology(fabric_of("mini"))
+    document["topology"]["links"][0]["mtu"] = "jumbo"
+    document["topology"]["nodes"]["leaf-g1-r1"]["kind"] = 7
+    assert len(schema_errors(clab_schema, document)) >= 2
+
+
+@pytest.mark.parametrize("lab, machines", [("mini", 2), ("rail4", 3), ("pod128", 2), ("pod128", 4)])
+def test_split_export_is_schema_valid_and_stitches_every_link_once(lab, machines, clab_schema, tmp_path):
+    """Each machine's file validates; every node runs on exactly one machine; a link inside a machine
+    is a veth there, a link between two is a vxlan-stitch at both ends with one VNI and each end
+    pointing at the other's machine."""
+    fabric = fabric_of(lab)
+    addresses = [f"10.9.0.{m + 1}" for m in range(machines)]
+    paths = write_split(fabric, tmp_path, machines, addresses)
+    documents = [YAML(typ="safe").load(p.read_text()) for p in paths]
+    placed = Counter()
+    veths, stitched = set(), {}
+    for machine, document in enumerate(documents):
+        assert schema_errors(clab_schema, document) == [] and problems(document) == []
+        placed.update(list(document["topology"]["nodes"]))
+        for link in document["topology"]["links"]:
+            if link.get("type") == "vxlan-stitch":
+                end = link["endpoint"]
+                stitched.setdefault(link["vni"], []).append((machine, end["node"], end["interface"], link["remote"]))
+                assert link["dst-port"] == VXLAN_PORT and link["mtu"] == fabric.mtu
+            else:
+                veths.add(frozenset(e.split(":")[0] for e in link["endpoints"]))
+    assert set(placed) == set(fabric.nodes) and set(placed.values()) == {1}
+    assert len(stitched) + len(veths) == len(fabric.links)
+    for vni, ends in stitched.items():
+        (m1, a, a_if, remote1), (m2, b, b_if, remote2) = ends
+        assert m1 != m2 and remote1 == addresses[m2] and remote2 == addresses[m1]
+        link = fabric.find_link(a, b)
+        assert {(link.a.node, link.a.ifname), (link.b.node, link.b.ifname)} == {(a, a_if), (b, b_if)}
+    for machine, path in enumerate(paths):  # each machine has the FRR configs of its switches only
+        mine = {n for n, m in split(fabric, machines).items() if m == machine and fabric.nodes[n].is_switch}
+        assert {p.name for p in path.parent.iterdir() if p.is_dir()} == mine

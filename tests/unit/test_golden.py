@@ -16,7 +16,9 @@ from twin.model.render import render_bfd_binding, render_switch
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
-LAB_FILES = sorted((ROOT / "labs").glob("*.yaml"))
+# The reference-size labs (pod64, pod128) are left out: their files would be megabytes of the same
+# templates; test_model checks their counts, wiring and ASNs.
+LAB_FILES = [p for p in sorted((ROOT / "labs").glob("*.yaml")) if not p.stem.startswith("pod")]
 
 
 def rendered(lab_path: Path) -> str:

@@ -22,6 +22,8 @@ def fabric_of(name):
     ("mini", 4, 4, 8),      # 2 spines + 2 leaves, 4 single-NIC hosts
     ("rail4", 18, 4, 48),   # 8 leaves, 8 spines, 2 superspines; 16 host NICs
     ("rail8", 36, 4, 128),  # 16 leaves, 16 spines, 4 superspines; 32 host NICs
+    ("pod64", 104, 16, 640),  # 64 leaves, 32 spines, 8 superspines; 128 host NICs
+    ("pod128", 208, 32, 2304),  # 128 leaves, 64 spines, 16 superspines; 256 host NICs
 ])
 def test_counts(name, switches, hosts, links):
     fabric = fabric_of(name)
@@ -63,9 +65,22 @@ def test_addressing(name):
     assert len(set(loopbacks)) == len(loopbacks) and None not in loopbacks
 
 
-@pytest.mark.parametrize("name", ["mini", "rail4", "rail8"])
+def asn_ranks(fabric):
+    """Every leaf its own ASN, one ASN per spine plane, one for the superspines, none shared."""
+    leaf_asns = [n.asn for n in fabric.by_role("leaf")]
+    planes = {s.rail: s.asn for s in fabric.by_role("spine")}
+    for spine in fabric.by_role("spine"):
+        assert spine.asn == planes[spine.rail]
+    tops = {s.asn for s in fabric.by_role("superspine")}
+    assert len(tops) <= 1
+    everything = leaf_asns + list(planes.values()) + list(tops)
+    assert len(set(everything)) == len(everything)
+
+
+@pytest.mark.parametrize("name", ["mini", "rail4", "rail8", "pod64", "pod128"])
 def test_asn_plan(name):
     fabric = fabric_of(name)
+    asn_ranks(fabric)
     leaf_asns = [n.asn for n in fabric.by_role("leaf")]
     assert len(set(leaf_asns)) == len(leaf_asns), "every leaf has its own ASN"
     for spine in fabric.by_role("spine"):  # one ASN per spine plane
@@ -98,3 +113,35 @@ def test_expected_ecmp_mini():
     expected = expected_next_hops(fabric_of("mini"))
     assert Counter(expected["leaf-g1-r1"].values()) == {2: 2}
     assert Counter(expected["spine-2"].values()) == {1: 4}
+
+
+def lab_from_text(tmp_path, text):
+    path = tmp_path / "lab.yaml"
+    path.write_text(text)
+    return load_lab(path, runtime.names())
+
+
+@pytest.mark.parametrize("plan", ["auto", "4-byte"])
+def test_4_byte_private_asns_past_the_2_byte_range(tmp_path, plan):
+    """512 leaves do not fit 64512-65534 (leaves would reach the superspines' 65000): RFC 6996's
+    4-byte range takes over, automatically or when asked for."""
+    lab = lab_from_text(tmp_path, "name: big\nfabric: {tiers: 3, groups: 64, rails: 8, hosts_per_group: 1, "
+                                  f"spines_per_plane: 1, superspines: 1}}\nrouting: {{asn_plan: {plan}}}\n")
+    fabric = build_fabric(lab)
+    asn_ranks(fabric)
+    assert all(4_200_000_000 <= n.asn <= 4_294_967_294 for n in fabric.switches)
+
+
+def test_2_byte_plan_refuses_a_fabric_it_cannot_number(tmp_path):
+    with pytest.raises(Exception, match="asn_plan.*512 leaves"):
+        lab_from_text(tmp_path, "name: big\nfabric: {tiers: 2, groups: 64, rails: 8, hosts_per_group: 1, "
+                                "spines_per_plane: 2}\nrouting: {asn_plan: 2-byte}\n")
+
+
+def test_small_labs_can_ask_for_4_byte_asns(tmp_path):
+    text = (LABS / "mini.yaml").read_text() + "\n"
+    text = text.replace("routing:\n", "routing:\n  asn_plan: 4-byte\n") if "routing:" in text else \
+        text + "routing: {asn_plan: 4-byte}\n"
+    fabric = build_fabric(lab_from_text(tmp_path, text))
+    asn_ranks(fabric)
+    assert min(n.asn for n in fabric.switches) >= 4_200_000_000

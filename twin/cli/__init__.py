@@ -20,7 +20,7 @@ from twin import __version__
 from twin.cli.detect import detect
 from twin.cli.faults import fault
 from twin.cli.files import check_cmd, schema_cmd
-from twin.cli.lab import cleanup, export_cmd, lab
+from twin.cli.lab import cleanup, export_cmd, lab, plan_cmd
 from twin.cli.run import e2e_cmd, report_cmd, run_cmd
 from twin.cli.tools import console
 from twin.cli.train import train
@@ -37,7 +37,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
-for command in (lab, fault, run_cmd, e2e_cmd, report_cmd, check_cmd, schema_cmd, export_cmd, cleanup, bench, probe,
+for command in (lab, fault, run_cmd, e2e_cmd, report_cmd, check_cmd, schema_cmd, export_cmd, plan_cmd, cleanup, bench, probe,
                 telemetry, diagnose_cmd, detect, dashboard, train):
     cli.add_command(command)
 

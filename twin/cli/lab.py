@@ -13,7 +13,7 @@ from rich.table import Table
 
 from twin.cli.tools import RUNTIME_OPTION, out, progress
 from twin.errors import TwinError
-from twin.lab import deploy
+from twin.lab import deploy, idle
 from twin.lab.files import open_lab
 from twin.lab.frr import vtysh_argv
 from twin.lab.handle import Lab, lab_model
@@ -100,14 +100,19 @@ def lab_show(lab_ref: str, as_json: bool) -> None:
 @lab.command("status")
 @click.argument("name", metavar="LAB")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def lab_status_cmd(name: str, as_json: bool) -> None:
-    """Per switch: BGP sessions, BFD peers, ECMP next hops, daemon health. Exit 1 if anything is unhealthy."""
+@click.option("--idle-window", type=click.FloatRange(0.0, 60.0), default=2.0, show_default=True,
+              help="Seconds to sample the lab's CPU at rest (0: skip).")
+def lab_status_cmd(name: str, as_json: bool, idle_window: float) -> None:
+    """Per switch: BGP sessions, BFD peers, ECMP next hops, daemon health; the lab's CPU and memory at
+    rest. Exit 1 if anything is unhealthy."""
     lab = Lab.open(name)
     state = lab.state
+    cost = idle.measure(state, idle_window) if idle_window else None  # before vtysh adds its own load
     statuses = lab_status(lab)
     queues = queue_status(lab)
     if as_json:
-        out.print_json(json.dumps({"switches": as_dict(statuses), "queues": asdict(queues) | {"healthy": queues.healthy}}))
+        out.print_json(json.dumps({"switches": as_dict(statuses), "queues": asdict(queues) | {"healthy": queues.healthy},
+                                   "idle": asdict(cost) if cost else None}))
     else:
         table = Table(title=f"lab {name} ({state.status})")
         for column in ("switch", "daemons", "BGP established", "BFD up", "ECMP complete", "problems"):
@@ -127,8 +132,19 @@ def lab_status_cmd(name: str, as_json: bool) -> None:
         if state.drains:
             out.print(f"drained on purpose (BGP shut; `twin lab undrain {name} --all`): {', '.join(state.drains)}")
         print_queues(queues)
+        if cost:
+            print_idle(cost)
     if not all(s.healthy for s in statuses) or not queues.healthy:
         sys.exit(1)
+
+
+def print_idle(cost: idle.IdleCost) -> None:
+    programs = ", ".join(f"{k} {v:.2f}" for k, v in cost.by_program.items())
+    out.print(f"at rest ({cost.window_s:g} s): the lab's processes {cost.cores:.2f} of {cost.machine_cores} cores "
+              f"({programs or 'none'}); machine busy {cost.machine_busy_cores:.2f} cores; memory {cost.memory_mib:.0f} "
+              f"MiB, {cost.switch_memory_mib:.1f} MiB per switch")
+    for warning in cost.warnings:
+        out.print(f"[yellow]warning:[/] {warning}")
 
 
 def print_queues(queues) -> None:
@@ -215,21 +231,81 @@ def lab_undrain(name: str, link: str | None, undrain_all: bool) -> None:
         out.print(f"undrained {undrain(lab, key)}")
 
 
+MACHINES_OPTION = click.option("--hosts", "machines", type=click.IntRange(1, 64), default=1, show_default=True,
+                               help="Machines to split the lab over.")
+
+
 @click.command("export")
 @click.argument("lab_ref", metavar="LAB")
 @click.option("--format", "fmt", type=click.Choice(["containerlab"]), default="containerlab", show_default=True)
 @click.option("--out", "folder", type=click.Path(path_type=Path), required=True, help="Folder to write (created).")
-def export_cmd(lab_ref: str, fmt: str, folder: Path) -> None:
+@MACHINES_OPTION
+@click.option("--address", "addresses", multiple=True, metavar="IP",
+              help="Each machine's address for the VXLAN links, in machine order (default: 192.0.2.1, ...).")
+def export_cmd(lab_ref: str, fmt: str, folder: Path, machines: int, addresses: tuple[str, ...]) -> None:
     """Write LAB as a containerlab topology (<lab>.clab.yml, one folder of FRR configs per switch),
-    for a twin larger than one machine: containerlab's multi-host mode or clabernetes."""
-    from twin.lab.export import problems, topology, write
+    for a twin larger than one machine: containerlab's multi-host mode or clabernetes. With --hosts N,
+    one folder per machine (machine-1 ...): its nodes, and its links to the others as vxlan-stitch."""
+    from ipaddress import ip_address
+
+    from twin.lab.export import DOC_ADDRESSES, problems, topology, write, write_split
+    from twin.model.partition import split
     _lab, fabric = open_lab(lab_ref)
-    found = problems(topology(fabric))
-    if found:
-        raise TwinError(f"the export breaks containerlab's rules: {found[0]}", hint=f"{len(found)} problem(s)")
-    path = write(fabric, folder)
-    out.print(f"wrote {path} ({len(fabric.nodes)} nodes, {len(fabric.links)} links) and FRR configs for "
-              f"{len(fabric.switches)} switches; deploy with `containerlab deploy -t {path}`")
+    if addresses and len(addresses) != machines:
+        raise TwinError(f"{len(addresses)} --address for {machines} machines", hint="give one per machine, in order")
+    for address in addresses:
+        try:
+            ip_address(address)
+        except ValueError:
+            raise TwinError(f"--address {address!r} is not an IP address", hint="e.g. --address 10.0.1.11") from None
+    if machines > len(fabric.switches):
+        raise TwinError(f"{machines} machines for {len(fabric.switches)} switches", hint="fewer --hosts")
+    where = split(fabric, machines) if machines > 1 else None
+    for machine in range(machines):
+        found = problems(topology(fabric, where, machine, list(addresses)))
+        if found:
+            raise TwinError(f"the export breaks containerlab's rules: {found[0]}", hint=f"{len(found)} problem(s)")
+    if machines == 1:
+        path = write(fabric, folder)
+        out.print(f"wrote {path} ({len(fabric.nodes)} nodes, {len(fabric.links)} links) and FRR configs for "
+                  f"{len(fabric.switches)} switches; deploy with `containerlab deploy -t {path}`")
+        return
+    for path in write_split(fabric, folder, machines, list(addresses)):
+        out.print(f"wrote {path}")
+    print_plan(fabric, where, machines)
+    if not addresses:
+        out.print(f"the VXLAN remotes are placeholders ({DOC_ADDRESSES}1 ...): give the machines' addresses "
+                  f"with --address, one per machine")
+    out.print("deploy: on machine k, `containerlab deploy -t machine-k/<lab>.clab.yml` (docs/containerlab.md)")
+
+
+@click.command("plan")
+@click.argument("lab_ref", metavar="LAB")
+@MACHINES_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def plan_cmd(lab_ref: str, machines: int, as_json: bool) -> None:
+    """Estimate, per machine, what LAB split over --hosts machines runs and costs at rest (CPU,
+    memory), from the costs measured per BFD packet, BGP session and switch."""
+    from twin.model.partition import split
+    _lab, fabric = open_lab(lab_ref)
+    if machines > len(fabric.switches):
+        raise TwinError(f"{machines} machines for {len(fabric.switches)} switches", hint="fewer --hosts")
+    where = split(fabric, machines)
+    if as_json:
+        out.print_json(json.dumps([asdict(e) for e in idle.machine_estimates(fabric, where, machines)]))
+        return
+    print_plan(fabric, where, machines)
+
+
+def print_plan(fabric, where: dict[str, int], machines: int) -> None:
+    table = Table(title=f"{fabric.name} over {machines} machine(s): at rest, BFD every {fabric.bfd_interval_ms} ms")
+    for column in ("machine", "switches", "hosts", "local links", "VXLAN links", "BFD sessions", "CPU at rest (cores)",
+                   "FRR memory (MiB)"):
+        table.add_column(column)
+    for e in idle.machine_estimates(fabric, where, machines):
+        table.add_row(str(e.machine), str(e.switches), str(e.hosts), str(e.local_links), str(e.vxlan_links),
+                      str(e.bfd_sessions), f"{e.cores:.2f}", f"{e.memory_mib:.0f}")
+    out.print(table)
 
 
 @click.command()

@@ -1,6 +1,6 @@
 """Bring a lab up (ordered steps, each recorded before it acts) and tear it down.
 
-up:   namespaces -> sysctls -> links -> interfaces, routing, shaping -> PFC controller -> FRR -> convergence
+up:   neighbour-table reservation -> namespaces -> sysctls -> links -> interfaces, routing, shaping -> PFC controller -> FRR -> convergence
 down: daemons by recorded pid -> every node carrying this lab's prefix -> the lab directory
 A failure or Ctrl-C during `up` tears down whatever was built.
 """
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from twin.lab import converge, frr, netconf, offload, preflight, shaping
+from twin.lab import converge, frr, idle, neigh, netconf, offload, preflight, shaping
 from twin.errors import LabStateError, RuntimeBackendError
 from twin.spec.labfile import LabFile
 from twin.model import serialize
@@ -50,6 +50,9 @@ def up(lab_file: LabFile, fabric: Fabric, progress: Progress | None = None, time
         raise LabStateError(f"lab '{fabric.name}' is already up (or left over from a crash)",
                             hint=f"twin lab down {fabric.name}")
     runtime.preflight(list(fabric.nodes.values()))
+    warning = idle.bfd_warning(fabric)
+    if warning:
+        progress.note(f"warning: {warning}")
     state = LabState(lab=fabric.name, runtime=runtime.kind, lab_file=str(lab_file.path.resolve()))
     state.save()
     lab = Lab(fabric, state, runtime)
@@ -78,6 +81,7 @@ def up(lab_file: LabFile, fabric: Fabric, progress: Progress | None = None, time
 def _build(lab: Lab, progress: Progress, timeout_s: float) -> None:
     fabric, runtime, state = lab.fabric, lab.runtime, lab.state
     nodes = list(fabric.nodes.values())
+    neigh.reserve(fabric.name, neigh.entries_needed(fabric))  # released by down()
     with _timed(state, "namespaces"):
         progress.phase("namespaces", len(nodes))
         for node in nodes:
@@ -98,9 +102,7 @@ def _build(lab: Lab, progress: Progress, timeout_s: float) -> None:
             progress.advance()
     with _timed(state, "links"):
         progress.phase("links", len(fabric.links))
-        for link in fabric.links:
-            runtime.create_link(link)
-            progress.advance()
+        runtime.create_links(list(fabric.links), progress.advance)
     with _timed(state, "addresses+shaping"):
         progress.phase("addresses, routes, shaping", len(nodes))
         for node in nodes:
@@ -192,5 +194,6 @@ def _down(lab: str, progress: Progress) -> TeardownReport:
             list(pool.map(delete, owned))
         removed += len(owned)
     shutil.rmtree(lab_dir(lab), ignore_errors=True)
+    neigh.release(lab)
     return TeardownReport(lab=lab, nodes_removed=removed, daemons_stopped=len(pids),
                           had_state=state is not None)

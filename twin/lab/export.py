@@ -21,7 +21,8 @@ from twin import __version__
 from twin.lab import shaping
 from twin.model.build import rail_network
 from twin.lab.identity import rank_uid
-from twin.model.fabric import IFNAMSIZ, Fabric, Node
+from twin.model.fabric import IFNAMSIZ, Fabric, Link, Node
+from twin.model.partition import split
 from twin.lab.netconf import HOST_TABLE_BASE, node_sysctls
 from twin.model.buffers import queue_limit
 from twin.model.ports import Port
@@ -34,12 +35,35 @@ FRR_DIR_IN_CONTAINER = "/etc/fabric-twin/lab/frr"
 DAEMON_ORDER = ("zebra", "staticd", "bfdd", "bgpd")  # zebra first: the others connect to it
 
 
-def topology(fabric: Fabric) -> dict:
-    """The containerlab topology document for the lab."""
-    nodes = {node.name: _node(fabric, node) for node in fabric.nodes.values()}
-    links = [{"endpoints": [f"{l.a.node}:{l.a.ifname}", f"{l.b.node}:{l.b.ifname}"], "mtu": fabric.mtu,
-              "vars": {"rate_bps": fabric.rate_bps, "kind": l.kind}} for l in fabric.links]
+VXLAN_PORT = 14789  # containerlab's default for vxlan-stitch
+DOC_ADDRESSES = "192.0.2."  # TEST-NET-1: placeholders until the machines' addresses are given
+
+
+def topology(fabric: Fabric, where: dict[str, int] | None = None, machine: int = 0,
+             addresses: list[str] | None = None) -> dict:
+    """The containerlab topology document for the lab, or for one machine of a split (`where`:
+    node -> machine): its nodes, its links as veths, and each link to another machine as a
+    `vxlan-stitch` to that machine's address, with one VNI per link, the same at both ends."""
+    mine = [n for n in fabric.nodes.values() if where is None or where[n.name] == machine]
+    nodes = {node.name: _node(fabric, node) for node in mine}
+    links = []
+    for number, link in enumerate(fabric.links):
+        ends = [where[link.a.node], where[link.b.node]] if where else [machine, machine]
+        vars_ = {"rate_bps": fabric.rate_bps, "kind": link.kind}
+        if ends == [machine, machine]:
+            links.append({"endpoints": [f"{link.a.node}:{link.a.ifname}", f"{link.b.node}:{link.b.ifname}"],
+                          "mtu": fabric.mtu, "vars": vars_})
+        elif machine in ends:
+            links.append(_vxlan(link, number, ends, machine, addresses or [], fabric.mtu, vars_))
     return {"name": fabric.name, "topology": {"nodes": nodes, "links": links}}
+
+
+def _vxlan(link: Link, number: int, ends: list[int], machine: int, addresses: list[str], mtu: int,
+           vars_: dict) -> dict:
+    local, remote = (link.a, ends[1]) if ends[0] == machine else (link.b, ends[0])
+    return {"type": "vxlan-stitch", "endpoint": {"node": local.node, "interface": local.ifname},
+            "remote": addresses[remote] if remote < len(addresses) else f"{DOC_ADDRESSES}{remote + 1}",
+            "vni": number + 1, "dst-port": VXLAN_PORT, "mtu": mtu, "vars": vars_}
 
 
 def _node(fabric: Fabric, node: Node) -> dict:
@@ -120,8 +144,14 @@ def problems(document: dict) -> list[str]:
             found.append(f"node {name} needs kind and image")
     used = set()
     for number, link in enumerate(links):
-        endpoints = link.get("endpoints")
-        if not isinstance(endpoints, list) or len(endpoints) != 2:
+        if link.get("type") in ("vxlan", "vxlan-stitch"):  # one end here, the other on another machine
+            end = link.get("endpoint") or {}
+            endpoints = [f"{end.get('node')}:{end.get('interface') or ''}"]
+        else:
+            endpoints = link.get("endpoints")
+            if not isinstance(endpoints, list) or len(endpoints) != 2:
+                endpoints = None
+        if endpoints is None:
             found.append(f"link {number}: endpoints must be a list of two 'node:interface'")
             continue
         for endpoint in endpoints:
@@ -138,10 +168,13 @@ def problems(document: dict) -> list[str]:
     return found
 
 
-def write(fabric: Fabric, out: Path) -> Path:
-    """The topology file and one folder of FRR configs per switch, under `out`."""
+def write(fabric: Fabric, out: Path, document: dict | None = None) -> Path:
+    """The topology file and one folder of FRR configs per switch it runs, under `out`."""
+    document = document or topology(fabric)
     out.mkdir(parents=True, exist_ok=True)
     for node in fabric.switches:
+        if node.name not in document["topology"]["nodes"]:
+            continue
         folder = out / node.name
         folder.mkdir(exist_ok=True)
         for daemon, text in render_switch(fabric, node).items():
@@ -151,5 +184,11 @@ def write(fabric: Fabric, out: Path) -> Path:
     yaml.default_flow_style = False
     with path.open("w") as handle:
         handle.write(f"# fabric-twin {__version__}: `twin export {fabric.name} --format containerlab`\n")
-        yaml.dump(topology(fabric), handle)
+        yaml.dump(document, handle)
     return path
+
+
+def write_split(fabric: Fabric, out: Path, machines: int, addresses: list[str]) -> list[Path]:
+    """One folder per machine (machine-1 ...), each a topology of its own for `containerlab deploy`."""
+    where = split(fabric, machines)
+    return [write(fabric, out / f"machine-{m + 1}", topology(fabric, where, m, addresses)) for m in range(machines)]

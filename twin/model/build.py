@@ -4,9 +4,11 @@ Addressing plan (IPv4, identical in every lab; labs never share a namespace):
   switch loopbacks   10.255.0.0/16, one /32 each
   fabric links       10.0.0.0/16, one /31 per switch-switch link (upper tier gets the even address)
   host NIC links     10.<rail>.0.0/16, one /31 per host NIC (leaf even, host odd)
-ASN plan (RFC 7938, private 2-byte ASNs):
+ASN plan (RFC 7938 with RFC 6996 private ASNs), 2-byte while they suffice (488 leaves):
   superspine tier 65000; spine plane r 65100+r (3-tier) or all spines 65100 (2-tier);
   leaf i 64512+i (one per leaf).
+4-byte (more leaves, or `routing.asn_plan: 4-byte`): the same shape from 4200000000:
+  superspines 4200000000, spine plane r 4200000000+r, leaf i 4201000000+i.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from ipaddress import IPv4Interface, IPv4Network
 
 from twin.errors import LabFileError, Problem
-from twin.spec.labfile import LabFile
+from twin.spec.labfile import LabFile, fits_two_byte_asns
 from twin.model.fabric import IFNAMSIZ, Endpoint, Fabric, Link, Node
 from twin.units import parse_rate_bps, parse_size_bytes, parse_time_s
 
@@ -24,6 +26,10 @@ FABRIC_LINKS = IPv4Network("10.0.0.0/16")
 SUPERSPINE_ASN = 65000
 SPINE_ASN_BASE = 65100
 LEAF_ASN_BASE = 64512
+ASN_PLANS = {  # superspine, spine base, leaf base
+    "2-byte": (SUPERSPINE_ASN, SPINE_ASN_BASE, LEAF_ASN_BASE),
+    "4-byte": (4_200_000_000, 4_200_000_000, 4_201_000_000),
+}
 
 
 def rail_network(rail: int) -> IPv4Network:
@@ -123,13 +129,21 @@ def assign_addresses(fabric: Fabric, lab: LabFile) -> None:
         link.b.address = IPv4Interface(f"{net[1]}/31")
 
 
+def asn_plan(lab: LabFile) -> str:
+    chosen = lab.spec.routing.asn_plan
+    if chosen == "auto":
+        return "2-byte" if fits_two_byte_asns(lab.spec.fabric) else "4-byte"
+    return chosen
+
+
 def assign_asns(fabric: Fabric, lab: LabFile) -> None:
+    superspine_asn, spine_base, leaf_base = ASN_PLANS[asn_plan(lab)]
     for number, leaf in enumerate(fabric.by_role("leaf")):
-        leaf.asn = LEAF_ASN_BASE + number
+        leaf.asn = leaf_base + number
     for spine in fabric.by_role("spine"):
-        spine.asn = SPINE_ASN_BASE + (spine.rail or 0)
+        spine.asn = spine_base + (spine.rail or 0)
     for superspine in fabric.by_role("superspine"):
-        superspine.asn = SUPERSPINE_ASN
+        superspine.asn = superspine_asn
 
 
 def make_graph(fabric: Fabric, lab: LabFile | None) -> None:

@@ -81,6 +81,9 @@ class BfdSpec(_Strict):
 class RoutingSpec(_Strict):
     bfd: BfdSpec = Field(default_factory=BfdSpec, description="{interval_ms: 300, multiplier: 3}")
     ecmp_hash: Literal["l3", "l4"] = Field("l4", description="l3 (addresses) or l4 (5-tuple)")
+    asn_plan: Literal["auto", "2-byte", "4-byte"] = Field(
+        "auto", description="private ASNs (RFC 6996): 2-byte while they suffice (488 leaves), "
+                            "else 4-byte; or either one always")
 
 
 class LabSpec(_Strict):
@@ -119,9 +122,9 @@ def _semantic_problems(lab: LabFile, runtimes: list[str]) -> list[Problem]:
         problem(("fabric", "superspines"), "a 2-tier fabric has no superspines",
                 "remove the key or set `tiers: 3`")
     leaves = fabric.groups * fabric.rails
-    if leaves > 488:
-        problem(("fabric", "groups"), f"{leaves} leaves exceed the private ASN plan (488 at most)",
-                "lower groups or rails")
+    if spec.routing.asn_plan == "2-byte" and not fits_two_byte_asns(fabric):
+        problem(("routing", "asn_plan"), f"{leaves} leaves and {fabric.rails} rail planes do not fit the 2-byte "
+                f"private ASNs ({TWO_BYTE_LEAVES} leaves at most)", "asn_plan: auto (4-byte ASNs when needed)")
     if fabric.groups * fabric.hosts_per_group > 32768:
         problem(("fabric", "hosts_per_group"), "more than 32768 hosts per rail do not fit the rail's /16",
                 "lower groups or hosts_per_group")
@@ -152,6 +155,16 @@ def _semantic_problems(lab: LabFile, runtimes: list[str]) -> list[Problem]:
 MAX_NODES = 1024
 MAX_LINKS = 4096
 SWITCH_LINK_31S = 1 << 15  # switch-to-switch links are /31s of 10.0.0.0/16
+
+
+# The 2-byte private ASN plan (RFC 6996, 64512-65534): leaves count up from 64512, superspines
+# are 65000 and spine plane r is 65100 + r; past these counts it collides with itself.
+TWO_BYTE_LEAVES = 65000 - 64512
+TWO_BYTE_PLANES = 65534 - 65100
+
+
+def fits_two_byte_asns(fabric: FabricSpec) -> bool:
+    return fabric.groups * fabric.rails <= TWO_BYTE_LEAVES and fabric.rails <= TWO_BYTE_PLANES
 
 
 def fabric_size(fabric: FabricSpec) -> dict[str, int]:

@@ -18,6 +18,7 @@ from twin.model.ports import Port
 
 RESOURCE = "pfc/controller"
 START_TIMEOUT_S = 30.0
+START_S_PER_PORT = 0.01  # programs, gates and sockets per port: pod128 (4,608 ports) took 16 s
 
 
 def request(lab_dir: Path, message: dict, timeout_s: float = 5.0) -> dict:
@@ -61,7 +62,8 @@ def start(lab: Lab) -> int:
     log = directory / "controller.log"
     proc = lab.spawn_owned(RESOURCE, python_module("twin.lab.pfc.controller", str(lab.paths.root)), log,
                            kind="controller").proc
-    deadline = time.monotonic() + START_TIMEOUT_S
+    timeout_s = START_TIMEOUT_S + START_S_PER_PORT * 2 * len(lab.fabric.links)
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if (directory / SOCKET).exists():
             try:
@@ -73,7 +75,7 @@ def start(lab: Lab) -> int:
             raise TwinError("the PFC controller exited while starting",
                             hint=log.read_text()[-900:] or f"see {log}")
         time.sleep(0.05)
-    raise TwinError(f"the PFC controller did not answer within {START_TIMEOUT_S:.0f} s", hint=f"see {log}")
+    raise TwinError(f"the PFC controller did not answer within {timeout_s:.0f} s", hint=f"see {log}")
 
 
 def running(state: LabState) -> bool:

@@ -42,6 +42,7 @@ class Queues:
         switch_ports = [p for p in ports(fabric) if fabric.nodes[p.node].is_switch]
         self.queues = [Queue(i, p, peer(fabric, p), for_port(fabric, p)) for i, p in enumerate(switch_ports)]
         self.by_port = {q.port: q for q in self.queues}
+        self.indexes: dict[str, dict[str, int]] = {}  # node -> ifname -> index, read once by attach()
         self.state_fd = bpf.create_map(bpf.MAP_ARRAY, 4, programs.STATE.size, len(self.queues), "ftw_pfc_state",
                                        bpf.F_MMAPABLE)
         self.contrib_fd = bpf.create_map(bpf.MAP_HASH, 8, 8, CONTRIB_ENTRIES, "ftw_pfc_contrib")
@@ -96,6 +97,7 @@ class Queues:
         for node, hooks in by_node.items():
             with self.lab.netlink(node) as ipr:
                 index = {msg.get_attr("IFLA_IFNAME"): msg["index"] for msg in ipr.get_links()}
+                self.indexes[node] = index
                 for ifname in sorted({h[0] for h in hooks}):
                     try:
                         ipr.tc("del", "clsact", index[ifname])
@@ -114,8 +116,10 @@ class Queues:
         """(switch, ingress ifindex) -> the upstream port feeding that switch through it."""
         table = {}
         for node in self.fabric.switches:
-            with self.lab.netlink(node.name) as ipr:
-                index = {msg.get_attr("IFLA_IFNAME"): msg["index"] for msg in ipr.get_links()}
+            index = self.indexes.get(node.name)
+            if index is None:
+                with self.lab.netlink(node.name) as ipr:
+                    index = {msg.get_attr("IFLA_IFNAME"): msg["index"] for msg in ipr.get_links()}
             for link in self.fabric.links_of(node.name):
                 upstream = link.peer(node.name)
                 table[(node.name, index[link.endpoint(node.name).ifname])] = Port(upstream.node, upstream.ifname)

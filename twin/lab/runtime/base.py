@@ -6,6 +6,7 @@ namespace through `netns_path`, so it works the same on every runtime.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -32,6 +33,9 @@ class Runtime(Protocol):
         """Remove the node and end every process in it; a node that is gone is fine."""
 
     def create_link(self, link: Link) -> None: ...
+
+    def create_links(self, links: list[Link], done: Callable[[], None]) -> None:
+        """create_link for each, calling done() after each one."""
 
     def netns_path(self, node: str) -> str: ...
 

@@ -1,0 +1,55 @@
+"""Benchmark: a fault drill on the reference-size lab (pod128: a fibre cut, then a silent drop found
+by the probe mesh), with what the lab and the mesh cost while it ran.
+
+    python bench/big_drill.py --out docs/benchmarks.md [--scenario bench/scenarios/pod128-drill.yaml]
+
+Runs `twin run` into results/big-drill-<time>, tabulates the report as bench/drills.py does, and
+rewrites the "Fault drill at scale" section of the output file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from drills import TWIN, rows  # noqa: E402
+from lab_lifecycle import machine  # noqa: E402
+from sections import write_section  # noqa: E402
+
+BEGIN, END = "<!-- big-drill:begin -->", "<!-- big-drill:end -->"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", type=Path, default=Path(__file__).parent / "scenarios" / "pod128-drill.yaml")
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--results", type=Path, default=Path("results"))
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds for the lab to converge")
+    args = parser.parse_args()
+    started = datetime.datetime.now(datetime.timezone.utc)
+    folder = args.results / f"big-drill-{started:%Y%m%dT%H%M%SZ}"
+    command = [*TWIN, "run", str(args.scenario), "--results", str(folder), "--timeout", str(args.timeout)]
+    exit_code = subprocess.run(command).returncode
+    reports = [json.loads(p.read_text()) for p in sorted(folder.glob("*/report.json"))]
+    table = ["| scenario | fault | expectations | detected after (per detector) | precision / recall | "
+             "wrong verdicts | BFD down / first / last route change | all flows loss-free after | collective | mitigation |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for report in reports:
+        table += rows(report)
+    probes = [r.get("probes") or {} for r in reports]
+    section = "\n".join([
+        BEGIN, "## Fault drill at scale (issue 18)", "",
+        f"Measured {started:%Y-%m-%d %H:%M} UTC on {machine()}.",
+        f"Command: `python bench/big_drill.py` (= `twin run {args.scenario}`); exit code {exit_code}.", "",
+        *table, "", f"Probe mesh: {json.dumps(probes[0].get('plan', {}))[:400] if probes else '-'}", "", END, ""])
+    write_section(args.out, BEGIN, END, section)
+    print(f"{len(reports)} run(s) ({folder}) tabulated in {args.out}; the drill exited {exit_code}")
+
+
+if __name__ == "__main__":
+    main()

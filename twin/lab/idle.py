@@ -1,0 +1,164 @@
+"""What a lab costs at rest: CPU and memory of the processes it owns (FRR daemons, the PFC
+controller, agents), sampled from /proc, against what the machine has; and what its BFD timers
+will cost before it is built.
+
+BFD dominates a big lab at rest: FRR's bfdd wakes for every packet it sends or receives and polls
+all its sockets each time. Measured on this 2-core machine (pod64, 1,024 sessions at 300 ms):
+1.26 cores, about 0.37 ms of CPU per BFD packet sent (its reception included), flat per session
+from leaves (4 sessions) to superspines (32). bgpd at rest is a tenth of that.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from twin.lab.state import LabState
+from twin.model.fabric import Fabric
+from twin.procs import alive
+
+BFD_CPU_S_PER_PACKET = 0.37e-3
+# A lab at rest may take this share of the machine's cores; past it, workloads (collectives, probes,
+# the PFC controller's reactions) compete with the fabric's own chatter.
+REST_SHARE = 0.3
+
+
+def bfd_sessions(fabric: Fabric) -> int:
+    """One session at each end of every switch-to-switch link (hosts route statically)."""
+    return 2 * sum(1 for link in fabric.links if link.kind == "fabric")
+
+
+def bfd_cores(fabric: Fabric, interval_ms: int | None = None) -> float:
+    """Cores FRR's bfdd processes of this fabric take at rest (the measured cost per packet)."""
+    interval_ms = interval_ms or fabric.bfd_interval_ms
+    return bfd_sessions(fabric) * (1000.0 / interval_ms) * BFD_CPU_S_PER_PACKET
+
+
+def bfd_interval_that_fits(fabric: Fabric, cores: float) -> int:
+    """The shortest BFD interval (ms, rounded up to 100) whose cost stays within `cores`."""
+    needed = bfd_sessions(fabric) * 1000.0 * BFD_CPU_S_PER_PACKET / cores
+    return max(100, int(-(-needed // 100) * 100))
+
+
+def machine_cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def bfd_warning(fabric: Fabric) -> str | None:
+    """A warning when the lab's BFD timers alone take more than its share of the machine."""
+    budget = REST_SHARE * machine_cores()
+    cost = bfd_cores(fabric)
+    if cost <= budget:
+        return None
+    return (f"BFD every {fabric.bfd_interval_ms} ms on {bfd_sessions(fabric)} sessions will take about "
+            f"{cost:.1f} of this machine's {machine_cores()} cores at rest; routing.bfd.interval_ms: "
+            f"{bfd_interval_that_fits(fabric, budget)} keeps it within {budget:.1f} (detection then takes "
+            f"interval x multiplier)")
+
+
+@dataclass
+class IdleCost:
+    window_s: float
+    cores: float  # the lab's own processes
+    machine_busy_cores: float  # everything, kernel forwarding included
+    machine_cores: int
+    memory_mib: float  # PSS of the lab's processes
+    switch_memory_mib: float  # per switch, mean
+    by_program: dict[str, float] = field(default_factory=dict)  # cores per program (bfdd, bgpd, ...)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime, every thread of the process
+
+
+def _machine_ticks() -> tuple[int, int]:
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(values), values[3] + values[4]  # all, idle + iowait
+
+
+def pss_kib(pid: int) -> int:
+    """Proportional set size: shared pages (FRR's libraries) split among the processes sharing them."""
+    text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    return int(re.search(r"^Pss:\s+(\d+) kB", text, re.M).group(1))
+
+
+def measure(state: LabState, window_s: float = 2.0) -> IdleCost:
+    """Sample the lab's recorded processes over `window_s`."""
+    processes = {r.pid: r for r in state.resources if r.pid and alive(r.pid)}
+    before = {pid: _cpu_ticks(pid) for pid in processes}
+    machine_before = _machine_ticks()
+    time.sleep(window_s)
+    after = {pid: _cpu_ticks(pid) for pid in processes}
+    machine_after = _machine_ticks()
+    hz = os.sysconf("SC_CLK_TCK")
+    by_program: dict[str, float] = {}
+    for pid, resource in processes.items():
+        if before[pid] is None or after[pid] is None:
+            continue
+        program = resource.name.split("/")[-1] if resource.kind == "daemon" else resource.kind
+        by_program[program] = by_program.get(program, 0.0) + (after[pid] - before[pid]) / hz / window_s
+    total, idle = (a - b for a, b in zip(machine_after, machine_before))
+    cores = machine_cores()
+    per_switch: dict[str, int] = {}
+    memory = 0
+    for pid, resource in processes.items():
+        try:
+            kib = pss_kib(pid)
+        except (OSError, AttributeError):
+            continue
+        memory += kib
+        if resource.kind == "daemon" and resource.node:
+            per_switch[resource.node] = per_switch.get(resource.node, 0) + kib
+    cost = IdleCost(window_s=window_s, cores=round(sum(by_program.values()), 3),
+                    machine_busy_cores=round(cores * (1 - idle / total), 3) if total else 0.0,
+                    machine_cores=cores, memory_mib=round(memory / 1024, 1),
+                    switch_memory_mib=round(sum(per_switch.values()) / 1024 / len(per_switch), 1) if per_switch else 0.0,
+                    by_program={k: round(v, 3) for k, v in sorted(by_program.items(), key=lambda kv: -kv[1])})
+    if cost.cores > REST_SHARE * cores:
+        top = ", ".join(f"{k} {v:.2f}" for k, v in list(cost.by_program.items())[:3])
+        cost.warnings.append(f"the lab takes {cost.cores:.2f} of {cores} cores at rest ({top}): little is left "
+                             f"for workloads; longer BFD intervals cost less (routing.bfd.interval_ms)")
+    return cost
+
+
+# Measured at rest on this machine (pod64, docs/benchmarks.md "Lab lifecycle"): bgpd per session,
+# FRR's PSS per switch (four daemons, shared libraries split among them).
+BGP_CORES_PER_SESSION = 0.12e-3
+SWITCH_MEMORY_MIB = 22.5
+
+
+@dataclass
+class MachineEstimate:
+    machine: int  # 1-based
+    switches: int
+    hosts: int
+    local_links: int
+    vxlan_links: int  # links to other machines
+    bfd_sessions: int
+    cores: float  # at rest: BFD and BGP
+    memory_mib: float
+
+
+def machine_estimates(fabric: Fabric, where: dict[str, int], machines: int) -> list[MachineEstimate]:
+    """Per machine of a split lab: what runs there and what it costs at rest, from the measured costs."""
+    estimates = []
+    for machine in range(machines):
+        switches = [n for n in fabric.switches if where[n.name] == machine]
+        sessions = sum(1 for n in switches for link in fabric.links_of(n.name) if link.kind == "fabric")
+        touching = [link for link in fabric.links if machine in (where[link.a.node], where[link.b.node])]
+        crossing = sum(1 for link in touching if where[link.a.node] != where[link.b.node])
+        cores = sessions * (1000.0 / fabric.bfd_interval_ms * BFD_CPU_S_PER_PACKET + BGP_CORES_PER_SESSION)
+        estimates.append(MachineEstimate(machine + 1, len(switches),
+                                         sum(1 for n in fabric.hosts if where[n.name] == machine),
+                                         len(touching) - crossing, crossing, sessions, round(cores, 2),
+                                         round(len(switches) * SWITCH_MEMORY_MIB, 0)))
+    return estimates
