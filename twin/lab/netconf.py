@@ -36,6 +36,10 @@ def node_sysctls(fabric: Fabric, node: Node) -> dict[str, str]:
         # Path discovery relies on every switch answering TTL-exceeded (no rate limit), from
         # the address of the interface the probe came in on, which names the link it crossed.
         return common | {"net.ipv4.ip_forward": "1", "net.ipv4.icmp_ratelimit": "0",
+                         # No reverse-path filter, as fabric switches run without uRPF: the
+                         # TTL-exceeded answers come from switch-to-switch addresses, which BGP
+                         # does not advertise (bgpd.conf: EDGE-ONLY).
+                         "net.ipv4.conf.all.rp_filter": "0", "net.ipv4.conf.default.rp_filter": "0",
                          "net.ipv4.icmp_msgs_per_sec": "100000", "net.ipv4.icmp_msgs_burst": "10000",
                          "net.ipv4.icmp_errors_use_inbound_ifaddr": "1",
                          "net.ipv4.fib_multipath_use_neigh": "1",

@@ -6,6 +6,7 @@ from functools import lru_cache
 
 import jinja2
 
+from twin.model.build import FABRIC_LINKS
 from twin.model.fabric import Fabric, Node
 
 DAEMONS = ("zebra", "bfdd", "bgpd", "staticd")
@@ -42,7 +43,7 @@ def render_switch(fabric: Fabric, node: Node) -> dict[str, str]:
     """daemon name -> config text."""
     neighbors = bgp_neighbors(fabric, node)
     context = {"fabric": fabric, "node": node, "neighbors": neighbors,
-               "maximum_paths": max(len(neighbors), 2),
+               "maximum_paths": max(len(neighbors), 2), "switch_links": FABRIC_LINKS,
                "keepalive_s": bgp_keepalive_s(fabric)}
     return {daemon: _env().get_template(f"{daemon}.conf.j2").render(**context) for daemon in DAEMONS}
 
