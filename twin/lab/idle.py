@@ -5,7 +5,8 @@ will cost before it is built.
 BFD dominates a big lab at rest: FRR's bfdd wakes for every packet it sends or receives and polls
 all its sockets each time. Measured on this 2-core machine (pod64, 1,024 sessions at 300 ms):
 1.26 cores, about 0.37 ms of CPU per BFD packet sent (its reception included), flat per session
-from leaves (4 sessions) to superspines (32). bgpd at rest is a tenth of that.
+from leaves (4 sessions) to superspines (32). bgpd at rest takes a quarter to a third of that
+(keepalives: 0.15 core for pod64's 1,024 sessions at 1 s).
 """
 
 from __future__ import annotations
@@ -130,8 +131,10 @@ def measure(state: LabState, window_s: float = 2.0) -> IdleCost:
     return cost
 
 
-# Measured at rest on this machine (pod64, docs/benchmarks.md "Lab lifecycle"): bgpd per session,
-# FRR's PSS per switch (four daemons, shared libraries split among them).
+# Measured at rest on this machine (docs/benchmarks.md "Lab lifecycle"): bgpd per session (pod64, 1 s
+# keepalives; pod128's 3 s ones cost half), FRR's PSS per switch (four daemons, shared libraries
+# split among them) of a rail4-size lab: a switch holding more routes and paths takes more
+# (pod64 26.7 MiB, pod128 38.5 MiB), so the plan's memory is a floor.
 BGP_CORES_PER_SESSION = 0.12e-3
 SWITCH_MEMORY_MIB = 22.5
 
