@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from drills import TWIN, rows  # noqa: E402
+from drills import TWIN, tabulate  # noqa: E402
 from lab_lifecycle import machine  # noqa: E402
 from sections import write_section  # noqa: E402
 
@@ -35,12 +35,7 @@ def main() -> None:
     folder = args.results / f"big-drill-{started:%Y%m%dT%H%M%SZ}"
     command = [*TWIN, "run", str(args.scenario), "--results", str(folder), "--timeout", str(args.timeout)]
     exit_code = subprocess.run(command).returncode
-    reports = [json.loads(p.read_text()) for p in sorted(folder.glob("*/report.json"))]
-    table = ["| scenario | fault | expectations | detected after (per detector) | precision / recall | "
-             "wrong verdicts | BFD down / first / last route change | all flows loss-free after | collective | mitigation |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for report in reports:
-        table += rows(report)
+    reports, table = tabulate(folder)
     probes = [r.get("probes") or {} for r in reports]
     section = "\n".join([
         BEGIN, "## Fault drill at scale (issue 18)", "",

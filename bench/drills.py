@@ -62,6 +62,17 @@ def rows(report: dict) -> list[str]:
     return ["| " + r + " |" for r in out]
 
 
+def tabulate(folder: Path) -> tuple[list[dict], list[str]]:
+    """The reports of the runs under `folder` and their table (header and one row per fault)."""
+    reports = [json.loads(p.read_text()) for p in sorted(folder.glob("*/report.json"))]
+    table = ["| scenario | fault | expectations | detected after (per detector) | precision / recall | "
+             "wrong verdicts | BFD down / first / last route change | all flows loss-free after | collective | mitigation |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for report in reports:
+        table += rows(report)
+    return reports, table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenarios", nargs="*", help="names from scenarios/ (default: all)")
@@ -78,12 +89,7 @@ def main() -> None:
         folder = args.results / f"drills-{started:%Y%m%dT%H%M%SZ}"
         command = [*TWIN, "e2e", *args.scenarios, "--results", str(folder)] + (["--quick"] if args.quick else [])
         exit_code = subprocess.run(command).returncode
-    reports = [json.loads(p.read_text()) for p in sorted(folder.glob("*/report.json"))]
-    table = ["| scenario | fault | expectations | detected after (per detector) | precision / recall | "
-             "wrong verdicts | BFD down / first / last route change | all flows loss-free after | collective | mitigation |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for report in reports:
-        table += rows(report)
+    reports, table = tabulate(folder)
     section = "\n".join([
         BEGIN, "## Fault drills: detection, failover, recovery (issue 5)", "",
         f"Measured {started:%Y-%m-%d %H:%M} UTC on {machine()}.",
