@@ -53,7 +53,9 @@ def test_status_states_the_lab_at_rest(mini):
     assert result.returncode == 0, result.stderr
     rest = json.loads(result.stdout)["idle"]
     assert {"bfdd", "bgpd", "zebra"} <= set(rest["by_program"])
-    assert 0 < rest["cores"] < rest["machine_cores"] and rest["cores"] <= rest["machine_busy_cores"] + 0.2
+    # mini at rest is 0.02 of a core: 0 ticks of 10 ms in a 1 s window happen (CI); bench/lab_lifecycle.py
+    # measures the figure over 20 s
+    assert 0 <= rest["cores"] < rest["machine_cores"] and rest["cores"] <= rest["machine_busy_cores"] + 0.2
     assert 5 < rest["switch_memory_mib"] < 200
     text = twin_cli("lab", "status", mini.fabric.name, "--idle-window", "1").stdout
     assert "at rest (1 s): the lab's processes" in text
