@@ -58,7 +58,7 @@ def test_export_parses_back_to_the_models_graph(lab, tmp_path):
     assert {frozenset(e) for e in graph.edges} == {frozenset(e) for e in fabric.graph.edges}
     for switch in fabric.switches:  # the configs the binds point at
         assert {p.name for p in (tmp_path / switch.name).iterdir()} == {
-            "zebra.conf", "bfdd.conf", "bgpd.conf", "staticd.conf"}
+            "zebra.conf", "bfdd.conf", "bgpd.conf"}
 
 
 def test_rule_violations_are_reported():

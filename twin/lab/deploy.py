@@ -124,9 +124,7 @@ def _build(lab: Lab, progress: Progress, timeout_s: float) -> None:
         progress.phase("FRR daemons", len(switches) * len(frr.DAEMONS))
         for node in switches:
             frr.write_configs(fabric, node, state.node_dir(node.name))
-        # zebra first, and listening, before the daemons that connect to it: a daemon whose
-        # first connect fails retries only after 10 s (FRR's zclient), delaying BFD and BGP.
-        for group in (("zebra",), ("bfdd", "bgpd", "staticd")):
+        for group in frr.START_ORDER:
             for daemon in group:
                 frr.start_daemons(runtime, state, [n.name for n in switches], daemon, progress.advance)
             frr.wait_sockets(state, [n.name for n in switches], group)

@@ -26,13 +26,12 @@ from twin.model.partition import split
 from twin.lab.netconf import HOST_TABLE_BASE, node_sysctls
 from twin.model.buffers import queue_limit
 from twin.model.ports import Port
-from twin.model.render import render_bfd_binding, render_switch
+from twin.model.render import START_ORDER, render_bfd_binding, render_switch
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")  # container names (containerlab's node names)
 SWITCH_IMAGE = f"fabric-twin-switch:{__version__}"
 HOST_IMAGE = f"fabric-twin-host:{__version__}"
 FRR_DIR_IN_CONTAINER = "/etc/fabric-twin/lab/frr"
-DAEMON_ORDER = ("zebra", "staticd", "bfdd", "bgpd")  # zebra first: the others connect to it
 
 
 VXLAN_PORT = 14789  # containerlab's default for vxlan-stitch
@@ -77,7 +76,7 @@ def _node(fabric: Fabric, node: Node) -> dict:
              "labels": {"fabric-twin.lab": fabric.name, "fabric-twin.role": node.role}}
     if node.is_switch:
         entry["binds"] = [f"{node.name}:{FRR_DIR_IN_CONTAINER}:ro"]
-        commands += [_daemon(d) for d in DAEMON_ORDER]
+        commands += [_daemon(d) for group in START_ORDER for d in group]  # zebra first
         # BFD on every session, as `up` binds it (vtysh waits for bgpd to answer)
         commands.append("vtysh " + " ".join(f"-c {shlex.quote(line)}" for line in render_bfd_binding(node)))
     else:

@@ -19,7 +19,7 @@ from pathlib import Path
 from twin.errors import MissingDependencyError, RuntimeBackendError
 from twin.model.fabric import Fabric, Node
 from twin.procs import alive, cmdline, terminate
-from twin.model.render import DAEMONS, SOCKET_OF, render_bfd_binding, render_switch
+from twin.model.render import DAEMONS, SOCKET_OF, START_ORDER, render_bfd_binding, render_switch
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState, Resource
 
@@ -153,7 +153,7 @@ def stop_node(state: LabState, node: str) -> None:
 def restart_node(runtime: Runtime, state: LabState, node: Node, timeout_s: float = 30) -> None:
     """Start a stopped switch's daemons from its configs, wait for BGP, then bind BFD."""
     directory = state.node_dir(node.name)
-    for group in (("zebra",), ("bfdd", "bgpd", "staticd")):
+    for group in START_ORDER:
         for daemon in group:
             resource = next(r for r in state.daemons() if r.name == f"{node.name}/{daemon}")
             resource.pid = runtime.spawn(node.name, daemon_argv(daemon, directory), directory / "daemons.out")

@@ -9,8 +9,13 @@ import jinja2
 from twin.model.build import FABRIC_LINKS
 from twin.model.fabric import Fabric, Node
 
-DAEMONS = ("zebra", "bfdd", "bgpd", "staticd")
-SOCKET_OF = {"zebra": "zserv.api", "bfdd": "bfdd.sock", "bgpd": "bgpd.vty", "staticd": "staticd.vty"}
+# No staticd: no fault or mitigation adds static routes (black holes are nftables rules), and a
+# daemon per switch that serves nothing cost 208 processes and their memory at pod128.
+DAEMONS = ("zebra", "bfdd", "bgpd")
+# zebra first, and listening, before the daemons that connect to it: a daemon whose first connect
+# fails retries only after 10 s (FRR's zclient), delaying BFD and BGP.
+START_ORDER = (("zebra",), ("bfdd", "bgpd"))
+SOCKET_OF = {"zebra": "zserv.api", "bfdd": "bfdd.sock", "bgpd": "bgpd.vty"}
 
 
 @lru_cache(maxsize=1)
