@@ -164,3 +164,22 @@ def test_a_loss_two_links_share_waits_for_a_path_that_tells_them_apart(make):
     assert verdicts == []  # the rival, less probed, would have won the rate tie-break
     verdicts = observe(0.5, elsewhere[0]) + observe(0.75, elsewhere[-1])  # no host link in common
     assert [v.target.key for v in verdicts] == [bad]
+
+
+@dataclass
+class ReroutingSample(Sample):
+    rerouting: bool = False
+
+
+def test_intervals_during_a_routing_transition_are_set_aside(make):
+    """Loss charged to paths a routing change has made stale is no evidence: the same loss in
+    intervals the mesh marked `rerouting` names nothing, unmarked it names the link."""
+    fabric, paths = mesh_paths()
+    bad = link_key("leaf-g1-r1 -- spine-r1-s1")
+    for rerouting, expected in ((True, []), (False, [bad])):
+        localizer, rng = make(switch_links(fabric)), random.Random(1)
+        verdicts = []
+        for number in range(4):
+            samples = [ReroutingSample(*vars(s).values(), rerouting=rerouting) for s in interval(paths, {bad: 1.0}, rng)]
+            verdicts += localizer.observe(number * 0.5, samples)
+        assert [v.link and link_key(v.link) for v in verdicts] == expected

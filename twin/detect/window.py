@@ -76,10 +76,11 @@ class WindowedLocalizer:
         counts: dict[tuple, tuple[int, int]] = {}
         for s in samples:
             links = self._keyed(tuple(s.links))
-            if not links:
+            if not links or getattr(s, "rerouting", False):  # charged to paths no longer current
                 continue
             key = (s.src, s.dst, s.sport)
-            sent, lost = s.sent - getattr(s, "held", 0), s.lost  # held by PFC: neither lost nor clean
+            # held by PFC, or toward an agent that had not reported: neither lost nor clean
+            sent, lost = s.sent - getattr(s, "held", 0) - getattr(s, "unreported", 0), s.lost
             path = self._pool.get(key)
             if path is None:
                 path = self._pool[key] = PooledPath(links)

@@ -33,6 +33,7 @@ from twin.procs import alive, terminate
 from twin.lab.handle import Lab, python_module
 from twin.probes.plan import PATHS_PER_LINK, PairPlan, cover_plan, plan, probe_load
 from twin.probes.select import Directions, Selection, select
+from twin.probes.transitions import Transitions
 
 PROBE_PORT = 47100
 POLL_S = 0.1
@@ -56,10 +57,14 @@ class PathSample:
     rtt_p50_ms: float | None = None
     rtt_p99_ms: float | None = None
     held: int = 0  # unanswered while a link of the path was held by PFC: late, not known lost
+    rerouting: bool = False  # the interval overlapped a routing transition (probes/transitions.py)
+    # unanswered toward an agent that had not written the interval when it was counted (starved
+    # for STUCK_AGENT_S by a busy machine): its receptions are unknown, not lost
+    unreported: int = 0
 
     @property
     def lost(self) -> int:
-        return max(0, self.sent - self.received - self.held)
+        return max(0, self.sent - self.received - self.held - self.unreported)
 
 
 @dataclass
@@ -114,6 +119,7 @@ class ProbeMesh:
         self.names = PathNames(fabric)
         self.link_of_port = {(end.node, end.ifname): link.name for link in fabric.links for end in (link.a, link.b)}
         self.held_at: dict[str, float] = {}  # link -> last time (monotonic) one of its directions was held long
+        self.transitions = Transitions()  # route changes (the runner tells) against rediscovered paths
         self.pids: dict[str, int] = {}
         self.keep_logs: Path | None = None  # agents' logs with something in them are copied here at the end
         self.logs: dict[str, JsonlTail] = {}
@@ -225,6 +231,7 @@ class ProbeMesh:
 
     def refresh_paths(self) -> None:
         """Ask every agent to rediscover its paths now (routes changed)."""
+        self.transitions.refreshed(time.monotonic())
         for pid in self.pids.values():
             if alive(pid):
                 try:
@@ -278,6 +285,7 @@ class ProbeMesh:
                 self.paths[key] = links
                 self._history.setdefault(key, []).append((record["t"], links))
             self.active[(record["src"], record["dst"])] = record["active"]
+            self.transitions.discovered(host, record["t"])
             self._paths_at = time.monotonic()
             for listener in self.path_listeners:
                 listener(record["t"] - self.epoch)
@@ -299,7 +307,8 @@ class ProbeMesh:
     def _finalise(self) -> None:
         """A bucket is counted once every agent has written it in full (its mark), or at the end.
         An agent whose marks lag the furthest agent's by STUCK_AGENT_S (starved, or dead) is not
-        waited for. The rule compares marks with marks, never with this process's clock: the
+        waited for, and the probes toward it in the buckets counted without it are `unreported`,
+        not lost (a healthy fabric under a busy collective lost none: its agents were starved). The rule compares marks with marks, never with this process's clock: the
         runner may itself be kept off the CPU for seconds on a busy machine, and a bucket counted
         by the clock before its rows were read showed a healthy fabric's probes as lost."""
         report_s = self.report_ms / 1000
@@ -324,6 +333,8 @@ class ProbeMesh:
                 continue
             interval = Interval(bucket, self.epoch + bucket * report_s)
             held_since = interval.t - LONG_PAUSE_S
+            rerouting = self.transitions.rerouting(interval.t, interval.t + report_s)
+            unreported = {host for host in laggards if marks[host] < bucket} if not self._agents_done else set()
             for key, count in sorted(sent.items()):
                 got = recv.get(key)
                 echo = rtt.get(key)
@@ -331,10 +342,11 @@ class ProbeMesh:
                 received = got[0] if got else 0
                 held = count - received if received < count and any(
                     self.held_at.get(link, float("-inf")) >= held_since for link in links if link) else 0
+                missing = count - received - held if key[1].split(":")[0] in unreported else 0
                 interval.samples.append(PathSample(
                     key[0], key[1], key[2], links, count, received,
                     got[1] if got else None, got[2] if got else None, echo[1] if echo else None,
-                    echo[2] if echo else None, held))
+                    echo[2] if echo else None, held, rerouting, missing))
             began = time.monotonic()
             for listener in self.listeners:
                 listener(interval)

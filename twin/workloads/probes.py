@@ -102,6 +102,7 @@ class Probes:
 
     def _route_changed(self, _record: dict) -> None:
         self._last_route = time.monotonic()
+        self.mesh.transitions.changed(self._last_route)
 
     def _refresher(self) -> None:
         while not self._stop.wait(0.1):
@@ -119,5 +120,7 @@ class Probes:
         self._out.write(json.dumps({"t": round(t, 3), "samples": [vars(s) for s in interval.samples]}) + "\n")
         self.ctx.events.emit("probe", t=t, span_s=self.params.report_ms / 1000, workload=self.name,
                              paths=len(interval.samples), sent=sent, lost=lost, held=held,
+                             unreported=sum(s.unreported for s in interval.samples),
+                             rerouting=any(s.rerouting for s in interval.samples),
                              loss_pct=round(100.0 * lost / sent, 3) if sent else None,
                              lossy=[f"{s.src} -> {s.dst} :{s.sport}" for s in lossy[:10]])
