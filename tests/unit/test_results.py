@@ -164,3 +164,17 @@ def test_verdicts_after_the_end_are_reported_but_not_graded():
     stopped = detectors([{"kind": "scenario", "op": "interrupted", "t": 20.0}, *records],
                         [fault], {"drop": [link]}, 30.0)["probe-localizer"]
     assert (stopped.verdicts, stopped.wrong, stopped.after_end) == (1, 0, 3)
+
+
+def test_faults_due_together_are_on_schedule_when_applied_one_after_another():
+    """The engine applies faults due at one moment in turn: the second is late by the first's
+    apply, not off schedule; a fault that started late on its own still is."""
+    from twin.results.analysis import _engine_free, _fault_window
+    from twin.results.record import FaultTiming
+    first = FaultTiming(id="a", kind="silent_drop", scheduled_s=6.0, applied_s=6.0003, apply_took_s=0.052)
+    second = FaultTiming(id="b", kind="silent_drop", scheduled_s=6.0, applied_s=6.0524, apply_took_s=0.03)
+    alone = FaultTiming(id="c", kind="silent_drop", scheduled_s=8.0, applied_s=8.0824, apply_took_s=0.03)
+    free = _engine_free([first, second, alone])
+    windows = {t.id: _fault_window(t, [], [], 20.0, free.get(t.id)) for t in (first, second, alone)}
+    assert windows["a"].on_schedule and windows["b"].on_schedule and not windows["c"].on_schedule
+    assert windows["b"].schedule_error_s == 0.0524  # the figure reported stays the raw one

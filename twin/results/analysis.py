@@ -52,15 +52,27 @@ def _recovered_after(records: list[dict], start: float, end: float) -> float | N
     return round(later[0] - start, 3) if later else None
 
 
-def _fault_window(timing: FaultTiming, records: list[dict], flows: list[dict], duration_s: float) -> FaultWindow:
+def _engine_free(timings: list[FaultTiming]) -> dict[str, float]:
+    """When the fault engine could start each fault: faults due at one moment are applied one
+    after another, so a later one's schedule counts from the end of the apply before it."""
+    free, out = float("-inf"), {}
+    for timing in sorted((t for t in timings if t.applied_s is not None), key=lambda t: t.applied_s):
+        out[timing.id] = max(timing.scheduled_s, free)
+        free = timing.applied_s + (timing.apply_took_s or 0.0)
+    return out
+
+
+def _fault_window(timing: FaultTiming, records: list[dict], flows: list[dict], duration_s: float,
+                  free_s: float | None = None) -> FaultWindow:
     start, end = _window(timing, duration_s)
     routing = [r for r in records if r["kind"] in ("route", "bgp", "bfd") and start <= r["t"] < end]
     routes = [r for r in routing if r["kind"] == "route"]
     restores = [r for r in records if r["kind"] == "route" and end <= r["t"] <= end + RESTORE_WINDOW_S]
     error_s = None if timing.applied_s is None else round(timing.applied_s - timing.scheduled_s, 4)
+    late_s = None if timing.applied_s is None else timing.applied_s - max(timing.scheduled_s, free_s or float("-inf"))
     return FaultWindow(
         **timing.model_dump(), schedule_error_s=error_s,
-        on_schedule=error_s is not None and abs(error_s) <= SCHEDULE_TOLERANCE_S and timing.error is None,
+        on_schedule=late_s is not None and abs(late_s) <= SCHEDULE_TOLERANCE_S and timing.error is None,
         flows=_flow_stats(flows, start, end),
         flows_recovered_after_s=_recovered_after(flows, start, end) if flows else None,
         route_changes=len(routes),
@@ -80,12 +92,13 @@ def analyse(run: RunFolder) -> Report:
     duration = record.duration_s
     flows = [r for r in records if r["kind"] == "flow"]
     windows = [_window(t, duration) for t in run.faults]
+    free = _engine_free(run.faults)
     baseline = [r for r in flows if r["t"] >= WARMUP_S and not any(_overlaps(r, s, e + 2) for s, e in windows)]
     report = Report(
         scenario=record.scenario, scenario_file=record.scenario_file, lab=record.lab, seed=record.seed,
         started_utc=record.started_utc, duration_s=duration, interrupted=record.interrupted, machine=record.machine,
         baseline_flows=_flow_stats(baseline, 0, float("inf")),
-        faults=[_fault_window(t, records, flows, duration) for t in run.faults],
+        faults=[_fault_window(t, records, flows, duration, free.get(t.id)) for t in run.faults],
         collectives=workloads.collectives(records, windows),
         probes=workloads.probes(records, windows),
         telemetry=next((r["stats"] for r in records if r["kind"] == "telemetry"), None),
