@@ -86,14 +86,42 @@ def address_links(fabric: Fabric) -> dict[str, str]:
 
 class PathNames:
     """Link names of a discovered path: the source NIC's host link, the link each answering
-    switch's ingress address names (None where a hop did not answer), the destination's host link."""
+    switch's ingress address names, the destination's host link.
+
+    A hop that did not answer (its TTL probe lost: a flow whose packets a link drops loses its
+    discovery past that link too) is named from the model where its neighbours pin it: the switch
+    it entered is the far end of the next hop's link (the last one is the destination's leaf), the
+    switch before it the near end of the previous one, and two switches share at most one link.
+    Without that, the loss of such a flow was charged to the links around the silent hop. Two
+    silent hops in a row stay None: ECMP could have taken any of several switches."""
 
     def __init__(self, fabric: Fabric):
         self.addresses = address_links(fabric)
         self.host_link = {f"{l.b.node}:{l.b.ifname}": l.name for l in fabric.links if l.kind == "host"}
+        self.ends = {link.name: (link.a.node, link.b.node) for link in fabric.links}
+        self.entered = {str(end.address.ip): end.node for link in fabric.links for end in (link.a, link.b)
+                        if fabric.nodes[end.node].is_switch and end.address is not None}
+        self.between = {frozenset(ends): name for name, ends in self.ends.items()}
 
     def path(self, src: str, offenders: list[str | None], dst: str) -> tuple[str | None, ...]:
-        return (self.host_link[src], *(self.addresses.get(a) if a else None for a in offenders), self.host_link[dst])
+        first, last = self.host_link[src], self.host_link[dst]
+        names = [first, *(self.addresses.get(a) if a else None for a in offenders), last]
+        if None not in names:
+            return tuple(names)
+        # switches[i]: the switch the i-th link enters (the first is the source's leaf)
+        switches = [self._other(first, src.split(":")[0]), *(self.entered.get(a) if a else None for a in offenders)]
+        switches[-1] = switches[-1] or self._other(last, dst.split(":")[0])
+        for i in range(len(switches) - 2, 0, -1):  # an unanswered hop: the near end of the next link
+            if switches[i] is None and switches[i + 1] is not None and names[i + 1] is not None:
+                switches[i] = self._other(names[i + 1], switches[i + 1])
+        for i in range(1, len(names) - 1):
+            if names[i] is None and switches[i - 1] and switches[i]:
+                names[i] = self.between.get(frozenset((switches[i - 1], switches[i])))
+        return tuple(names)
+
+    def _other(self, link: str, node: str) -> str:
+        a, b = self.ends[link]
+        return b if a == node else a
 
 
 class ProbeMesh:

@@ -1,0 +1,49 @@
+"""Naming a discovered path's links (probes/mesh.py PathNames): answered hops by their ingress
+address, unanswered ones from the model where their neighbours pin them."""
+
+from test_model import fabric_of
+
+from twin.probes.mesh import PathNames
+
+
+def ingress(fabric, a: str, b: str) -> str:
+    """The address with which switch `b` answers a TTL probe that came in from `a`."""
+    link = next(l for l in fabric.links_of(b) if l.peer(b).node == a)
+    return str(link.endpoint(b).address.ip)
+
+
+def offenders(fabric, switches: list[str]) -> list[str]:
+    return [ingress(fabric, a, b) for a, b in zip(switches, switches[1:])]
+
+
+# rail4: host-g1-h1:nic1 -> host-g2-h1:nic2 crosses planes: leaf, spine, superspine, spine, leaf
+HOPS = ["leaf-g1-r1", "spine-r1-s1", "superspine-1", "spine-r2-s2", "leaf-g2-r2"]
+SRC, DST = "host-g1-h1:nic1", "host-g2-h1:nic2"
+
+
+def expected(fabric) -> tuple:
+    names = PathNames(fabric)
+    inner = [names.between[frozenset(pair)] for pair in zip(HOPS, HOPS[1:])]
+    return (names.host_link[SRC], *inner, names.host_link[DST])
+
+
+def test_a_fully_answered_path_names_every_link():
+    fabric = fabric_of("rail4")
+    assert PathNames(fabric).path(SRC, offenders(fabric, HOPS), DST) == expected(fabric)
+
+
+def test_a_silent_hop_is_named_from_its_neighbours():
+    fabric = fabric_of("rail4")
+    names, full = PathNames(fabric), offenders(fabric, HOPS)
+    for silent in range(len(full)):  # any one hop, the last (the destination's leaf) included
+        answered = [None if i == silent else a for i, a in enumerate(full)]
+        assert names.path(SRC, answered, DST) == expected(fabric), silent
+
+
+def test_two_silent_hops_in_a_row_stay_unknown():
+    fabric = fabric_of("rail4")
+    answered = offenders(fabric, HOPS)
+    answered[0] = answered[1] = None  # spine and superspine: ECMP could have taken others
+    path = PathNames(fabric).path(SRC, answered, DST)
+    assert path[1] is None and path[2] is None
+    assert path[3:] == expected(fabric)[3:]
