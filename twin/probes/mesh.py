@@ -31,6 +31,7 @@ from twin.model.fabric import Fabric
 from twin.lab.pfc import counters as pfc_counters
 from twin.procs import alive, terminate
 from twin.lab.handle import Lab, python_module
+from twin.probes.agent import TRACE_PPS, TRACE_ROUNDS
 from twin.probes.plan import PATHS_PER_LINK, PairPlan, cover_plan, plan, probe_load
 from twin.probes.select import Directions, Selection, select
 from twin.probes.transitions import Transitions
@@ -446,8 +447,17 @@ class ProbeMesh:
             flows = self.selection.flows if self.selection is not None else self.paths
             return {link for flow in flows for link in self.paths.get(flow, ()) if link}
 
-    def wait_for_paths(self, timeout_s: float = 20.0) -> None:
+    def discovery_timeout_s(self) -> float:
+        """How long the first discovery may take: the busiest agent's TTL probes at its pace, every
+        round resent, twice over for a busy machine (pod128: 4,000 a host, 24 s); at least 20 s."""
+        traces: dict[str, int] = defaultdict(int)
+        for p in self.plans:
+            traces[p.src.host] += len(p.sports) * max(0, p.hops - 1)
+        return max(20.0, 2 * TRACE_ROUNDS * max(traces.values(), default=0) / TRACE_PPS)
+
+    def wait_for_paths(self, timeout_s: float | None = None) -> None:
         """Block until every agent has published its first discovered paths."""
+        timeout_s = self.discovery_timeout_s() if timeout_s is None else timeout_s
         pairs = {(p.src.label, p.dst.label) for p in self.plans}
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

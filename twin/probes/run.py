@@ -5,9 +5,12 @@ from __future__ import annotations
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from twin.model.fabric import Fabric
 from twin.progress import NullProgress, Progress
+from twin.signals import deferred_interrupts, sigterm_as_interrupt
 from twin.lab.handle import Lab
 from twin.probes.mesh import Interval, ProbeMesh
 from twin.probes.plan import PATHS_PER_LINK
@@ -24,7 +27,8 @@ def run_probe_mesh(lab: Lab, duration_s: float, interval_ms: int = 100,
     intervals: list[Interval] = []
     mesh.listeners.append(intervals.append)
     progress.phase("discovering paths", None)
-    try:
+    # SIGTERM like Ctrl-C: the agents are stopped by pid on the way out, never left running
+    with sigterm_as_interrupt(), _stopping(mesh) as stats:
         mesh.start()
         mesh.wait_for_paths()
         started = time.monotonic()
@@ -39,9 +43,19 @@ def run_probe_mesh(lab: Lab, duration_s: float, interval_ms: int = 100,
                 progress.advance(elapsed - shown)
                 shown = elapsed
         probing_s = time.monotonic() - started
-    finally:
-        stats = mesh.stop()
     return summarise(mesh, lab.fabric, intervals, stats, probing_s)
+
+
+@contextmanager
+def _stopping(mesh: ProbeMesh) -> Iterator[dict]:
+    """The mesh's agents' stats, filled in when the block ends; the mesh stopped however it ends
+    (a second signal during the stop waits until it is done)."""
+    stats: dict = {}
+    try:
+        yield stats
+    finally:
+        with deferred_interrupts():
+            stats.update(mesh.stop())
 
 
 def summarise(mesh: ProbeMesh, fabric: Fabric, intervals: list[Interval], stats: dict, probing_s: float) -> dict:
