@@ -13,8 +13,10 @@ import subprocess
 import sys
 import time
 
-nodes = json.loads(os.environ["FABRIC_TWIN_NODES"])  # node -> network namespace
-links = json.loads(os.environ["FABRIC_TWIN_LINKS"])  # name, a, a_if, b, b_if
+with open(os.environ["FABRIC_TWIN_TOPOLOGY"]) as maps:  # also in FABRIC_TWIN_NODES/LINKS on small labs
+    topology = json.load(maps)
+nodes = topology["nodes"]  # node -> network namespace
+links = topology["links"]  # name, a, a_if, b, b_if
 start = float(os.environ["FABRIC_TWIN_START_EPOCH"])
 port_link = {(l["a"], l["a_if"]): l["name"] for l in links} | {(l["b"], l["b_if"]): l["name"] for l in links}
 switches = sorted({node for node, _ in port_link if not node.startswith("host-")})

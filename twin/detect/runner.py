@@ -18,6 +18,9 @@ from twin.lab.handle import Lab, python_module
 from twin.lab.state import Resource
 
 
+ENV_VALUE_MAX = 100_000  # below the kernel's MAX_ARG_STRLEN (128 KiB) for one variable
+
+
 class Detectors:
     def __init__(self, specs: list[DetectorSpec], workloads: list, lab: Lab, events: EventLog):
         self.specs, self.workloads, self.lab, self.events = specs, workloads, lab, events
@@ -36,12 +39,19 @@ class Detectors:
     def _start_external(self, name: str, command: list[str], start_wall: float) -> None:
         lab, fabric = self.lab, self.lab.fabric
         argv = [part.replace("{lab}", fabric.name) for part in command]
-        env = os.environ | {
-            "FABRIC_TWIN_LAB": fabric.name, "FABRIC_TWIN_RUNTIME": lab.state.runtime,
-            "FABRIC_TWIN_NODES": json.dumps({n: lab.runtime.resource_name(n) for n in fabric.nodes}),
-            "FABRIC_TWIN_LINKS": json.dumps([{"name": l.name, "a": l.a.node, "a_if": l.a.ifname,
-                                              "b": l.b.node, "b_if": l.b.ifname} for l in fabric.links]),
-            "FABRIC_TWIN_START_EPOCH": f"{start_wall:.3f}"}
+        maps = {"nodes": {n: lab.runtime.resource_name(n) for n in fabric.nodes},
+                "links": [{"name": l.name, "a": l.a.node, "a_if": l.a.ifname, "b": l.b.node, "b_if": l.b.ifname}
+                          for l in fabric.links]}
+        topology = lab.paths.root / f"detector-{name}.topology.json"  # goes with the lab directory
+        topology.write_text(json.dumps(maps))
+        env = os.environ | {"FABRIC_TWIN_LAB": fabric.name, "FABRIC_TWIN_RUNTIME": lab.state.runtime,
+                            "FABRIC_TWIN_TOPOLOGY": str(topology), "FABRIC_TWIN_START_EPOCH": f"{start_wall:.3f}"}
+        # The maps in the environment too, where they fit: the kernel refuses a variable over
+        # 128 KiB (pod128's links are 230 KB), and the command would not start at all.
+        for key, value in (("FABRIC_TWIN_NODES", maps["nodes"]), ("FABRIC_TWIN_LINKS", maps["links"])):
+            text = json.dumps(value)
+            if len(text) < ENV_VALUE_MAX:
+                env[key] = text
         spawned = lab.spawn_owned(f"detector/{name}", python_module("twin.detect.external", str(lab.paths.root),
                                                                     "--", *argv),
                                   lab.paths.root / f"detector-{name}.log", env=env, pipe_stdout=True)
