@@ -93,18 +93,20 @@ class Session:
         for workload in self._running:
             workload.start()
         self._wait_ready()
-        self.events.restart_clock()
         isolating = {d.label(n) for n, d in enumerate(self.detector_specs) if d.isolate}
         if isolating:
             self._isolator = Isolator(self.lab, self.events, isolating)
-        self._detectors = Detectors(self.detector_specs, self._running, self.lab, self.events)
-        self._detectors.start(time.time())
-        if self.observers.telemetry_ms:
-            self._sampler = Sampler(self.lab, self.observers.telemetry_ms, self.observers.metrics_path)
-            self._sampler.start()
         if self.observers.fabric:
             self._watch = FabricWatch(self.lab, self.events)
             self._watch.start()
+        # The clock starts once everything watches: the fabric watch's first count took a minute
+        # at pod128, and faults due meanwhile were applied late, all at once.
+        self.events.restart_clock()
+        if self.observers.telemetry_ms:  # its samples are timed by the clock
+            self._sampler = Sampler(self.lab, self.observers.telemetry_ms, self.observers.metrics_path)
+            self._sampler.start()
+        self._detectors = Detectors(self.detector_specs, self._running, self.lab, self.events)
+        self._detectors.start(time.time())
         self.events.emit("scenario", op="start", name=self.name, lab=self.lab.name)
 
     def _wait_ready(self) -> None:

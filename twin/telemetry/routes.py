@@ -4,6 +4,7 @@ and kernel route changes for host prefixes (netlink route notifications of every
 
 from __future__ import annotations
 
+import errno
 import re
 import select
 import socket
@@ -22,6 +23,8 @@ BGP_CHANGE = re.compile(r"%ADJCHANGE: neighbor (?P<peer>\S+?)\((?P<name>[^)]*)\)
 BFD_CHANGE = re.compile(r"state-change: \[.*peer:(?P<peer>\S+) .*\] (?P<old>\S+) -> (?P<new>\S+)")
 RTM_NEWROUTE, RTM_DELROUTE = 24, 25
 RTMGRP_IPV4_ROUTE = 0x40
+SO_RCVBUFFORCE = 33
+ROUTE_BUFFER = 4 << 20
 NETLINK_ROUTE = 0
 
 
@@ -40,6 +43,9 @@ class RoutingMonitor:
             offsets[node.name] = log.stat().st_size if log.exists() else 0
             with self.lab.enter(node.name):
                 sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
+            # A fibre cut at pod128 moves hundreds of routes on a switch at once: the default
+            # buffer overran (ENOBUFS) and the watch died.
+            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, ROUTE_BUFFER)
             sock.bind((0, RTMGRP_IPV4_ROUTE))
             sockets[sock] = node.name
         for target, arg in ((self._watch_routes, sockets), (self._tail_logs, offsets)):
@@ -57,7 +63,15 @@ class RoutingMonitor:
             while not self._stop.is_set():
                 ready, _, _ = select.select(list(sockets), [], [], 0.1)
                 for sock in ready:
-                    self._route_messages(sockets[sock], sock.recv(1 << 16))
+                    try:
+                        data = sock.recv(1 << 16)
+                    except OSError as exc:
+                        if exc.errno != errno.ENOBUFS:
+                            raise
+                        # The kernel dropped notifications: routes changed, which ones is lost.
+                        self.events.emit("route", node=sockets[sock], prefix=None, op="overrun", next_hops=None)
+                        continue
+                    self._route_messages(sockets[sock], data)
         finally:
             for sock in sockets:
                 sock.close()
