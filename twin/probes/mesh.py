@@ -337,9 +337,10 @@ class ProbeMesh:
         """A bucket is counted once every agent has written it in full (its mark), or at the end.
         An agent whose marks lag the furthest agent's by STUCK_AGENT_S (starved, or dead) is not
         waited for, and the probes toward it in the buckets counted without it are `unreported`,
-        not lost (a healthy fabric under a busy collective lost none: its agents were starved). The rule compares marks with marks, never with this process's clock: the
-        runner may itself be kept off the CPU for seconds on a busy machine, and a bucket counted
-        by the clock before its rows were read showed a healthy fabric's probes as lost."""
+        not lost (a healthy fabric under a busy collective lost none: its agents were starved).
+        The rule compares marks with marks, never with this process's clock: the runner may itself
+        be kept off the CPU for seconds on a busy machine, and a bucket counted by the clock before
+        its rows were read showed a healthy fabric's probes as lost."""
         report_s = self.report_ms / 1000
         marks = {host: self._marks.get(host, -1) for host in self.logs}
         laggards = self._laggards()
@@ -371,7 +372,7 @@ class ProbeMesh:
                 received = got[0] if got else 0
                 held = count - received if received < count and any(
                     self.held_at.get(link, float("-inf")) >= held_since for link in links if link) else 0
-                missing = count - received - held if key[1].split(":")[0] in unreported else 0
+                missing = max(0, count - received - held) if key[1].split(":")[0] in unreported else 0
                 interval.samples.append(PathSample(
                     key[0], key[1], key[2], links, count, received,
                     got[1] if got else None, got[2] if got else None, echo[1] if echo else None,
