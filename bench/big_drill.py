@@ -42,6 +42,8 @@ def main() -> None:
         f"Measured {started:%Y-%m-%d %H:%M} UTC on {machine()}.",
         f"Command: `python bench/big_drill.py` (= `twin run {args.scenario}`); exit code {exit_code}.", "",
         *table, "", f"Probe mesh: {json.dumps(probes[0].get('plan', {}))[:400] if probes else '-'}", "", END, ""])
+    if not reports:  # the run never got to a report: keep the last measured section
+        sys.exit(f"no report in {folder} (the drill exited {exit_code}): {args.out} left as it was")
     write_section(args.out, BEGIN, END, section)
     print(f"{len(reports)} run(s) ({folder}) tabulated in {args.out}; the drill exited {exit_code}")
 

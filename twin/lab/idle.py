@@ -132,11 +132,11 @@ def measure(state: LabState, window_s: float = 2.0) -> IdleCost:
 
 
 # Measured at rest on this machine (docs/benchmarks.md "Lab lifecycle"): bgpd per session (pod64, 1 s
-# keepalives; pod128's 3 s ones cost half), FRR's PSS per switch (four daemons, shared libraries
-# split among them) of a rail4-size lab: a switch holding more routes and paths takes more
-# (pod64 26.7 MiB, pod128 38.5 MiB), so the plan's memory is a floor.
+# keepalives; pod128's 3 s ones cost half), FRR's PSS per switch (zebra, bfdd and bgpd, shared
+# libraries split among them) of a rail4-size lab: a switch holding more routes and paths takes
+# more (pod64 24.1 MiB, pod128 35.5 MiB), so the plan's memory is a floor.
 BGP_CORES_PER_SESSION = 0.12e-3
-SWITCH_MEMORY_MIB = 22.5
+SWITCH_MEMORY_MIB = 18.7
 
 
 @dataclass
