@@ -17,13 +17,13 @@ from pyroute2.netlink.rtnl.rtmsg import rtmsg
 from twin.model.ecmp import host_prefixes
 from twin.events import EventLog
 from twin.lab.handle import Lab
+from twin.lab.reach import SO_RCVBUFFORCE
 
 LOG_LINE = re.compile(r"^(?P<stamp>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?) (?P<rest>.*)$")
 BGP_CHANGE = re.compile(r"%ADJCHANGE: neighbor (?P<peer>\S+?)\((?P<name>[^)]*)\).* (?P<state>Up|Down)")
 BFD_CHANGE = re.compile(r"state-change: \[.*peer:(?P<peer>\S+) .*\] (?P<old>\S+) -> (?P<new>\S+)")
 RTM_NEWROUTE, RTM_DELROUTE = 24, 25
 RTMGRP_IPV4_ROUTE = 0x40
-SO_RCVBUFFORCE = 33
 ROUTE_BUFFER = 4 << 20
 NETLINK_ROUTE = 0
 
