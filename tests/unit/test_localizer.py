@@ -183,3 +183,18 @@ def test_intervals_during_a_routing_transition_are_set_aside(make):
             samples = [ReroutingSample(*vars(s).values(), rerouting=rerouting) for s in interval(paths, {bad: 1.0}, rng)]
             verdicts += localizer.observe(number * 0.5, samples)
         assert [v.link and link_key(v.link) for v in verdicts] == expected
+
+
+@pytest.mark.parametrize("faults", [
+    {"leaf-g1-r2 -- spine-r2-s1": 0.032, "spine-r1-s2 -- superspine-2": 0.031},
+    {"spine-r1-s2 -- superspine-1": 0.042, "spine-r2-s2 -- superspine-2": 0.028},
+])
+def test_two_sparse_faults_are_named_and_not_the_link_their_paths_share(faults):
+    """Two silent drops of a few percent: a link on the paths of both (a host link) collects the loss
+    of both and outscores each alone; the likelihood localizer fits the links together and names
+    only the two (the greedy one names the shared link as well, with this evidence)."""
+    fabric, paths = mesh_paths()
+    bad = {link_key(name): rate for name, rate in faults.items()}
+    localizer = LikelihoodLocalizer.for_interval(switch_links(fabric), 0.25)
+    verdicts = run(localizer, paths, bad, rounds=40, seed=7, sent=8)
+    assert {link_key(v.link) for v in verdicts} == set(bad)

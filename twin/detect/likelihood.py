@@ -20,6 +20,11 @@ Naming (repeated on what is left, so faults far apart are all named):
   probes do not rule it out (at its fitted rate they would have lost fewer than
   PLAUSIBLE_LOSSES). Until then naming waits, at most `window` intervals, for a loss that tells
   them apart;
+- partial loss only: a link other links explain is not named, nor a rival: the links of the sparsest
+  set that explains the window's paths (tomography.py's joint fit, the links already named in it)
+  leave it out, as a host link on the paths of two faults; and a new link waits, as for a rival,
+  while a set of links without it is about as likely (within SET_MARGIN) as the best set with it;
+  a wait lasts until `window` intervals were waited, however the rivals alternate;
 - then links named on one switch become the switch when the switch, one hypothesis with one
   rate over all its paths, is about as likely as those links apart (within MARGIN per link
   it replaces): a switch fault shows on every one of its links at once;
@@ -30,12 +35,16 @@ from __future__ import annotations
 
 import math
 
+from twin.detect import tomography
 from twin.detect.window import PooledPath, WindowedLocalizer
 
 DETECTOR = "probe-likelihood"
 HEALTHY_LOSS = 1e-5
 MIN_LLR = 10.0  # e^10: 2 losses in 200 probes over a link, not 2 strays among 2000
 MARGIN = math.log(20)
+# A set of other links has more freedom than one rival (a rate each): it must trail by more
+# (e^5, 150x) before a link on the paths of two sparse faults may be named for both.
+SET_MARGIN = 5.0
 DOWN_RATE = 0.95  # a link losing this share of its probes is down, not dropping
 DEAD_RATE = 0.9  # a switch losing this share of the probes crossing it is down
 PLAUSIBLE_LOSSES = 3  # a rival whose clean probes should have lost this many (P(none) ~ 5 %) is ruled out
@@ -50,6 +59,35 @@ def llr(sent: int, lost: int) -> float:
     return lost * math.log(rate / HEALTHY_LOSS) + clean
 
 
+class JointFit:
+    """Sets of links fitted together on the paths left to explain (tomography.select), each once,
+    and only when a new name depends on them."""
+
+    def __init__(self, paths: list[PooledPath]):
+        self.paths = paths
+        self._fits: dict[tuple, tomography.Selection] = {}
+
+    def _select(self, keep: frozenset = frozenset(), start: frozenset = frozenset(),
+                leave_out: frozenset = frozenset()) -> tomography.Selection:
+        if (keep, start, leave_out) not in self._fits:
+            candidates = {link for p in self.paths if p.lost for link in p.links} - leave_out
+            self._fits[keep, start, leave_out] = tomography.select(self.paths, candidates, MIN_LLR, keep,
+                                                                   start - leave_out)
+        return self._fits[keep, start, leave_out]
+
+    def needed(self, known: frozenset) -> set[str]:
+        """The links of the best set, the links already named (`known`) in it from the start (and
+        out again if the others explain them): a link left out is one whose loss the others explain."""
+        return set(self._select(start=known).rates)
+
+    def alternative(self, link: str, alike: set[str], known: frozenset) -> set[str]:
+        """The links of the best explanation without `link` (nor the links over its very paths),
+        when that explanation is about as likely (within SET_MARGIN) as the best with it; else none."""
+        with_it = self._select(keep=frozenset({link}), start=known)
+        without = self._select(start=known, leave_out=frozenset(alike | {link}))
+        return set(without.rates) if without.score >= with_it.score - SET_MARGIN else set()
+
+
 class LikelihoodLocalizer(WindowedLocalizer):
     detector = DETECTOR
 
@@ -58,6 +96,7 @@ class LikelihoodLocalizer(WindowedLocalizer):
         super().__init__(switch_links, window, forget_after)
         self.min_lost, self.persist = min_lost, persist
         self._waited: dict[frozenset, int] = {}  # rivals not yet told apart -> intervals waited
+        self._idle: dict[frozenset, int] = {}  # a wait -> intervals since it was last waited
 
     def explain(self, paths: list[PooledPath]) -> dict[str, tuple[str, float]]:
         waiting: set[frozenset] = set()
@@ -71,17 +110,45 @@ class LikelihoodLocalizer(WindowedLocalizer):
             named[link] = (kind, confidence, score, covered)
             gone = {id(p) for p in covered}
             left = [p for p in left if id(p) not in gone]
-        self._waited = {key: n for key, n in self._waited.items() if key in waiting}
+        # A wait is kept a window long after it was last waited: sparse loss makes the best link
+        # and its rivals alternate from one interval to the next, and a wait that restarted at
+        # each alternation would never end.
+        self._idle = {key: 0 if key in waiting else self._idle.get(key, 0) + 1 for key in self._waited}
+        self._waited = {key: n for key, n in self._waited.items() if self._idle[key] <= self.window}
         return self._as_switches(paths, named)
 
     def _best_link(self, paths: list[PooledPath], waiting: set) -> tuple | None:
-        candidates = {link for p in paths if p.lost for link in p.links}
-        covers = {link: [p for p in paths if link in p.links] for link in candidates}
+        joint = JointFit(paths)
+        covers: dict[str, list[PooledPath]] = {}
+        for p in paths:
+            for link in p.links:
+                covers.setdefault(link, []).append(p)
         counts = {h: (sum(p.sent for p in ps), sum(p.lost for p in ps)) for h, ps in covers.items()}
-        score = {h: llr(*counts[h]) for h in candidates}
+        score = {h: llr(*counts[h]) for h in covers if counts[h][1]}
         if not score:
             return None
-        best = min(score, key=lambda h: (-score[h], h not in self._named, h))  # ties: named, then first by name
+
+        def most_likely() -> str:  # ties: a link already named, then the first by name
+            return min(score, key=lambda h: (-score[h], h not in self._named, h))
+
+        def alike(link: str) -> set[str]:  # the links over exactly its paths: never told apart
+            mine = frozenset(id(p) for p in covers[link])
+            return {h for h in score if frozenset(id(p) for p in covers[h]) == mine}
+
+        def sparse(link: str) -> bool:  # partial loss, where a set of other links may explain it;
+            # the links of a dead switch explain each other's total loss, and are named (and merged)
+            return counts[link][1] < DOWN_RATE * counts[link][0]
+
+        known = frozenset(h for h in self._named if h in covers)
+        best = most_likely()
+        while best not in self._named and sparse(best) and not alike(best) & joint.needed(known):
+            # other links (those named among them) explain its loss, as a host link on the paths of
+            # two faults: neither named nor a rival
+            del score[best]
+            if not score:
+                return None
+            best = most_likely()
+        candidates = set(score)
         lossy = [p for p in covers[best] if p.lost]
         lost = counts[best][1]
         if score[best] < MIN_LLR or lost < self.min_lost or \
@@ -99,8 +166,17 @@ class LikelihoodLocalizer(WindowedLocalizer):
             return on_every_lossy and clean * counts[h][1] / max(1, counts[h][0]) < PLAUSIBLE_LOSSES
 
         rivals = frozenset(h for h in candidates if rival(h))
+        key = rivals | {best}
+        if not rivals and best not in self._named and sparse(best):
+            # a set of other links about as likely (two faults whose paths share this one); its
+            # members change as loss comes in: the wait is this link's
+            rivals = frozenset(joint.alternative(best, alike(best), known))
+            key = frozenset({best, "(another set)"})
         if rivals and best not in self._named:
-            key = rivals | {best}
+            # Rivals that are all links of one switch with it are one wait however they alternate
+            # (a black hole toward one host: its own link, or those the other hosts reach it by)
+            shared = set(best.split(" -- ")).intersection(*(h.split(" -- ") for h in rivals)) & set(self.switch_links)
+            key = frozenset(shared) if shared else key
             waiting.add(key)
             self._waited[key] = self._waited.get(key, 0) + 1
             if self._waited[key] <= self.window:

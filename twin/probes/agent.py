@@ -265,11 +265,15 @@ class Agent:
             if kind == TRACE:
                 self.trace_answers.setdefault((src, dst, sport), {})[ttl] = offender
 
-    def _flush(self, now: float) -> None:
-        for table, kind, delay in ((self.sent, "sent", 0.05), (self.received, "recv", self.grace),
-                                   (self.rtts, "rtt", self.grace)):
+    def _flush(self, now: float, read_until: float) -> None:
+        """Write the buckets that are final: sent ones once past, received ones (and the mark) once
+        their grace has passed before `read_until`, the last moment everything that had arrived
+        was read (an agent kept off the CPU between its read and this write once marked buckets
+        done while their probes sat unread in its sockets: counted lost, on a healthy fabric)."""
+        for table, kind, delay, upto in ((self.sent, "sent", 0.05, now), (self.received, "recv", self.grace, read_until),
+                                         (self.rtts, "rtt", self.grace, read_until)):
             for bucket in sorted(table):
-                if now < self.epoch + (bucket + 1) * self.report + delay:
+                if upto < self.epoch + (bucket + 1) * self.report + delay:
                     break
                 rows = table.pop(bucket)
                 if kind == "sent":
@@ -281,7 +285,8 @@ class Agent:
                 self.emit(type=kind, b=bucket, rows=out)
         # Every bucket up to `done` has had its grace: the mesh may count it once every agent says so
         # (a time rule on the mesh's side counted rows as lost that a busy agent wrote late).
-        done = int((now - self.grace - self.epoch) / self.report) - 1 if now != float("inf") else self._last_bucket()
+        done = int((read_until - self.grace - self.epoch) / self.report) - 1 if read_until != float("inf") \
+            else self._last_bucket()
         if done > self.marked:
             self.marked = done
             # The gap says how long this agent was kept off the CPU: a starved agent reads late.
@@ -323,14 +328,17 @@ class Agent:
             # Wake at most every TICK_S: probes due within a tick go out together, and one
             # wake-up reads everything that arrived, which halves the agent's CPU at 2000/s.
             wait_s = max(TICK_S, min(0.01, next_due - time.monotonic()))
+            # Everything that arrived before the poll is read below; what arrives after may wait
+            # unread while this process is off the CPU, so a bucket is final only up to here.
+            read_until = time.monotonic()
             for fd, _event in self.poller.poll(wait_s):
                 role, sock = self.by_fd[fd]
                 self._read(role, sock, time.monotonic())
             now = time.monotonic()
             if now >= next_flush:
-                self._flush(now)
+                self._flush(now, read_until)
                 next_flush = now + FLUSH_EVERY_S
-        self._flush(float("inf"))
+        self._flush(float("inf"), float("inf"))
         usage = os.times()
         self.emit(type="stop", t=time.monotonic(), sent_total=self.sent_total,
                   cpu_s=round(usage.user + usage.system, 3), user_s=round(usage.user, 3),
