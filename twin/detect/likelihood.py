@@ -172,11 +172,12 @@ class LikelihoodLocalizer(WindowedLocalizer):
             # members change as loss comes in: the wait is this link's
             rivals = frozenset(joint.alternative(best, alike(best), known))
             key = frozenset({best, "(another set)"})
-        if rivals and best not in self._named:
-            # Rivals that are all links of one switch with it are one wait however they alternate
-            # (a black hole toward one host: its own link, or those the other hosts reach it by)
+            # ... or the switch's, when the set is of its other links (a black hole toward one
+            # host: its own link, or those the other hosts reach it by, alternate as the best)
             shared = set(best.split(" -- ")).intersection(*(h.split(" -- ") for h in rivals)) & set(self.switch_links)
-            key = frozenset(shared) if shared else key
+            if len(rivals) >= 2 and shared:
+                key = frozenset(shared)
+        if rivals and best not in self._named:
             waiting.add(key)
             self._waited[key] = self._waited.get(key, 0) + 1
             if self._waited[key] <= self.window:
