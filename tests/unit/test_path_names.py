@@ -3,7 +3,7 @@ address, unanswered ones from the model where their neighbours pin them."""
 
 from test_model import fabric_of
 
-from twin.probes.mesh import PathNames
+from twin.probes.mesh import PathNames, ProbeMesh
 
 
 def ingress(fabric, a: str, b: str) -> str:
@@ -47,3 +47,18 @@ def test_two_silent_hops_in_a_row_stay_unknown():
     path = PathNames(fabric).path(SRC, answered, DST)
     assert path[1] is None and path[2] is None
     assert path[3:] == expected(fabric)[3:]
+
+
+def test_a_flow_whose_discovery_a_fault_silences_keeps_its_path():
+    """Rediscovered while a fault drops its 5-tuple, the flow answers up to the faulty link only;
+    agreeing so far with its last complete path, it is still on that path. A hop that answers
+    from elsewhere is a new path."""
+    fabric = fabric_of("rail4")
+    names, full = PathNames(fabric), offenders(fabric, HOPS)
+    known = names.path(SRC, full, DST)
+    silenced = names.path(SRC, [full[0], None, None, None], DST)
+    assert None in silenced and ProbeMesh._unless_silent(known, silenced) == known
+    moved = list(silenced)
+    moved[1] = "spine-r1-s2 -- superspine-1"
+    assert ProbeMesh._unless_silent(known, tuple(moved)) == tuple(moved)
+    assert ProbeMesh._unless_silent(None, silenced) == silenced

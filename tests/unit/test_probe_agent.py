@@ -36,3 +36,42 @@ def test_sent_rows_follow_the_clock_and_the_end_writes_everything(tmp_path):
     assert [r["type"] for r in lines(tmp_path)] == ["sent"]
     probe._flush(float("inf"), float("inf"))
     assert [r["type"] for r in lines(tmp_path)] == ["sent", "recv", "mark"]
+
+
+def test_each_round_probes_a_path_from_the_next_port_discovery_found_on_it(tmp_path):
+    """Ports 10000, 10002 and 10003 crossed the same switches, 10001 another way, 10004 past a
+    silent hop: the flow on 10000 is probed from 10000, 10002, 10003 in turn, always as 10000."""
+    probe = agent(tmp_path)
+    probe.pairs = [{"src": "a:nic1", "dst": "b:nic1", "dst_address": "10.0.0.2", "hops": 3,
+                    "sports": [10000, 10001, 10002, 10003, 10004]}]
+    probe.senders = {("a:nic1", port): f"socket {port}" for port in range(10000, 10005)}
+    ways = {10000: ["s1", "t1"], 10001: ["s2", "t1"], 10002: ["s1", "t1"], 10003: ["s1", "t1"], 10004: ["s1", None]}
+    probe.trace_answers = {(0, 1, port): {2: hops[0], 3: hops[1]} for port, hops in ways.items()}
+    probe._publish_paths()
+    sent = []
+    probe._send = lambda sock, _address, _kind, _ttl, _src, _dst, sport, _now: sent.append((sock, sport))
+    for round_number in range(5):  # five rounds of the active flows, each on time
+        probe._send_due(probe.base + (round_number + 0.99) * probe.interval)
+    from_10000 = [sock for sock, sport in sent if sport == 10000]
+    assert from_10000 == ["socket 10000", "socket 10002", "socket 10003", "socket 10000", "socket 10002"]
+    assert {sock for sock, sport in sent if sport == 10001} == {"socket 10001"}  # alone on its path
+
+
+def test_a_port_whose_probes_a_fault_drops_stays_with_its_siblings(tmp_path):
+    """Rediscovered during a fault that drops 10002's 5-tuple (its TTL probes die at the faulty
+    link: no hop answers) it keeps probing the path; 10003 now answers from another switch: it
+    leaves; 10004, silent and never a sibling, does not join."""
+    probe = agent(tmp_path)
+    probe.pairs = [{"src": "a:nic1", "dst": "b:nic1", "dst_address": "10.0.0.2", "hops": 3,
+                    "sports": [10000, 10002, 10003, 10004]}]
+    probe.senders = {("a:nic1", port): f"socket {port}" for port in range(10000, 10005)}
+
+    def discover(ways):
+        probe.trace_answers = {(0, 1, port): {2: hops[0], 3: hops[1]} for port, hops in ways.items()}
+        probe._publish_paths()
+        return probe.siblings[("a:nic1", "b:nic1", 10000)]
+
+    assert discover({10000: ["s1", "t1"], 10002: ["s1", "t1"], 10003: ["s1", "t1"], 10004: ["s1", None]}) == \
+        [10000, 10002, 10003]
+    assert discover({10000: ["s1", "t1"], 10002: [None, None], 10003: ["s2", None], 10004: ["s1", None]}) == \
+        [10000, 10002]

@@ -10,7 +10,11 @@ For every (src NIC, dst NIC, source port) the agent
   Done at start, every `refresh_s`, and at once on SIGUSR1 (the runner sends it when
   routes change);
 - keeps one source port per distinct path and sends a probe on it every `interval_ms`,
-  spread evenly over the interval; or, when the config names a `select` file (pairs: cover),
+  spread evenly over the interval, each time from the next of the source ports discovery found
+  on exactly that path (its siblings): a fault that drops only some 5-tuples (a broken ECMP
+  member, a hash-selected defect) then shows on the path as partial loss, where one fixed
+  5-tuple per path either lost everything or nothing. Probes carry the path's own port, so
+  receivers and the mesh count them as one flow; or, when the config names a `select` file (pairs: cover),
   probes only the flows listed there, which the mesh writes from every agent's paths and
   announces with SIGUSR2 (nothing is probed before the first selection); the receiving agent counts it (one-way, the machine
   has one clock) and echoes it back (round trip).
@@ -91,7 +95,9 @@ class Agent:
         self.marked = -1  # the last bucket whose rows are all written
         self.longest_gap = 0.0  # the longest wait between two turns of the loop since the last mark
         self.sent_total = 0
-        self.active: list[tuple[socket.socket, str, int, int, int]] = []  # sock, address, src, dst, sport
+        # sockets (the flow's own, then its siblings'), address, src, dst, sport
+        self.active: list[tuple[list[socket.socket], str, int, int, int]] = []
+        self.siblings: dict[tuple[str, str, int], list[int]] = {}  # (src, dst label, sport) -> ports on its path
         self.cursor, self.base = 0, time.monotonic()
         self.trace_queue: list[tuple] = []
         self.trace_answers: dict[tuple[int, int, int], dict[int, str]] = {}
@@ -182,12 +188,35 @@ class Agent:
             chosen: dict[tuple, int] = {}
             for sport, hops in sock_paths.items():
                 chosen.setdefault(tuple(hops), sport)
+            self._find_siblings(pair, sock_paths)
             ports = sorted(chosen.values()) if not self.config.get("select") else \
                 (self.selected or {}).get((pair["src"], pair["dst"]), [])
-            active += [(self.senders[(pair["src"], sport)], pair["dst_address"], src, dst, sport) for sport in ports]
+            active += [(self._sockets(pair["src"], pair["dst"], sport), pair["dst_address"], src, dst, sport) for sport in ports]
             self.emit(type="paths", t=time.monotonic(), src=pair["src"], dst=pair["dst"],
                       paths={str(sport): hops for sport, hops in sock_paths.items()}, active=ports)
         self.active, self.cursor, self.base = active, 0, time.monotonic()
+
+    def _find_siblings(self, pair: dict, sock_paths: dict[int, list]) -> None:
+        """Ports whose discovery crossed the same switches are siblings. A port that now has a hop
+        that did not answer stays with the siblings it had when every hop answered, unless a hop
+        that did answer says otherwise: a fault that drops some 5-tuples drops their TTL probes
+        too, and the very ports it drops must stay in the rotation for their loss to be seen."""
+        key = lambda sport: (pair["src"], pair["dst"], sport)  # noqa: E731
+        before = {sport: set(self.siblings.pop(key(sport), [])) for sport in pair["sports"]}
+        same_path: dict[tuple, list[int]] = defaultdict(list)
+        for sport, hops in sock_paths.items():
+            if None not in hops:
+                same_path[tuple(hops)].append(sport)
+        for sport, hops in sock_paths.items():
+            if None in hops:
+                for path, ports in same_path.items():
+                    agrees = all(seen is None or seen == hop for seen, hop in zip(hops, path))
+                    if agrees and any(sport in before[port] for port in ports):
+                        ports.append(sport)
+                        break
+        for ports in same_path.values():
+            for sport in ports:
+                self.siblings[key(sport)] = [sport] + [p for p in ports if p != sport]
 
     def load_selection(self) -> None:
         """Probe the flows the mesh selected (its file is replaced whole, never written in place)."""
@@ -201,11 +230,15 @@ class Agent:
                 selected[(src, dst)].append(sport)
         self.selected = dict(selected)
         addresses = {(p["src"], p["dst"]): p["dst_address"] for p in self.pairs}
-        self.active = [(self.senders[(src, sport)], addresses[(src, dst)], self.index[src], self.index[dst], sport)
+        self.active = [(self._sockets(src, dst, sport), addresses[(src, dst)], self.index[src], self.index[dst], sport)
                        for (src, dst), ports in sorted(self.selected.items()) for sport in sorted(ports)
                        if (src, dst) in addresses]
         self.cursor, self.base = 0, time.monotonic()
         self.emit(type="selected", t=time.monotonic(), flows=len(self.active))
+
+    def _sockets(self, src: str, dst: str, sport: int) -> list[socket.socket]:
+        """The flow's own socket, then those of its siblings (found on its path at the last discovery)."""
+        return [self.senders[(src, port)] for port in self.siblings.get((src, dst, sport), [sport])]
 
     # --- probing --------------------------------------------------------------------------
     def _send(self, sock, address, kind, ttl, src, dst, sport, now) -> None:
@@ -226,7 +259,8 @@ class Agent:
             if now - due > self.interval:  # fell behind by a whole interval: skip, do not burst
                 self.cursor += count
                 continue
-            sock, address, src, dst, sport = self.active[self.cursor % count]
+            sockets, address, src, dst, sport = self.active[self.cursor % count]
+            sock = sockets[(self.cursor // count) % len(sockets)]  # the next sibling each round
             self._send(sock, address, PROBE, DEFAULT_TTL, src, dst, sport, now)
             self.sent[self._bucket(now)][(src, dst, sport)] += 1
             self.sent_total += 1

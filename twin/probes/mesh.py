@@ -305,12 +305,23 @@ class ProbeMesh:
                 if link:
                     self.held_at[link] = document["t_mono"]
 
+    @staticmethod
+    def _unless_silent(known: tuple | None, found: tuple) -> tuple:
+        """A rediscovered path with hops that did not answer, whose answered hops all agree with the
+        flow's previous (complete) path, is that path: a fault that drops this flow drops its TTL
+        probes past the faulty link too, and its loss would otherwise be charged to the links
+        before it. A flow that moved answers on its new path."""
+        if known and None not in known and None in found and len(known) == len(found) and \
+                all(new is None or new == old for new, old in zip(found, known)):
+            return known
+        return found
+
     def _take(self, host: str, record: dict) -> None:
         kind = record["type"]
         if kind == "paths":
             for sport, hops in record["paths"].items():
-                links = self.names.path(record["src"], hops, record["dst"])
                 key = (record["src"], record["dst"], int(sport))
+                links = self._unless_silent(self.paths.get(key), self.names.path(record["src"], hops, record["dst"]))
                 self.paths[key] = links
                 self._history.setdefault(key, []).append((record["t"], links))
             self.active[(record["src"], record["dst"])] = record["active"]
