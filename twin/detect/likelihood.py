@@ -131,9 +131,15 @@ class LikelihoodLocalizer(WindowedLocalizer):
         def most_likely() -> str:  # ties: a link already named, then the first by name
             return min(score, key=lambda h: (-score[h], h not in self._named, h))
 
+        path_sets: dict[str, frozenset[int]] = {}
+
+        def paths_of(link: str) -> frozenset[int]:  # built once per link and interval
+            if link not in path_sets:
+                path_sets[link] = frozenset(id(p) for p in covers[link])
+            return path_sets[link]
+
         def alike(link: str) -> set[str]:  # the links over exactly its paths: never told apart
-            mine = frozenset(id(p) for p in covers[link])
-            return {h for h in score if frozenset(id(p) for p in covers[h]) == mine}
+            return {h for h in score if paths_of(h) == paths_of(link)}
 
         def sparse(link: str) -> bool:  # partial loss, where a set of other links may explain it;
             # the links of a dead switch explain each other's total loss, and are named (and merged)
@@ -154,10 +160,8 @@ class LikelihoodLocalizer(WindowedLocalizer):
         if score[best] < MIN_LLR or lost < self.min_lost or \
                 len(set().union(*(p.lossy_intervals for p in lossy))) < self.persist:
             return None
-        same = frozenset(id(p) for p in covers[best])
-
         def rival(h: str) -> bool:
-            if h == best or frozenset(id(p) for p in covers[h]) == same:
+            if h == best or paths_of(h) == paths_of(best):
                 return False
             if score[h] > score[best] - MARGIN:
                 return True

@@ -35,7 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from twin.procs import INSTRUMENT_NICE, set_priority
-from twin.probes.trace import DEFAULT_TTL, report_errors, send, time_exceeded
+from twin.probes.trace import DEFAULT_TTL, agrees_where_answered, report_errors, send, time_exceeded
 
 MAGIC = b"FTWp"
 PROBE, ECHO, TRACE = 1, 2, 3
@@ -210,8 +210,7 @@ class Agent:
         for sport, hops in sock_paths.items():
             if None in hops:
                 for path, ports in same_path.items():
-                    agrees = all(seen is None or seen == hop for seen, hop in zip(hops, path))
-                    if agrees and any(sport in before[port] for port in ports):
+                    if agrees_where_answered(hops, path) and any(sport in before[port] for port in ports):
                         ports.append(sport)
                         break
         for ports in same_path.values():

@@ -34,6 +34,7 @@ from twin.lab.handle import Lab, python_module
 from twin.probes.agent import TRACE_PPS, TRACE_ROUNDS
 from twin.probes.plan import PATHS_PER_LINK, PairPlan, cover_plan, plan, probe_load
 from twin.probes.select import Directions, Selection, select
+from twin.probes.trace import agrees_where_answered
 from twin.probes.transitions import Transitions
 
 PROBE_PORT = 47100
@@ -311,8 +312,7 @@ class ProbeMesh:
         flow's previous (complete) path, is that path: a fault that drops this flow drops its TTL
         probes past the faulty link too, and its loss would otherwise be charged to the links
         before it. A flow that moved answers on its new path."""
-        if known and None not in known and None in found and len(known) == len(found) and \
-                all(new is None or new == old for new, old in zip(found, known)):
+        if known and None not in known and None in found and agrees_where_answered(found, known):
             return known
         return found
 

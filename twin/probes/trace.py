@@ -54,3 +54,10 @@ def time_exceeded(sock: socket.socket) -> Iterator[tuple[bytes, str]]:
             _errno, origin, icmp_type, _code, _pad, _info, _data = EXTENDED_ERR.unpack_from(cdata)
             if origin == SO_EE_ORIGIN_ICMP and icmp_type == ICMP_TIME_EXCEEDED:
                 yield data, socket.inet_ntoa(cdata[EXTENDED_ERR.size + 4:EXTENDED_ERR.size + 8])
+
+
+def agrees_where_answered(found: list | tuple, known: list | tuple) -> bool:
+    """A path discovered with hops that did not answer (None) is `known` when every hop that did
+    answer agrees with it: a fault that drops a flow drops its TTL probes past the faulty link
+    too, so silence is not a contradiction (probe agent siblings, the mesh's path names)."""
+    return len(found) == len(known) and all(new is None or new == old for new, old in zip(found, known))
