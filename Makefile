@@ -7,8 +7,11 @@ PYTEST := $(VENV)/bin/pytest
 LAB ?= rail4
 VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' twin/__init__.py)
 # Debian packages the twin runs on (FRR for routing, iproute2/nftables/ethtool for the data
-# plane and faults, iperf3 for rate checks, util-linux for unshare, python3-venv for the venv).
-SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util-linux python3-venv
+# plane and faults, iperf3 for rate checks, util-linux for unshare, python3-venv for the venv,
+# gcc to build FRR's ppoll fix).
+SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util-linux python3-venv gcc libc6-dev
+# Preloaded into FRR's daemons: its event loop spins before every timer (see the source).
+FRR_PPOLL := twin/lab/native/frr_ppoll.so
 # The dashboard's test drives a real headless browser.
 TEST_PACKAGES := chromium chromium-driver
 
@@ -29,6 +32,10 @@ help:
 
 deps:
 	@$(MAKE) -s packages PACKAGES="$(SYSTEM_PACKAGES)"
+	@$(MAKE) -s $(FRR_PPOLL)
+
+$(FRR_PPOLL): twin/lab/native/frr_ppoll.c
+	cc -shared -fPIC -O2 -Wall -Werror -o $@ $< -ldl
 
 test-deps:
 	@$(MAKE) -s packages PACKAGES="$(TEST_PACKAGES)"
@@ -119,4 +126,4 @@ bench: deps venv
 	else echo "no Docker daemon: skipped bench/runtimes.py (docker against netns)"; fi
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache build
+	rm -rf $(VENV) *.egg-info .pytest_cache build $(FRR_PPOLL)

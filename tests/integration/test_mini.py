@@ -7,8 +7,12 @@ import time
 
 import pytest
 
+from twin.lab import shaping
+from twin.lab.frr import vtysh_argv, vtysh_json
 from twin.lab.reach import unreachable_pairs
 from twin.lab.status import lab_status
+from twin.model.buffers import queue_limit
+from twin.model.ports import Port
 
 from .helpers import lab_running, twin_cli
 
@@ -59,6 +63,41 @@ def test_status_states_the_lab_at_rest(mini):
     assert 5 < rest["switch_memory_mib"] < 200
     text = twin_cli("lab", "status", mini.fabric.name, "--idle-window", "1").stdout
     assert "at rest (1 s): the lab's processes" in text
+
+
+def test_vty_socket_answers_as_vtysh_does(mini):
+    """The convergence checks ask the daemons' vty sockets; vtysh (FRR's shell) is the reference."""
+    for command in ("show bgp summary json", "show bfd peers json"):
+        direct = vtysh_json(mini.runtime, mini.state, "spine-1", command)
+        shell = json.loads(mini.runtime.exec("spine-1", vtysh_argv(mini.state, "spine-1", command)).stdout)
+        if command.startswith("show bgp"):
+            direct, shell = ({a: p["state"] for a, p in d["ipv4Unicast"]["peers"].items()} for d in (direct, shell))
+        else:
+            direct, shell = ({p["peer"]: p["status"] for p in d} for d in (direct, shell))
+        assert direct == shell and direct, command
+
+
+def test_ports_are_shaped_as_pyroute2_shapes_them(mini):
+    """Bring-up sends shaping requests encoded once (nlbatch.py); pyroute2's own requests on a spare
+    veth in the same switch are the reference: the kernel must hold the same tree."""
+    node = "leaf-g1-r1"
+    port = next(link.endpoint(node).ifname for link in mini.fabric.links_of(node))
+    queue = queue_limit(mini.fabric, Port(node, port))
+
+    def tree(ifname: str) -> str:
+        return "".join(mini.runtime.exec(node, ["tc", "-d", what, "show", "dev", ifname]).stdout.replace(ifname, "X")
+                       for what in ("qdisc", "class", "filter"))
+    with mini.netlink(node) as ipr:
+        ipr.link("add", ifname="ftwtest0", kind="veth", peer="ftwtest1")  # gone with the namespace anyway
+        try:
+            index = ipr.link_lookup(ifname="ftwtest0")[0]
+            shaping.shape(ipr, index, mini.fabric.rate_bps, queue)
+            reference = tree("ftwtest0")
+        finally:
+            ipr.link("del", index=index)
+    shaped = tree(port)
+    # the lab's port also carries the PFC programs (clsact), which the spare has not
+    assert "htb 1:" in reference and reference == shaped.replace(shaped[shaped.find("qdisc clsact"):shaped.find("\n", shaped.find("qdisc clsact")) + 1], "")
 
 
 def test_dead_daemon_is_reported(mini):

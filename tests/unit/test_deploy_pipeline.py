@@ -60,7 +60,7 @@ class FakeRuntime:
     def exec(self, node, argv, timeout=30, capture=True, input=None):
         raise NotImplementedError
 
-    def spawn(self, node, argv, log):
+    def spawn(self, node, argv, log, env=None):
         raise NotImplementedError
 
     def owned(self):

@@ -38,4 +38,4 @@ class SwitchDown(OnNode):
         node = record["node"]
         for link in ctx.lab.fabric.links_of(node):
             set_link_state(ctx, node, link.endpoint(node).ifname, up=True)
-        frr.restart_node(ctx.lab.runtime, ctx.lab.state, ctx.lab.fabric.nodes[node])
+        frr.restart_node(ctx.lab.runtime, ctx.lab.state, ctx.lab.fabric, ctx.lab.fabric.nodes[node])

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from twin.lab import converge, frr, idle, neigh, netconf, offload, preflight, shaping
+from twin.lab import converge, frr, idle, neigh, netconf, nlbatch, offload, preflight, shaping
 from twin.errors import LabStateError, RuntimeBackendError
 from twin.spec.labfile import LabFile
 from twin.model import serialize
@@ -50,9 +50,9 @@ def up(lab_file: LabFile, fabric: Fabric, progress: Progress | None = None, time
         raise LabStateError(f"lab '{fabric.name}' is already up (or left over from a crash)",
                             hint=f"twin lab down {fabric.name}")
     runtime.preflight(list(fabric.nodes.values()))
-    warning = idle.bfd_warning(fabric)
-    if warning:
-        progress.note(f"warning: {warning}")
+    for warning in (idle.bfd_warning(fabric), frr.ppoll_fix_missing(runtime)):
+        if warning:
+            progress.note(f"warning: {warning}")
     state = LabState(lab=fabric.name, runtime=runtime.kind, lab_file=str(lab_file.path.resolve()))
     state.save()
     lab = Lab(fabric, state, runtime)
@@ -110,8 +110,11 @@ def _build(lab: Lab, progress: Progress, timeout_s: float) -> None:
                 indexes = netconf.configure_interfaces(ipr, fabric, node)
                 if node.role == "host":
                     netconf.configure_host_routing(ipr, fabric, node, indexes)
+            with nlbatch.Sender(lab.netns(node.name), node.name) as sender:
                 for ifname, index in indexes.items():
-                    shaping.shape(ipr, index, fabric.rate_bps, queue_limit(fabric, Port(node.name, ifname)))
+                    sender.add(shaping.requests(fabric.rate_bps, queue_limit(fabric, Port(node.name, ifname))),
+                               index, f"shaping {ifname}")
+                sender.flush()
             if node.role == "host":
                 offload.segment_in_software(lab.netns(node.name), list(indexes))
             progress.advance()
@@ -129,6 +132,9 @@ def _build(lab: Lab, progress: Progress, timeout_s: float) -> None:
                 frr.start_daemons(runtime, state, [n.name for n in switches], daemon, progress.advance)
             frr.wait_sockets(state, [n.name for n in switches], group)
     deadline = time.monotonic() + timeout_s
+    with _timed(state, "bgp-release"):
+        progress.phase("BGP sessions opened, tier by tier, once bgpd knows its interfaces", len(switches))
+        frr.release_sessions(runtime, state, fabric, switches, deadline, progress.advance)
     with _timed(state, "bgp-ecmp"):
         converge.wait_routing(lab, progress, deadline)
     with _timed(state, "bfd"):
@@ -145,6 +151,7 @@ def wait_converged(lab: Lab, progress: Progress | None = None, timeout_s: float 
     """A lab that is up converges again (after a scenario on it): routes, BFD, reachability."""
     progress = progress or NullProgress()
     deadline = time.monotonic() + timeout_s
+    converge.wait_sessions(lab, progress, deadline)
     converge.wait_routing(lab, progress, deadline)
     converge.wait_bfd(lab, progress, deadline)
     converge.wait_reachable(lab, progress, deadline)

@@ -14,16 +14,22 @@ import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 import time
+from collections import defaultdict
 from pathlib import Path
 
 from twin.errors import MissingDependencyError, RuntimeBackendError
-from twin.model.fabric import Fabric, Node
+from twin.model.fabric import SWITCH_ROLES, Fabric, Node
 from twin.procs import alive, cmdline, terminate
-from twin.model.render import DAEMONS, SOCKET_OF, START_ORDER, render_bfd_binding, render_switch
+from twin.model.render import DAEMONS, SOCKET_OF, START_ORDER, bgp_neighbors, render_bfd_binding, render_switch
+from twin.lab import vty
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState, Resource
 
 FRR_DIR = Path("/usr/lib/frr")
+# FRR's event loop spins on ppoll for up to 1 ms before every timer (native/frr_ppoll.c); built
+# by `make deps`, preloaded into namespace labs' daemons (a container's image does not have it).
+# FABRIC_TWIN_FRR_PPOLL=off runs them as they ship, for comparison.
+PPOLL_FIX = Path(__file__).parent / "native" / "frr_ppoll.so"
 VTYSH = "vtysh"
 # FRR sizes its per-fd tables from the fd limit; a switch needs a few dozen sockets.
 FD_LIMIT = 1024
@@ -44,7 +50,7 @@ def check_installed() -> None:
 
 def write_configs(fabric: Fabric, node: Node, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    for daemon, text in render_switch(fabric, node).items():
+    for daemon, text in render_switch(fabric, node, held=True).items():
         (directory / f"{daemon}.conf").write_text(text)
     frr = pwd.getpwnam("frr")
     for path in (directory, *directory.iterdir()):
@@ -60,6 +66,25 @@ def daemon_argv(daemon: str, directory: Path) -> list[str]:
     return argv
 
 
+def daemon_env(runtime: Runtime) -> dict[str, str] | None:
+    """The daemons' environment: the ppoll fix preloaded where it applies, else unchanged."""
+    if runtime.kind != "netns" or os.environ.get("FABRIC_TWIN_FRR_PPOLL") == "off" or not PPOLL_FIX.is_file():
+        return None
+    return {**os.environ, "LD_PRELOAD": str(PPOLL_FIX)}
+
+
+def ppoll_fix_missing(runtime: Runtime) -> str | None:
+    """A warning when the fix should apply but was not built."""
+    if runtime.kind == "netns" and os.environ.get("FABRIC_TWIN_FRR_PPOLL") != "off" and not PPOLL_FIX.is_file():
+        return (f"{PPOLL_FIX.name} is not built: FRR's daemons will spin before each timer "
+                "(several times the CPU at rest); run `make deps`")
+    return None
+
+
+def spawn_daemon(runtime: Runtime, node: str, daemon: str, directory: Path) -> int:
+    return runtime.spawn(node, daemon_argv(daemon, directory), directory / "daemons.out", env=daemon_env(runtime))
+
+
 def start_daemons(runtime: Runtime, state: LabState, nodes: list[str], daemon: str,
                   on_started: Callable[[], None] = lambda: None) -> None:
     """Start `daemon` on every node in parallel; all are recorded in the state file first."""
@@ -69,7 +94,7 @@ def start_daemons(runtime: Runtime, state: LabState, nodes: list[str], daemon: s
 
     def spawn(resource: Resource) -> None:
         directory = state.node_dir(resource.node)
-        resource.pid = runtime.spawn(resource.node, daemon_argv(daemon, directory), directory / "daemons.out")
+        resource.pid = spawn_daemon(runtime, resource.node, daemon, directory)
         on_started()
 
     try:
@@ -90,15 +115,30 @@ def daemon_health(state: LabState, node: str) -> dict[str, bool]:
     return health
 
 
+def daemon_of(command: str) -> str | None:
+    """The daemon that answers a show command (vtysh's routing, for the commands the twin uses)."""
+    for prefix, daemon in (("show bfd", "bfdd"), ("show bgp", "bgpd"), ("show ip bgp", "bgpd"),
+                           ("show ip route", "zebra")):
+        if command.startswith(prefix):
+            return daemon
+    return None
+
+
 def vtysh_json(runtime: Runtime, state: LabState, node: str, command: str, timeout: float = 10):
-    """Run one `show ... json` command on a switch and return the parsed JSON."""
-    result = runtime.exec(node, vtysh_argv(state, node, command), timeout=timeout)
-    if result.rc != 0:
-        raise RuntimeBackendError(f"vtysh on {node}: {command!r} failed: {result.stderr.strip() or result.stdout.strip()}")
+    """Run one `show ... json` command on a switch and return the parsed JSON: straight on the
+    daemon's vty socket (vty.py) when one daemon answers it, else through vtysh."""
+    daemon = daemon_of(command)
+    if daemon is not None:
+        text = vty.run(state.node_dir(node) / f"{daemon}.vty", [command], timeout, what=f"{daemon} on {node}")
+    else:
+        result = runtime.exec(node, vtysh_argv(state, node, command), timeout=timeout)
+        if result.rc != 0:
+            raise RuntimeBackendError(f"vtysh on {node}: {command!r} failed: {result.stderr.strip() or result.stdout.strip()}")
+        text = result.stdout
     try:
-        return json.loads(result.stdout or "{}")
+        return json.loads(text or "{}")
     except json.JSONDecodeError as exc:
-        raise RuntimeBackendError(f"vtysh on {node}: {command!r} returned no JSON") from exc
+        raise RuntimeBackendError(f"{node}: {command!r} returned no JSON") from exc
 
 
 def vtysh_argv(state: LabState, node: str, *commands: str) -> list[str]:
@@ -109,11 +149,76 @@ def vtysh_argv(state: LabState, node: str, *commands: str) -> list[str]:
 
 
 def configure_bgp(runtime: Runtime, state: LabState, node: Node, *commands: str) -> None:
-    """Apply BGP configuration commands on a running switch (vtysh, as an operator would)."""
-    argv = vtysh_argv(state, node.name, "configure terminal", f"router bgp {node.asn}", *commands)
-    result = runtime.exec(node.name, argv)
-    if result.rc != 0:
-        raise RuntimeBackendError(f"vtysh on {node.name} failed: {result.stderr.strip() or result.stdout.strip()}")
+    """Apply BGP configuration commands on a running switch: what an operator types in vtysh,
+    sent to bgpd's vty socket."""
+    vty.run(state.node_dir(node.name) / "bgpd.vty", ["configure terminal", f"router bgp {node.asn}", *commands],
+            what=f"bgpd on {node.name}")
+
+
+def release_sessions(runtime: Runtime, state: LabState, fabric: Fabric, nodes: list[Node], deadline: float,
+                     on_ready: Callable[[], None] = lambda: None) -> None:
+    """Open the fabric sessions of `nodes`, held shut by their configs (render.py, `held`).
+
+    A switch's sessions open once its bgpd has learnt its interfaces from zebra: one that connected
+    before failed ("nexthop_set failed") and FRR doubled its idle hold time each time. And they
+    open a tier at a time, from the leaves up, each tier once the one below is established: all
+    4,096 of pod128 at once saturated the machine, hold timers expired and connections collided,
+    and the backoff after those resets kept sessions coming up for 40 s."""
+    _wait_interfaces(runtime, state, nodes, deadline, on_ready)
+    waves: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))  # tier -> node -> peers
+    for node in nodes:
+        for peer in bgp_neighbors(fabric, node):
+            tier = min(SWITCH_ROLES.index(node.role), SWITCH_ROLES.index(fabric.nodes[peer["name"]].role))
+            waves[tier][node.name].append(peer["address"])
+    for number, tier in enumerate(sorted(waves)):
+        for name, addresses in waves[tier].items():
+            configure_bgp(runtime, state, fabric.nodes[name], *(f"no neighbor {a} shutdown" for a in addresses))
+        if number < len(waves) - 1:
+            wait_established(runtime, state, waves[tier], deadline)
+
+
+def _wait_interfaces(runtime: Runtime, state: LabState, nodes: list[Node], deadline: float,
+                     on_ready: Callable[[], None]) -> None:
+    """Until each bgpd holds its own loopback: a connected route zebra sends after the interfaces."""
+    waiting = list(nodes)
+    while waiting:
+        still = []
+        for node in waiting:
+            try:
+                ready = bool(vtysh_json(runtime, state, node.name, f"show bgp ipv4 unicast {node.loopback}/32 json",
+                                        timeout=2).get("paths"))
+            except RuntimeBackendError:  # not in its table yet ("% Network not in table")
+                ready = False
+            if ready:
+                on_ready()
+            else:
+                still.append(node)
+        waiting = still
+        if waiting and time.monotonic() > deadline:
+            raise RuntimeBackendError(f"bgpd on {waiting[0].name} did not learn its interfaces from zebra in time "
+                                      f"({len(waiting)} switches waiting)",
+                                      hint=f"see {state.node_dir(waiting[0].name) / 'frr.log'}")
+        if waiting:
+            time.sleep(0.05)
+
+
+def wait_established(runtime: Runtime, state: LabState, sessions: dict[str, list[str]], deadline: float) -> None:
+    """Until every session in `sessions` (node -> peer addresses) is Established."""
+    waiting = dict(sessions)
+    while waiting:
+        for name in list(waiting):
+            try:
+                peers = vtysh_json(runtime, state, name, "show bgp summary json")["ipv4Unicast"]["peers"]
+            except (RuntimeBackendError, KeyError):
+                continue
+            if all(peers.get(a, {}).get("state") == "Established" for a in waiting[name]):
+                del waiting[name]
+        if waiting and time.monotonic() > deadline:
+            name = next(iter(waiting))
+            raise RuntimeBackendError(f"BGP sessions of {name} did not come up in time ({len(waiting)} switches waiting)",
+                                      hint=f"see {state.node_dir(name) / 'frr.log'}")
+        if waiting:
+            time.sleep(0.1)
 
 
 def wait_sockets(state: LabState, nodes: list[str], daemons: tuple[str, ...], timeout_s: float = 10) -> None:
@@ -132,9 +237,10 @@ def wait_sockets(state: LabState, nodes: list[str], daemons: tuple[str, ...], ti
 
 def bind_bfd(runtime: Runtime, state: LabState, node: Node) -> None:
     """Bind BFD to the switch's BGP sessions (after they are up; see templates/frr/bgpd.conf.j2)."""
-    result = runtime.exec(node.name, vtysh_argv(state, node.name, *render_bfd_binding(node)))
-    if result.rc != 0:
-        raise RuntimeBackendError(f"cannot bind BFD on {node.name}: {result.stderr.strip() or result.stdout.strip()}")
+    try:
+        vty.run(state.node_dir(node.name) / "bgpd.vty", render_bfd_binding(node), what=f"bgpd on {node.name}")
+    except RuntimeBackendError as exc:
+        raise RuntimeBackendError(f"cannot bind BFD: {exc}") from None
 
 
 def node_pids(state: LabState, node: str) -> list[int]:
@@ -150,16 +256,17 @@ def stop_node(state: LabState, node: str) -> None:
         (state.node_dir(node) / socket_name).unlink(missing_ok=True)
 
 
-def restart_node(runtime: Runtime, state: LabState, node: Node, timeout_s: float = 30) -> None:
+def restart_node(runtime: Runtime, state: LabState, fabric: Fabric, node: Node, timeout_s: float = 30) -> None:
     """Start a stopped switch's daemons from its configs, wait for BGP, then bind BFD."""
     directory = state.node_dir(node.name)
     for group in START_ORDER:
         for daemon in group:
             resource = next(r for r in state.daemons() if r.name == f"{node.name}/{daemon}")
-            resource.pid = runtime.spawn(node.name, daemon_argv(daemon, directory), directory / "daemons.out")
+            resource.pid = spawn_daemon(runtime, node.name, daemon, directory)
             state.save()
         wait_sockets(state, [node.name], group)
     deadline = time.monotonic() + timeout_s
+    release_sessions(runtime, state, fabric, [node], deadline)
     while True:
         try:
             peers = vtysh_json(runtime, state, node.name, "show bgp summary json")["ipv4Unicast"]["peers"]

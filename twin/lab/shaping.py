@@ -14,7 +14,11 @@ data class must not stop ARP replies, BGP keepalives or BFD, as it would not on 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from pyroute2 import IPRoute
+
+from twin.lab import nlbatch
 
 ROOT_HANDLE = 0x10000  # 1:
 LINK_HANDLE = 0x10001  # 1:1
@@ -57,6 +61,12 @@ def shape(ipr: IPRoute, index: int, rate_bps: int, queue_bytes: int) -> None:
     for prio, (protocol, keys) in enumerate(CONTROL_FILTERS, start=1):
         ipr.tc("add-filter", "u32", index, parent=ROOT_HANDLE, prio=prio, protocol=protocol,
                target=CONTROL_HANDLE, keys=keys)
+
+
+@lru_cache(maxsize=64)
+def requests(rate_bps: int, queue_bytes: int) -> list[bytes]:
+    """shape()'s requests, encoded once for a (rate, queue) and sent for every port by nlbatch."""
+    return nlbatch.encode(lambda batch: shape(batch, 0, rate_bps, queue_bytes))
 
 
 def set_class_rate(ipr: IPRoute, index: int, rate_bps: int, command: str = "change-class") -> None:

@@ -29,13 +29,15 @@ import os
 import signal
 import socket
 import struct
+from functools import lru_cache
 
 from pyroute2.netlink import NLM_F_REQUEST
 from pyroute2.netlink.rtnl import RTM_NEWQDISC
 from pyroute2.netlink.rtnl.tcmsg import plugins, tcmsg
 
-from twin.lab import shaping
+from twin.lab import nlbatch, shaping
 from twin.lab.handle import Lab
+from twin.lab.nsutil import interface_indexes
 from twin.model.buffers import frame_bytes, queue_limit
 from twin.model.ports import Port
 
@@ -50,10 +52,19 @@ def tbf_options(rate: str, burst: int, limit: int) -> dict:
     return plugins["tbf"].get_parameters({"rate": rate, "burst": burst, "limit": limit})
 
 
-def _message(index: int, options: dict, sequence: int) -> bytes:
+def _message(index: int, options: tuple[str, int, int], sequence: int) -> bytes:
+    """The gate's request (TBF rate, burst, limit) for interface `index`: encoded once per options
+    (nlbatch), as pod128 has 9,000 of them."""
+    message = bytearray(_template(options, sequence))
+    nlbatch.INDEX.pack_into(message, nlbatch.INDEX_OFFSET, index)
+    return bytes(message)
+
+
+@lru_cache(maxsize=None)
+def _template(options: tuple[str, int, int], sequence: int) -> bytes:
     msg = tcmsg()
-    msg["index"], msg["handle"], msg["parent"] = index, shaping.GATE_HANDLE, shaping.CLASS_HANDLE
-    msg["attrs"] = [["TCA_KIND", "tbf"], ["TCA_OPTIONS", options]]
+    msg["index"], msg["handle"], msg["parent"] = 0, shaping.GATE_HANDLE, shaping.CLASS_HANDLE
+    msg["attrs"] = [["TCA_KIND", "tbf"], ["TCA_OPTIONS", tbf_options(*options)]]
     msg["header"]["type"], msg["header"]["flags"] = RTM_NEWQDISC, NLM_F_REQUEST
     msg["header"]["sequence_number"] = sequence
     msg.encode()
@@ -142,20 +153,18 @@ class Gates:
                 # frame's protocol from its Ethernet header.
                 kicks = {p: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) for p in node_ports}
             self._netlink[node] = netlink
-            with self.lab.netlink(node) as ipr:
-                links = {msg.get_attr("IFLA_IFNAME"): msg for msg in ipr.get_links()}
-            self._indexes[node] = {name: msg["index"] for name, msg in links.items()}
+            indexes = self._indexes[node] = interface_indexes(self.lab.netns(node))
             for port in node_ports:
-                link = links[port.ifname]
+                index = indexes[port.ifname]
                 limit = queue_limit(self.fabric, port)
-                closed = tbf_options(CLOSED_RATE, frame_bytes(self.fabric.mtu) + CLOSED_BURST_MARGIN, limit)
-                opened = tbf_options(shaping.GATE_OPEN_RATE, shaping.GATE_OPEN_BURST, limit)
+                closed = (CLOSED_RATE, frame_bytes(self.fabric.mtu) + CLOSED_BURST_MARGIN, limit)
+                opened = (shaping.GATE_OPEN_RATE, shaping.GATE_OPEN_BURST, limit)
                 own, other = self._addresses(port)
                 kick = kicks[port]
                 kick.bind((port.ifname, 0))
-                mac = bytes.fromhex(link.get_attr("IFLA_ADDRESS").replace(":", ""))
-                self._gates[port] = _PortGate(netlink, _message(link["index"], closed, 1),
-                                              _message(link["index"], opened, 2), len(self._kick_sockets))
+                mac = kick.getsockname()[4]  # a bound packet socket's address is the port's MAC
+                self._gates[port] = _PortGate(netlink, _message(index, closed, 1),
+                                              _message(index, opened, 2), len(self._kick_sockets))
                 self._kick_sockets.append(kick)
                 self._kick_frames.append(_arp_request(mac, own, other))
 

@@ -42,8 +42,9 @@ class Runtime(Protocol):
     def exec(self, node: str, argv: list[str], timeout: float | None = 30,
              capture: bool = True, input: str | None = None) -> ExecResult: ...
 
-    def spawn(self, node: str, argv: list[str], log: Path) -> int:
-        """Start a long-running process in the node, detached from the caller; return its pid."""
+    def spawn(self, node: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> int:
+        """Start a long-running process in the node, detached from the caller; return its pid.
+        `env`: its whole environment (default: the caller's)."""
 
     def owned(self) -> list[str]:
         """Names of the nodes of this lab that exist on the machine right now."""

@@ -161,7 +161,8 @@ class DockerRuntime(NetnsRuntime):
                 raise RuntimeBackendError(f"{' '.join(argv)} on {node} timed out after {timeout} s") from None
         return ExecResult(proc.returncode, stdout or "", stderr or "")
 
-    def spawn(self, node: str, argv: list[str], log: Path) -> int:
+    def spawn(self, node: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> int:
+        # `env` is for host paths (frr.daemon_env), which a container does not have: not passed.
         with open(log, "ab") as out:
             proc = subprocess.Popen(self._enter(node) + self._in_image(argv), stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=out, start_new_session=True, env=self._env())

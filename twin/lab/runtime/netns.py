@@ -93,11 +93,11 @@ class NetnsRuntime:
             raise RuntimeBackendError(f"cannot run {argv[0]}: {exc}") from exc
         return ExecResult(done.returncode, done.stdout or "", done.stderr or "")
 
-    def spawn(self, node: str, argv: list[str], log: Path) -> int:
+    def spawn(self, node: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> int:
         with open(log, "ab") as out:
             proc = subprocess.Popen(["ip", "netns", "exec", self.resource_name(node), *argv],
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                    start_new_session=True)
+                                    start_new_session=True, env=env)
         return proc.pid
 
     def owned(self) -> list[str]:
