@@ -66,16 +66,20 @@ def daemon_argv(daemon: str, directory: Path) -> list[str]:
     return argv
 
 
+def _ppoll_fix_wanted(runtime: Runtime) -> bool:
+    return runtime.kind == "netns" and os.environ.get("FABRIC_TWIN_FRR_PPOLL") != "off"
+
+
 def daemon_env(runtime: Runtime) -> dict[str, str] | None:
     """The daemons' environment: the ppoll fix preloaded where it applies, else unchanged."""
-    if runtime.kind != "netns" or os.environ.get("FABRIC_TWIN_FRR_PPOLL") == "off" or not PPOLL_FIX.is_file():
+    if not _ppoll_fix_wanted(runtime) or not PPOLL_FIX.is_file():
         return None
     return {**os.environ, "LD_PRELOAD": str(PPOLL_FIX)}
 
 
 def ppoll_fix_missing(runtime: Runtime) -> str | None:
     """A warning when the fix should apply but was not built."""
-    if runtime.kind == "netns" and os.environ.get("FABRIC_TWIN_FRR_PPOLL") != "off" and not PPOLL_FIX.is_file():
+    if _ppoll_fix_wanted(runtime) and not PPOLL_FIX.is_file():
         return (f"{PPOLL_FIX.name} is not built: FRR's daemons will spin before each timer "
                 "(several times the CPU at rest); run `make deps`")
     return None
