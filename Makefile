@@ -8,10 +8,11 @@ LAB ?= rail4
 VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' twin/__init__.py)
 # Debian packages the twin runs on (FRR for routing, iproute2/nftables/ethtool for the data
 # plane and faults, iperf3 for rate checks, util-linux for unshare, python3-venv for the venv,
-# gcc to build FRR's ppoll fix).
+# gcc to build the fixes preloaded into FRR).
 SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util-linux python3-venv gcc libc6-dev
-# Preloaded into FRR's daemons: its event loop spins before every timer (see the source).
-FRR_PPOLL := twin/lab/native/frr_ppoll.so
+# Preloaded into FRR's daemons: its event loop spins before every timer, bgpd wipes idle ring
+# buffers into memory (see each source).
+FRR_PRELOADS := $(patsubst %.c,%.so,$(wildcard twin/lab/native/frr_*.c))
 # The dashboard's test drives a real headless browser.
 TEST_PACKAGES := chromium chromium-driver
 
@@ -32,9 +33,9 @@ help:
 
 deps:
 	@$(MAKE) -s packages PACKAGES="$(SYSTEM_PACKAGES)"
-	@$(MAKE) -s $(FRR_PPOLL)
+	@$(MAKE) -s $(FRR_PRELOADS)
 
-$(FRR_PPOLL): twin/lab/native/frr_ppoll.c
+twin/lab/native/frr_%.so: twin/lab/native/frr_%.c
 	cc -shared -fPIC -O2 -Wall -Werror -o $@ $< -ldl
 
 test-deps:
@@ -126,4 +127,4 @@ bench: deps venv
 	else echo "no Docker daemon: skipped bench/runtimes.py (docker against netns)"; fi
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache build $(FRR_PPOLL)
+	rm -rf $(VENV) *.egg-info .pytest_cache build $(FRR_PRELOADS)

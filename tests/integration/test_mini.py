@@ -4,11 +4,13 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
-from twin.lab import shaping
-from twin.lab.frr import vtysh_argv, vtysh_json
+from twin.lab import shaping, vty
+from twin.lab.deploy import wait_converged
+from twin.lab.frr import PRELOADS, preload_path, vtysh_argv, vtysh_json
 from twin.lab.reach import unreachable_pairs
 from twin.lab.status import lab_status
 from twin.model.buffers import queue_limit
@@ -98,6 +100,20 @@ def test_ports_are_shaped_as_pyroute2_shapes_them(mini):
     shaped = tree(port)
     # the lab's port also carries the PFC programs (clsact), which the spare has not
     assert "htb 1:" in reference and reference == shaped.replace(shaped[shaped.find("qdisc clsact"):shaped.find("\n", shaped.find("qdisc clsact")) + 1], "")
+
+
+def test_frr_runs_with_its_fixes_and_sessions_survive_a_reset(mini):
+    """A namespace lab's daemons run with the fixes of native/ (make deps builds them); resetting
+    every BGP session wipes bgpd's ring buffers (what the ringbuf fix replaces): the sessions come
+    back and the lab converges again."""
+    if mini.runtime.kind != "netns":
+        pytest.skip("a docker lab's image runs FRR as shipped")
+    for daemon in (r for r in mini.state.daemons() if r.node == "spine-1"):
+        maps = Path(f"/proc/{daemon.pid}/maps").read_text()
+        assert all(preload_path(name).name in maps for name in PRELOADS), f"{daemon.name} runs without a fix"
+    vty.run(mini.state.node_dir("spine-1") / "bgpd.vty", ["clear bgp *"])
+    wait_converged(mini, timeout_s=60)
+    assert unreachable_pairs(mini) == []
 
 
 def test_dead_daemon_is_reported(mini):

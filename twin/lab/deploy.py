@@ -50,7 +50,7 @@ def up(lab_file: LabFile, fabric: Fabric, progress: Progress | None = None, time
         raise LabStateError(f"lab '{fabric.name}' is already up (or left over from a crash)",
                             hint=f"twin lab down {fabric.name}")
     runtime.preflight(list(fabric.nodes.values()))
-    for warning in (idle.bfd_warning(fabric), frr.ppoll_fix_missing(runtime)):
+    for warning in (idle.bfd_warning(fabric), frr.preloads_missing(runtime)):
         if warning:
             progress.note(f"warning: {warning}")
     state = LabState(lab=fabric.name, runtime=runtime.kind, lab_file=str(lab_file.path.resolve()))

@@ -26,10 +26,12 @@ from twin.lab.runtime import Runtime
 from twin.lab.state import LabState, Resource
 
 FRR_DIR = Path("/usr/lib/frr")
-# FRR's event loop spins on ppoll for up to 1 ms before every timer (native/frr_ppoll.c); built
-# by `make deps`, preloaded into namespace labs' daemons (a container's image does not have it).
-# FABRIC_TWIN_FRR_PPOLL=off runs them as they ship, for comparison.
-PPOLL_FIX = Path(__file__).parent / "native" / "frr_ppoll.so"
+# Fixes preloaded into a namespace lab's daemons (native/frr_<name>.c, built by `make deps`; a
+# container's image does not have them), with what FRR does without each.
+# FABRIC_TWIN_FRR_<NAME>=off runs FRR without one, for comparison.
+NATIVE = Path(__file__).parent / "native"
+PRELOADS = {"ppoll": "FRR's daemons will spin before each timer (several times the CPU at rest)",
+            "ringbuf": "bgpd will keep 320 KiB resident per BGP session (most of its memory)"}
 VTYSH = "vtysh"
 # FRR sizes its per-fd tables from the fd limit; a switch needs a few dozen sockets.
 FD_LIMIT = 1024
@@ -66,23 +68,29 @@ def daemon_argv(daemon: str, directory: Path) -> list[str]:
     return argv
 
 
-def _ppoll_fix_wanted(runtime: Runtime) -> bool:
-    return runtime.kind == "netns" and os.environ.get("FABRIC_TWIN_FRR_PPOLL") != "off"
+def preload_path(name: str) -> Path:
+    return NATIVE / f"frr_{name}.so"
+
+
+def _preloads_wanted(runtime: Runtime) -> list[str]:
+    if runtime.kind != "netns":
+        return []
+    return [name for name in PRELOADS if os.environ.get(f"FABRIC_TWIN_FRR_{name.upper()}") != "off"]
 
 
 def daemon_env(runtime: Runtime) -> dict[str, str] | None:
-    """The daemons' environment: the ppoll fix preloaded where it applies, else unchanged."""
-    if not _ppoll_fix_wanted(runtime) or not PPOLL_FIX.is_file():
+    """The daemons' environment: the fixes preloaded where they apply, else unchanged."""
+    built = [str(preload_path(name)) for name in _preloads_wanted(runtime) if preload_path(name).is_file()]
+    return {**os.environ, "LD_PRELOAD": ":".join(built)} if built else None
+
+
+def preloads_missing(runtime: Runtime) -> str | None:
+    """A warning when a fix should apply but was not built."""
+    missing = [name for name in _preloads_wanted(runtime) if not preload_path(name).is_file()]
+    if not missing:
         return None
-    return {**os.environ, "LD_PRELOAD": str(PPOLL_FIX)}
-
-
-def ppoll_fix_missing(runtime: Runtime) -> str | None:
-    """A warning when the fix should apply but was not built."""
-    if _ppoll_fix_wanted(runtime) and not PPOLL_FIX.is_file():
-        return (f"{PPOLL_FIX.name} is not built: FRR's daemons will spin before each timer "
-                "(several times the CPU at rest); run `make deps`")
-    return None
+    return "; ".join(f"{preload_path(name).name} is not built: {PRELOADS[name]}" for name in missing) + \
+        "; run `make deps`"
 
 
 def spawn_daemon(runtime: Runtime, node: str, daemon: str, directory: Path) -> int:

@@ -2,15 +2,18 @@
  * Preloaded into the FRR daemons of a namespace lab (twin/lab/frr.py).
  *
  * FRR 8.4's event loop (lib/thread.c, fd_poll) hands ppoll its next timer truncated to whole
- * milliseconds, so it wakes up to 1 ms before the timer is due, finds it not due, and polls
- * with a zero timeout again and again until it is: measured here, 4,882 ppoll calls in 5 s for
- * one bfdd that sent 16 BFD packets; 520,000 calls a second over pod128's daemons, most of the
- * lab's CPU at rest.
+ * milliseconds, so whenever the next timer is less than 1 ms away it polls with a zero timeout,
+ * again and again, until the timer is due: measured here, 4,882 ppoll calls in 5 s for one bfdd
+ * that sent 16 BFD packets (520,000 calls a second over pod128's daemons at rest), and 2 million
+ * zero-timeout polls from pod128's zebras while BGP converged, when the cores were needed.
  *
- * So, per thread: after a ppoll with a timeout ends without an event, the zero-timeout polls
- * that follow within 1 ms wait (for an event, or the rest of that millisecond) instead of
- * returning at once. The timer then runs at most 1 ms late; every other poll, and every event,
- * is left alone.
+ * A zero timeout also means "tasks are ready, just check for I/O", and those polls must return
+ * at once. The two are told apart by whether a task ran since the last poll: FRR reads the
+ * thread's clocks (thread_getrusage) around every task it runs. So, per thread: once a poll
+ * has found nothing and no task has run since, the zero-timeout polls that follow wait for an
+ * event, or until 1 ms after that poll, by when the timer they wait for is due. A timer then
+ * runs at most 1 ms late; an event (I/O, or a task posted by another thread, which pokes the
+ * loop's pipe) ends the wait at once.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -19,11 +22,13 @@
 #include <time.h>
 
 typedef int (*ppoll_fn)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+typedef void (*getrusage_fn)(void *);
 
 #define NSEC 1000000000L
 #define SPIN_NS 1000000L
 
-static __thread long long spin_until; /* monotonic ns; 0: not after a timeout */
+/* monotonic ns at which a poll found nothing, no task having run since; 0: not idle */
+static __thread long long idle_since;
 
 static long long now_ns(void)
 {
@@ -33,25 +38,39 @@ static long long now_ns(void)
 	return (long long)ts.tv_sec * NSEC + ts.tv_nsec;
 }
 
+/* libfrr calls it before and after each task it runs (thread_call), through its PLT */
+void thread_getrusage(void *usage)
+{
+	static getrusage_fn real;
+
+	if (!real)
+		real = (getrusage_fn)dlsym(RTLD_NEXT, "thread_getrusage");
+	idle_since = 0;
+	real(usage);
+}
+
 int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, const sigset_t *sigmask)
 {
 	static ppoll_fn real;
 	int zero = timeout && timeout->tv_sec == 0 && timeout->tv_nsec == 0;
-	int found;
+	int found = -2;
 
 	if (!real)
 		real = (ppoll_fn)dlsym(RTLD_NEXT, "ppoll");
-	if (zero && spin_until) {
-		long long left = spin_until - now_ns();
+	if (zero && idle_since) {
+		long long left = idle_since + SPIN_NS - now_ns();
 
-		spin_until = 0;
 		if (left > 0) {
 			struct timespec rest = { left / NSEC, left % NSEC };
 
-			return real(fds, nfds, &rest, sigmask);
+			found = real(fds, nfds, &rest, sigmask);
 		}
 	}
-	found = real(fds, nfds, timeout, sigmask);
-	spin_until = (found == 0 && timeout && !zero) ? now_ns() + SPIN_NS : 0;
+	if (found == -2)
+		found = real(fds, nfds, timeout, sigmask);
+	if (found != 0)
+		idle_since = 0;
+	else if (!zero || !idle_since) /* a wait that timed out; or the first of a zero-timeout streak */
+		idle_since = now_ns();
 	return found;
 }
