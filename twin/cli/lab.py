@@ -16,6 +16,7 @@ from twin.errors import TwinError
 from twin.lab import deploy, idle
 from twin.lab.files import open_lab
 from twin.lab.frr import vtysh_argv
+from twin.lab.reach import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs
 from twin.lab.handle import Lab, lab_model
 from twin.lab.runtime.docker import container_labs
 from twin.lab.runtime.netns import orphan_labs
@@ -32,19 +33,26 @@ def lab() -> None:
 @lab.command("up")
 @click.argument("lab_ref", metavar="LAB")
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for convergence.")
+@click.option("--all-pairs", is_flag=True,
+              help=f"Check that every host NIC reaches every NIC of the other hosts (NICs squared: 63,488 "
+                   f"pairs at pod128), not a sample of {SAMPLE_PER_NIC} destinations per NIC (the same on small labs).")
 @RUNTIME_OPTION
-def lab_up(lab_ref: str, timeout: float, runtime: str | None) -> None:
+def lab_up(lab_ref: str, timeout: float, all_pairs: bool, runtime: str | None) -> None:
     """Bring LAB (a name from labs/ or a path) up and wait until it has converged."""
     lab_file, fabric = open_lab(lab_ref)
     fabric = fabric.with_runtime(runtime)
     started = time.monotonic()
     with progress() as bar:
-        lab = deploy.up(lab_file, fabric, bar, timeout_s=timeout)
+        lab = deploy.up(lab_file, fabric, bar, timeout_s=timeout, all_pairs=all_pairs)
     elapsed = time.monotonic() - started
     pairs = len(fabric.host_nics())
+    nics = fabric_nics(fabric)
+    checked, every = len(checked_pairs(nics, all_pairs)), len(fabric_pairs(nics))
+    reached = ("all host NIC pairs reachable" if checked == every else
+               f"{checked:,} of {every:,} host NIC pairs reachable ({SAMPLE_PER_NIC} from each NIC; --all-pairs for all)")
     out.print(f"[green]lab {fabric.name} is up[/] and converged in [bold]{elapsed:.1f} s[/]: "
               f"{len(fabric.switches)} switches, {len(fabric.hosts)} hosts ({pairs} NICs), "
-              f"{len(fabric.links)} links; all ECMP next hops installed, all host NIC pairs reachable.")
+              f"{len(fabric.links)} links; all ECMP next hops installed, {reached}.")
     out.print("  phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in lab.state.timings_s.items() if k != "total"))
     first, last = fabric.host_nics()[0], fabric.host_nics()[-1]
     out.print(f"  next: twin lab status {fabric.name}\n"

@@ -41,8 +41,10 @@ def _timed(state: LabState, name: str) -> Iterator[None]:
     state.timings_s[name] = round(time.monotonic() - start, 3)
 
 
-def up(lab_file: LabFile, fabric: Fabric, progress: Progress | None = None, timeout_s: float = 60.0) -> Lab:
-    """Build the lab and wait until it has converged."""
+def up(lab_file: LabFile, fabric: Fabric, progress: Progress | None = None, timeout_s: float = 60.0,
+       all_pairs: bool = False) -> Lab:
+    """Build the lab and wait until it has converged (`all_pairs`: every host NIC pair reachable,
+    not the sample of converge.wait_reachable)."""
     progress = progress or NullProgress()
     preflight.check(lab_file)
     runtime = get_runtime(fabric.runtime, fabric.name)
@@ -63,7 +65,7 @@ def up(lab_file: LabFile, fabric: Fabric, progress: Progress | None = None, time
     owner = os.getpid()
     with sigterm_as_interrupt():
         try:
-            _build(lab, progress, timeout_s)
+            _build(lab, progress, timeout_s, all_pairs)
         except BaseException:
             if os.getpid() != owner:  # a forked helper: never tear down from it
                 os._exit(1)
@@ -78,7 +80,7 @@ def up(lab_file: LabFile, fabric: Fabric, progress: Progress | None = None, time
     return lab
 
 
-def _build(lab: Lab, progress: Progress, timeout_s: float) -> None:
+def _build(lab: Lab, progress: Progress, timeout_s: float, all_pairs: bool) -> None:
     fabric, runtime, state = lab.fabric, lab.runtime, lab.state
     nodes = list(fabric.nodes.values())
     neigh.reserve(fabric.name, neigh.entries_needed(fabric))  # released by down()
@@ -144,7 +146,7 @@ def _build(lab: Lab, progress: Progress, timeout_s: float) -> None:
                 progress.advance()
         converge.wait_bfd(lab, progress, deadline)
     with _timed(state, "reachability"):
-        converge.wait_reachable(lab, progress, deadline)
+        converge.wait_reachable(lab, progress, deadline, all_pairs)
 
 
 def wait_converged(lab: Lab, progress: Progress | None = None, timeout_s: float = 90) -> None:

@@ -36,6 +36,9 @@ VTYSH = "vtysh"
 # FRR sizes its per-fd tables from the fd limit; a switch needs a few dozen sockets.
 FD_LIMIT = 1024
 SPAWN_WORKERS = 8
+# Above this many BGP sessions a lab opens them a tier at a time (release_sessions): pod64 has
+# 1,024 and pod128 4,096; rail8 has 96.
+TIERED_SESSIONS = 512
 
 
 def check_installed() -> None:
@@ -175,13 +178,15 @@ def release_sessions(runtime: Runtime, state: LabState, fabric: Fabric, nodes: l
     before failed ("nexthop_set failed") and FRR doubled its idle hold time each time. And they
     open a tier at a time, from the leaves up, each tier once the one below is established: all
     4,096 of pod128 at once saturated the machine, hold timers expired and connections collided,
-    and the backoff after those resets kept sessions coming up for 40 s."""
+    and the backoff after those resets kept sessions coming up for 40 s. A lab of at most
+    TIERED_SESSIONS sessions opens them all at once (rail4's tiers cost 2 s of waiting)."""
     _wait_interfaces(runtime, state, nodes, deadline, on_ready)
     waves: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))  # tier -> node -> peers
-    for node in nodes:
-        for peer in bgp_neighbors(fabric, node):
-            tier = min(SWITCH_ROLES.index(node.role), SWITCH_ROLES.index(fabric.nodes[peer["name"]].role))
-            waves[tier][node.name].append(peer["address"])
+    sessions = [(node, peer) for node in nodes for peer in bgp_neighbors(fabric, node)]
+    tiered = len(sessions) > 2 * TIERED_SESSIONS  # each session has two ends
+    for node, peer in sessions:
+        tier = min(SWITCH_ROLES.index(node.role), SWITCH_ROLES.index(fabric.nodes[peer["name"]].role))
+        waves[tier if tiered else 0][node.name].append(peer["address"])
     for number, tier in enumerate(sorted(waves)):
         for name, addresses in waves[tier].items():
             configure_bgp(runtime, state, fabric.nodes[name], *(f"no neighbor {a} shutdown" for a in addresses))
