@@ -26,6 +26,7 @@ from twin.model.buffers import queue_limit
 from twin.model.ports import Port
 from twin.progress import NullProgress, Progress
 from twin.lab.handle import Lab
+from twin.lab.nsutil import interface_indexes
 from twin.lab.runtime import get_runtime, names
 from twin.signals import deferred_interrupts, sigterm_as_interrupt
 from twin.lab.state import LabState, Resource, lab_dir, load_state
@@ -108,16 +109,15 @@ def _build(lab: Lab, progress: Progress, timeout_s: float, all_pairs: bool) -> N
     with _timed(state, "addresses+shaping"):
         progress.phase("addresses, routes, shaping", len(nodes))
         for node in nodes:
-            with lab.netlink(node.name) as ipr:
-                indexes = netconf.configure_interfaces(ipr, fabric, node)
-                if node.role == "host":
-                    netconf.configure_host_routing(ipr, fabric, node, indexes)
             with nlbatch.Sender(lab.netns(node.name), node.name) as sender:
+                indexes = netconf.configure_interfaces(sender, interface_indexes(lab.netns(node.name)), fabric, node)
                 for ifname, index in indexes.items():
                     sender.add(shaping.requests(fabric.rate_bps, queue_limit(fabric, Port(node.name, ifname))),
                                index, f"shaping {ifname}")
                 sender.flush()
             if node.role == "host":
+                with lab.netlink(node.name) as ipr:
+                    netconf.configure_host_routing(ipr, fabric, node, indexes)
                 offload.segment_in_software(lab.netns(node.name), list(indexes))
             progress.advance()
     if fabric.pfc:

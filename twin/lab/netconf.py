@@ -4,9 +4,12 @@ from __future__ import annotations
 
 
 import zlib
+from functools import lru_cache
+from ipaddress import IPv4Address, IPv4Interface
 
 from pyroute2 import IPRoute
 
+from twin.lab import nlbatch
 from twin.model.build import rail_network
 from twin.lab.identity import rank_uid
 from twin.model.fabric import Fabric, Node
@@ -67,21 +70,42 @@ def configure_sysctls(netns_path: str, fabric: Fabric, node: Node) -> None:
     write_sysctls(netns_path, node_sysctls(fabric, node))
 
 
-def configure_interfaces(ipr: IPRoute, fabric: Fabric, node: Node) -> dict[str, int]:
-    """Bring up lo and every port with MTU and address; returns ifname -> index."""
-    # One dump of the namespace's links: link_lookup dumps them all on every call, which made a
-    # superspine of pod128 (64 ports) parse 4,000 link messages.
-    index_of = {msg.get_attr("IFLA_IFNAME"): msg["index"] for msg in ipr.get_links()}
-    lo = index_of["lo"]
-    ipr.link("set", index=lo, state="up")
+# Encoded once (nlbatch.py) with this address, written over with each port's own.
+ADDRESS_SENTINEL = IPv4Address("10.250.251.252")
+PREFIXLEN_OFFSET = nlbatch.HEADER.size + 1  # ifaddrmsg: family, prefixlen, flags, scope, index
+
+
+@lru_cache(maxsize=8)
+def _link_up(mtu: int | None) -> list[bytes]:
+    return nlbatch.encode(lambda batch: batch.link("set", index=0, state="up", **({"mtu": mtu} if mtu else {})))
+
+
+@lru_cache(maxsize=1)
+def _address_template() -> bytes:
+    [message] = nlbatch.encode(lambda batch: batch.addr("add", index=0, address=str(ADDRESS_SENTINEL), prefixlen=32))
+    if message.count(ADDRESS_SENTINEL.packed) != 2:  # IFA_LOCAL and IFA_ADDRESS
+        raise ValueError("the address request does not carry the address as expected")
+    return message
+
+
+def address_request(address: IPv4Interface) -> list[bytes]:
+    message = bytearray(_address_template().replace(ADDRESS_SENTINEL.packed, address.ip.packed))
+    message[PREFIXLEN_OFFSET] = address.network.prefixlen
+    return [bytes(message)]
+
+
+def configure_interfaces(sender: nlbatch.Sender, index_of: dict[str, int], fabric: Fabric, node: Node) -> dict[str, int]:
+    """Add to `sender` the requests that bring up lo and every port with MTU and address (`index_of`:
+    the namespace's ifname -> index); returns the ports' ifname -> index."""
+    sender.add(_link_up(None), index_of["lo"], "lo up")
     if node.loopback is not None:
-        ipr.addr("add", index=lo, address=str(node.loopback), prefixlen=32)
+        sender.add(address_request(IPv4Interface(f"{node.loopback}/32")), index_of["lo"], "loopback address")
     indexes = {}
     for link in fabric.links_of(node.name):
         end = link.endpoint(node.name)
         index = index_of[end.ifname]
-        ipr.link("set", index=index, mtu=fabric.mtu, state="up")
-        ipr.addr("add", index=index, address=str(end.address.ip), prefixlen=end.address.network.prefixlen)
+        sender.add(_link_up(fabric.mtu), index, f"{end.ifname} up, MTU {fabric.mtu}")
+        sender.add(address_request(end.address), index, f"{end.ifname} address {end.address}")
         indexes[end.ifname] = index
     return indexes
 

@@ -58,14 +58,19 @@ def create_map(kind: int, key_size: int, value_size: int, entries: int, name: st
 
 
 def load_program(kind: int, code: bytes, name: str, license: str = "GPL") -> int:
-    """Load (and have the kernel verify) a program; the verifier's log is in the error."""
+    """Load (and have the kernel verify) a program; the verifier's log is in the error. Loaded
+    without the log first: writing it cost 0.26 of each load's 0.36 ms (9,216 programs at pod128)."""
     insns = ctypes.create_string_buffer(code, len(code))
     lic = ctypes.create_string_buffer(license.encode())
-    log = ctypes.create_string_buffer(LOG_SIZE)
     attr = _attr()
-    struct.pack_into("<IIQQIIQ", attr, 0, kind, len(code) // 8, ctypes.addressof(insns),
-                     ctypes.addressof(lic), 1, LOG_SIZE, ctypes.addressof(log))
+    struct.pack_into("<IIQQ", attr, 0, kind, len(code) // 8, ctypes.addressof(insns), ctypes.addressof(lic))
     attr[48:48 + 15] = name.encode()[:15].ljust(15, b"\0")
+    try:
+        return _bpf(PROG_LOAD, attr)
+    except OSError:
+        pass
+    log = ctypes.create_string_buffer(LOG_SIZE)  # again, for the verifier's reason
+    struct.pack_into("<IIQ", attr, 24, 1, LOG_SIZE, ctypes.addressof(log))
     try:
         return _bpf(PROG_LOAD, attr)
     except OSError as exc:
