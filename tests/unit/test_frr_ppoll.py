@@ -2,17 +2,7 @@
 timer with its timeout truncated to whole milliseconds, then poll with a zero timeout until due; and
 poll with a zero timeout when tasks are ready, which must return at once."""
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
-
-from twin.lab.frr import preload_path
-
-PPOLL_FIX = preload_path("ppoll")
-LIBFRR = Path("/usr/lib/x86_64-linux-gnu/frr/libfrr.so.0")
+from frr_preloads import needs, run
 
 # argv: libfrr's path. FRR's thread_call reads the thread's clocks (thread_getrusage) around each
 # task; `task()` does the same.
@@ -50,14 +40,10 @@ print(json.dumps(out))
 
 
 def _loop(preload: bool) -> dict:
-    env = {"LD_PRELOAD": str(PPOLL_FIX)} if preload else {}
-    done = subprocess.run([sys.executable, "-c", LOOP, str(LIBFRR)], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return run(LOOP, "ppoll", preload)
 
 
-pytestmark = [pytest.mark.skipif(not PPOLL_FIX.is_file(), reason="frr_ppoll.so is not built (make deps builds it)"),
-              pytest.mark.skipif(not LIBFRR.is_file(), reason="FRR's libfrr is not installed (make deps installs it)")]
+pytestmark = needs("ppoll")
 
 
 def test_the_fix_ends_the_spin_before_each_timer():

@@ -1,18 +1,7 @@
 """bgpd's ring-buffer fix (twin/lab/native/frr_ringbuf.c), on the installed libfrr's own ring buffers:
 a wiped ring reads as zeros and empty, and its pages are given back instead of made resident."""
 
-import ctypes.util
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
-
-from twin.lab.frr import preload_path
-
-FIX = preload_path("ringbuf")
-LIBFRR = Path("/usr/lib/x86_64-linux-gnu/frr/libfrr.so.0")
+from frr_preloads import needs, run
 
 # Runs in a child with (or without) the preload: libfrr is loaded into the global scope, and
 # ringbuf_wipe is looked up there, as bgpd's call to it is resolved.
@@ -49,15 +38,10 @@ print(json.dumps(out))
 
 
 def _wipe(preload: bool) -> dict:
-    env = {"LD_PRELOAD": str(FIX)} if preload else {}
-    done = subprocess.run([sys.executable, "-c", RING, str(LIBFRR)], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return run(RING, "ringbuf", preload)
 
 
-pytestmark = [pytest.mark.skipif(not FIX.is_file(), reason="frr_ringbuf.so is not built (make deps builds it)"),
-              pytest.mark.skipif(not LIBFRR.is_file() or ctypes.util.find_library("c") is None,
-                                 reason="FRR's libfrr is not installed (make deps installs it)")]
+pytestmark = needs("ringbuf")
 
 
 def test_a_wiped_ring_reads_empty_and_zero_with_the_fix():
