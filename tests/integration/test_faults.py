@@ -9,9 +9,12 @@ import pytest
 
 from twin.lab import converge, nft, kernel_state as snapshot
 from twin.lab.converge import fib_next_hops
+from twin.errors import TwinError
 from twin.faults import engine
+from twin.faults.applier import FaultApplier
 from twin.faults.base import FaultContext
 from twin.lab.pfc import counters as pfc_counters
+from twin.procs import alive
 from twin.progress import NullProgress
 from twin.lab.reach import fabric_nics, unreachable_pairs
 from twin.lab.shaping import shaped_rate_bps
@@ -111,6 +114,57 @@ def test_link_down_withdraws_ecmp_members_and_reachability_survives(lab):
         wait_for(lambda: all(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").get(p) == 1 for p in remote),
                  what="leaf-g1-r1 to drop the spine-1 next hop")
         assert unreachable_pairs(lab) == []
+
+
+def test_the_fault_applier_process_applies_refuses_and_clears_then_ends(lab):
+    """A run's faults go through a process of their own (twin/faults/applier.py)."""
+    before = snapshot.take(lab)
+    applier = FaultApplier(lab, seed=7)
+    try:
+        timing, params = engine.parse({"id": "cut", "kind": "link_down", "link": "leaf-g1-r1 -- spine-1"})
+        entry = applier.inject(timing, params)
+        assert entry["targets"] == ["leaf-g1-r1 -- spine-1"]
+        assert [f["id"] for f in lab.state.faults] == ["cut"]  # the run's state took it in
+        with lab.netlink("leaf-g1-r1") as ipr:
+            assert not ipr.get_links(ifname="sp-1")[0]["flags"] & 1  # IFF_UP cleared, by that process
+        with pytest.raises(TwinError, match="already active"):
+            applier.inject(timing, params)
+        applier.clear("cut")
+        assert lab.state.faults == []
+    finally:
+        applier.close()
+    assert not alive(applier.pid)
+    assert not [r for r in lab.state.resources if r.name.startswith("faults/applier")]
+    converged(lab)
+    assert snapshot.differences(before, snapshot.take(lab)) == []
+
+
+def test_the_fault_applier_keeps_the_schedule_and_stops_when_told(lab):
+    timing, params = engine.parse({"id": "cut", "kind": "link_down", "link": "leaf-g1-r1 -- spine-1"})
+    bad_timing, bad_params = engine.parse({"id": "bad", "kind": "link_down", "link": "leaf-g1-r1 -- spine-1"})
+    apply = {"op": "apply", "timing": timing.model_dump(), "params": params.model_dump()}
+    overlapping = {"op": "apply", "timing": bad_timing.model_dump(), "params": bad_params.model_dump()}
+    applier = FaultApplier(lab, seed=7)
+    try:
+        applier.ready()
+        t0 = time.monotonic()
+        applier.schedule(t0, [{**apply, "at_s": 0.3}, {**overlapping, "at_s": 0.4},
+                              {"op": "clear", "id": "bad", "at_s": 0.5}, {"op": "clear", "id": "cut", "at_s": 0.8},
+                              {**apply, "at_s": 1.0}, {"op": "clear", "id": "cut", "at_s": 60}])
+        reports = [applier.done(10) for _ in range(5)]
+        assert [r["step"] for r in reports] == [0, 1, 2, 3, 4]
+        assert [round(r["actual_s"], 1) for r in reports if not r.get("skipped")] == [0.3, 0.4, 0.8, 1.0]
+        assert "overlaps active fault 'cut'" in reports[1]["error"]
+        assert reports[2] == {"step": 2, "skipped": True}  # the clear of a fault that never applied
+        assert [f["id"] for f in lab.state.faults] == ["cut"]
+        started = time.monotonic()
+        assert applier.stop() == []  # the clear at 60 s is not taken
+        assert time.monotonic() - started < 5
+        assert [f["id"] for f in lab.state.faults] == ["cut"]
+        applier.clear("cut")
+    finally:
+        applier.close()
+    converged(lab)
 
 
 def test_bgp_down_shuts_one_session_and_links_stay_up(lab):

@@ -14,17 +14,16 @@ def set_link_state(ctx: FaultContext, node: str, ifname: str, up: bool) -> None:
 
 
 def static_routes(ctx: FaultContext, node: str, ifname: str) -> list[dict]:
-    """Our own (proto static) routes through `ifname`, in every table, as re-addable dicts."""
-    with ctx.lab.netlink(node) as ipr:
+    """Our own (proto static) routes through `ifname`, in every table, as re-addable dicts. The
+    kernel filters the dump (strict checking; pyroute2 sends the keys as the request's fields when
+    given its own empty dump_filter): a switch holds thousands of FRR routes, and parsing them all
+    was most of a link_down's 0.16 s at pod128."""
+    with ctx.lab.netlink(node, strict_check=True) as ipr:
         index = ipr.link_lookup(ifname=ifname)[0]
-        routes = []
-        for msg in ipr.route("dump", family=2):
-            if msg["proto"] != RTPROT_STATIC or msg.get_attr("RTA_OIF") != index:
-                continue
-            routes.append({"dst": f"{msg.get_attr('RTA_DST') or '0.0.0.0'}/{msg['dst_len']}",
-                           "gateway": msg.get_attr("RTA_GATEWAY"), "table": msg.get_attr("RTA_TABLE"),
-                           "ifname": ifname})
-        return routes
+        return [{"dst": f"{msg.get_attr('RTA_DST') or '0.0.0.0'}/{msg['dst_len']}",
+                 "gateway": msg.get_attr("RTA_GATEWAY"), "table": msg.get_attr("RTA_TABLE"), "ifname": ifname}
+                for msg in ipr.route("dump", family=2, proto=RTPROT_STATIC, oif=index, dump_filter={})
+                if msg["proto"] == RTPROT_STATIC and msg.get_attr("RTA_OIF") == index]  # the kernel's filter, checked
 
 
 def restore_routes(ctx: FaultContext, node: str, routes: list[dict]) -> None:

@@ -112,10 +112,11 @@ class Lab:
     def netns(self, node: str) -> str:
         return self.runtime.netns_path(node)
 
-    def netlink(self, node: str) -> IPRoute:
+    def netlink(self, node: str, strict_check: bool = False) -> IPRoute:
         """A netlink socket in the node. flags=0: pyroute2's default would create the namespace
-        if it were missing (a node torn down under us must fail, not reappear empty)."""
-        return IPRoute(netns=self.netns(node), flags=0)
+        if it were missing (a node torn down under us must fail, not reappear empty).
+        strict_check: dumps the kernel filters by the request's fields."""
+        return IPRoute(netns=self.netns(node), flags=0, strict_check=strict_check)
 
     @contextmanager
     def enter(self, node: str) -> Iterator[None]:
@@ -128,9 +129,11 @@ class Lab:
         return socket_in(self.netns(node), kind, proto)
 
     def spawn_owned(self, name: str, argv: list[str], log: Path, *, kind: str = "worker",
-                    node: str | None = None, env: dict | None = None, pipe_stdout: bool = False) -> Spawned:
+                    node: str | None = None, env: dict | None = None, pipe_stdout: bool = False,
+                    pipe_stdin: bool = False) -> Spawned:
         """Start a process the lab owns: recorded in the state before it starts (teardown ends it
-        by pid after a crash), in `node` or, without one, on the host in a session of its own."""
+        by pid after a crash), in `node` or, without one, on the host in a session of its own.
+        pipe_stdout / pipe_stdin: talk to it in text lines (host processes only)."""
         resource = self.state.record(Resource(kind=kind, name=name, node=node))
         log.parent.mkdir(parents=True, exist_ok=True)
         proc = None
@@ -138,9 +141,10 @@ class Lab:
             resource.pid = self.runtime.spawn(node, argv, log)
         else:
             with open(log, "ab") as out:
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                proc = subprocess.Popen(argv, stdin=subprocess.PIPE if pipe_stdin else subprocess.DEVNULL,
+                                        env=env, start_new_session=True,
                                         stdout=subprocess.PIPE if pipe_stdout else out, stderr=out,
-                                        text=pipe_stdout)
+                                        text=pipe_stdout or pipe_stdin)
             resource.pid = proc.pid
         self.state.save()
         return Spawned(resource, proc)

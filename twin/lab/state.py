@@ -79,6 +79,11 @@ class LabState:
             os.replace(tmp, self.directory / "state.json")
         self._adopt(merged)
 
+    def refresh(self) -> None:
+        """Take in what other processes changed since this one loaded or saved the state (its
+        own changes are saved with it: a merge that kept them only in memory would lose them)."""
+        self.save()
+
     def _adopt(self, merged: dict) -> None:
         """Take the merged state, keeping this process's own objects (a fault record the caller
         still fills in stays the one in the list)."""

@@ -22,11 +22,10 @@ from twin.detect.runner import Detectors
 from twin.detect.specs import DetectorSpec
 from twin.errors import TwinError
 from twin.events import EventLog
-from twin.faults import engine as faults
-from twin.faults.base import FaultContext
+from twin.faults.applier import FaultApplier
 from twin.lab.handle import Lab
 from twin.mitigate.drain import Isolator
-from twin.procs import ahead_of_the_load
+from twin.procs import ahead_of_the_load, alive
 from twin.progress import NullProgress, Progress
 from twin.results.record import FaultTiming
 from twin.run.plan import PlannedWorkload, ScheduledFault
@@ -49,6 +48,21 @@ class Observers:
     metrics_path: Path | None = None
 
 
+@dataclass(frozen=True)
+class Step:
+    """One step of the fault timeline."""
+    at_s: float
+    op: str  # apply | clear
+    fault: ScheduledFault
+    timing: FaultTiming
+
+    def request(self) -> dict:
+        if self.op == "apply":
+            return {"at_s": self.at_s, "op": "apply", "timing": self.fault.timing.model_dump(),
+                    "params": self.fault.params.model_dump()}
+        return {"at_s": self.at_s, "op": "clear", "id": self.timing.id}
+
+
 class Session:
     def __init__(self, lab: Lab, events: EventLog, workloads: list[PlannedWorkload], detectors: list[DetectorSpec],
                  faults: list[ScheduledFault], seed: int, run_id: str, name: str,
@@ -56,13 +70,15 @@ class Session:
         self.lab, self.events, self.plan_faults = lab, events, faults
         self.planned_workloads, self.detector_specs, self.name = workloads, detectors, name
         self.observers, self.progress = observers, progress or NullProgress()
-        self.faults_ctx = FaultContext(lab, seed=seed)
+        self.seed = seed
         self.workload_ctx = WorkloadContext(lab, events, seed, run_id=run_id)
         self.timings: list[FaultTiming] = []
         self.interrupted = False
         self._running: list = []
         self._detectors: Detectors | None = None
         self._isolator: Isolator | None = None
+        self._applier: FaultApplier | None = None
+        self._steps: list[Step] = []
         self._monitor = self._sampler = self._watch = None
 
     def run(self, duration_s: float | None, on_ready: Callable[[], None] | None = None,
@@ -84,6 +100,8 @@ class Session:
 
     # --- start and stop ---------------------------------------------------------------------
     def _start(self) -> None:
+        if self.plan_faults:  # started first: its interpreter loads while the workloads start
+            self._fault_applier()
         if self.observers.routes:
             self._monitor = RoutingMonitor(self.lab, self.events)
             self._monitor.start()
@@ -136,82 +154,103 @@ class Session:
                 self._isolator.restore()
             except TwinError as exc:  # the lab may be going down anyway: never block that
                 self.progress.note(f"could not undrain: {exc.message}")
+        if self._applier:
+            self._applier.close()
         if self._monitor:
             self._monitor.stop()
         self.events.emit("scenario", op="end")
 
     # --- the timeline ------------------------------------------------------------------------
     def _timeline(self, duration_s: float, on_applied) -> None:
+        """The fault applier keeps the timeline (twin/faults/applier.py: this process's threads
+        would delay it); this thread records each step as its report comes."""
         steps = []
         for fault in self.plan_faults:
             timing = FaultTiming(id=fault.timing.id, kind=fault.timing.kind, scheduled_s=fault.timing.at_s,
                                  scheduled_clear_s=fault.timing.at_s + fault.timing.duration_s
                                  if fault.timing.duration_s else None)
             self.timings.append(timing)
-            steps.append((fault.timing.at_s, 0, "apply", fault, timing))
+            steps.append(Step(fault.timing.at_s, "apply", fault, timing))
             if timing.scheduled_clear_s is not None:
-                steps.append((timing.scheduled_clear_s, 1, "clear", fault, timing))
-        steps.sort(key=lambda s: (s[0], -s[1]))  # at equal times, clear before apply
+                steps.append(Step(timing.scheduled_clear_s, "clear", fault, timing))
+        steps.sort(key=lambda s: (s.at_s, s.op == "apply"))  # at equal times, clear before apply
         self.progress.phase(f"scenario {self.name}", None if math.isinf(duration_s) else int(duration_s))
         with ahead_of_the_load():
-            self._run_steps(steps, duration_s, on_applied)
+            shown = 0
+            if steps:
+                self._steps = steps
+                self._fault_applier().schedule(self.events.t0, [s.request() for s in steps])
+                for _ in steps:
+                    report = None
+                    while report is None:
+                        report = self._applier.done(0.5)
+                        shown = self._tick(shown)
+                    self._record(report, on_applied)
+            while (left := duration_s - self.events.now()) > 0:
+                shown = self._tick(shown)
+                time.sleep(min(0.5, left))
+            self._tick(shown)
 
-    def _run_steps(self, steps: list, duration_s: float, on_applied) -> None:
-        shown = 0
-        for at_s, _order, op, fault, timing in steps:
-            shown = self._sleep_until(at_s, shown)
-            if op == "apply":
-                self._apply(fault, timing, at_s)
-                if on_applied:
-                    on_applied(timing)
-            elif timing.error is None:
-                self._clear(timing, at_s)
-                if self._isolator:  # the repaired link goes back into service, as an operator would do
-                    self._isolator.restore(fault.targets)
-        self._sleep_until(duration_s, shown)
-
-    def _apply(self, fault: ScheduledFault, timing: FaultTiming, at_s: float) -> None:
-        timing.applied_s = self.events.now()
-        wall = time.time()
-        try:
-            faults.inject(self.faults_ctx, fault.timing, fault.params)
-        except Exception as exc:  # recorded and reported; the run goes on
-            timing.error = str(getattr(exc, "message", exc))
-            self.progress.note(f"fault {timing.id} failed to apply: {timing.error}")
-        timing.apply_took_s = round(self.events.now() - timing.applied_s, 4)
-        self.events.emit("fault", op="applied", id=timing.id, fault_kind=timing.kind, scheduled_s=at_s,
-                         actual_s=timing.applied_s, took_s=timing.apply_took_s, targets=fault.targets,
-                         error=timing.error, wall=round(wall, 3))
+    def _record(self, report: dict, on_applied=None) -> None:
+        step = self._steps[report["step"]]
+        fault, timing = step.fault, step.timing
+        if report.get("skipped"):  # the clear of a fault that failed to apply
+            return
+        if step.op == "apply":
+            timing.applied_s, timing.apply_took_s, timing.error = report["actual_s"], report["took_s"], report.get("error")
+            if timing.error:
+                self.progress.note(f"fault {timing.id} failed to apply: {timing.error}")
+            self.events.emit("fault", op="applied", id=timing.id, fault_kind=timing.kind, scheduled_s=step.at_s,
+                             actual_s=timing.applied_s, took_s=timing.apply_took_s, targets=fault.targets,
+                             error=timing.error, wall=report["wall"])
+        else:
+            if report.get("error"):  # the fault is still on the lab: the run ends, and its clean-up tries again
+                raise TwinError(f"fault {timing.id} could not be cleared: {report['error']}", hint=report.get("hint"))
+            self._cleared(timing, step.at_s, report["entry"], report["actual_s"], report["took_s"])
         if self._watch:
             self._watch.mark()
+        if step.op == "apply" and on_applied:
+            on_applied(timing)
+        elif step.op == "clear" and self._isolator:  # the repaired link goes back into service, as an operator would
+            self._isolator.restore(fault.targets)
 
-    def _clear(self, timing: FaultTiming, scheduled_s: float | None) -> None:
-        timing.cleared_s = self.events.now()
-        entry = faults.clear(self.faults_ctx, timing.id)
+    def _cleared(self, timing: FaultTiming, scheduled_s: float | None, entry: dict, at_s: float, took_s: float) -> None:
+        timing.cleared_s = at_s
         timing.report = entry["record"].get("report", {})
         self.events.emit("fault", op="cleared", id=timing.id, fault_kind=timing.kind, scheduled_s=scheduled_s,
-                         actual_s=timing.cleared_s, took_s=round(self.events.now() - timing.cleared_s, 4),
-                         report=timing.report)
-        if self._watch:
-            self._watch.mark()
+                         actual_s=at_s, took_s=took_s, report=timing.report)
 
     def _clear_remaining(self) -> None:
         """Every fault still active on the lab, this run's or not (one injected by hand before a
         `--keep` run): the lab is left as the run found it, less its faults."""
+        if self._applier:  # steps it took but this process did not record yet (interrupted)
+            for report in self._applier.stop():
+                if "step" in report:
+                    self._record(report)
+        self.lab.state.refresh()
         for fault in list(reversed(self.lab.state.faults)):
             timing = next((t for t in self.timings if t.id == fault["id"]), None)
             if timing is None:
                 timing = FaultTiming(id=fault["id"], kind=fault["kind"], scheduled_s=0.0)
                 self.timings.append(timing)
-            self._clear(timing, None)
+            started = self.events.now()
+            entry = self._fault_applier().clear(timing.id)
+            self._cleared(timing, None, entry, started, round(self.events.now() - started, 4))
+            if self._watch:
+                self._watch.mark()
 
-    def _sleep_until(self, at_s: float, shown: int) -> int:
-        while True:
-            left = at_s - self.events.now()
-            now = int(self.events.now())
-            if now > shown:
-                self.progress.advance(now - shown)
-                shown = now
-            if left <= 0:
-                return shown
-            time.sleep(min(left, 0.5) if left > 0.02 else left)
+    def _fault_applier(self) -> FaultApplier:
+        if self._applier is not None and not alive(self._applier.pid):  # it failed: the log says why
+            self.progress.note(f"the fault applier ended unexpectedly (see {self._applier.log}); starting another")
+            self._applier.close()
+            self._applier = None
+        if self._applier is None:
+            self._applier = FaultApplier(self.lab, self.seed)
+        return self._applier
+
+    def _tick(self, shown: int) -> int:
+        """Advance the progress bar to the clock's whole seconds; returns them."""
+        now = int(self.events.now())
+        if now > shown:
+            self.progress.advance(now - shown)
+        return max(now, shown)
