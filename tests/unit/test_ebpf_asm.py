@@ -36,6 +36,11 @@ def test_labels_must_exist_once():
 
 
 def test_the_queue_programs_assemble_and_end_in_exit():
-    for code in (programs.enqueue(3, 10, 11, 12), programs.dequeue(3, 10, 12)):
+    for code in (programs.enqueue(3, 9, 10, 11, 12), programs.dequeue(3, 9, 10, 12)):
         assert len(code) % 8 == 0 and code[-8:] == asm.exit_().encode()
         assert len(code) // 8 < 100  # small enough to read, and to verify in microseconds
+
+
+def test_a_port_key_is_the_word_the_programs_build():
+    """ifindex | node << 32, as a little-endian 64-bit key (programs._find_queue)."""
+    assert programs.port_key(3, 7) == ((3 << 32) | 7).to_bytes(8, "little")

@@ -1,5 +1,6 @@
-"""The kernel side of PFC: the maps, one enqueue/dequeue program pair per switch port, attached
-with pyroute2 (cls_bpf, direct action, on a clsact qdisc), and the queues read back.
+"""The kernel side of PFC: the maps, an enqueue/dequeue program pair per node that has queues (each
+attached to all of the node's ports with cls_bpf, direct action, on a clsact qdisc), and the
+queues read back.
 
 Port ids index the `state` array; the array is mmap-ed (BPF_F_MMAPABLE), so reading every queue's
 occupancy costs no system call. The programs and maps live as long as the tc filters that hold
@@ -27,6 +28,7 @@ from twin.model.ports import Port, peer, ports
 RINGBUF_BYTES = 1 << 20
 CLSACT_INGRESS, CLSACT_EGRESS = "ffff:fff2", "ffff:fff3"
 CONTRIB_ENTRIES = 1 << 16
+PROGRAM_NAMES = {CLSACT_EGRESS: "ftw_enq", CLSACT_INGRESS: "ftw_deq"}
 FD_SENTINEL = 0x7EADBEEF  # where a program's fd goes in an encoded filter request
 NO_QDISC = frozenset({errno.ENOENT, errno.EINVAL})  # deleting a clsact that is not there
 
@@ -61,6 +63,13 @@ class Queues:
         self.state_fd = bpf.create_map(bpf.MAP_ARRAY, 4, programs.STATE.size, len(self.queues), "ftw_pfc_state",
                                        bpf.F_MMAPABLE)
         self.contrib_fd = bpf.create_map(bpf.MAP_HASH, 8, 8, CONTRIB_ENTRIES, "ftw_pfc_contrib")
+        # (node id, ifindex) -> queue id, per hook; filled by attach() once it knows the indexes
+        self.node_ids = {name: i for i, name in enumerate(sorted({n for q in self.queues
+                                                                   for n in (q.port.node, q.peer.node)}))}
+        self.enqueue_ports_fd = bpf.create_map(bpf.MAP_HASH, programs.PORT_KEY.size, programs.QUEUE_ID.size,
+                                               max(1, len(self.queues)), "ftw_pfc_enq_ports")
+        self.dequeue_ports_fd = bpf.create_map(bpf.MAP_HASH, programs.PORT_KEY.size, programs.QUEUE_ID.size,
+                                               max(1, len(self.queues)), "ftw_pfc_deq_ports")
         self.events_fd = bpf.create_map(bpf.MAP_RINGBUF, 0, 0, RINGBUF_BYTES, "ftw_pfc_events")
         size = max(mmap.PAGESIZE, -(-len(self.queues) * programs.STATE.size // mmap.PAGESIZE) * mmap.PAGESIZE)
         self._state = mmap.mmap(self.state_fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
@@ -102,31 +111,42 @@ class Queues:
 
     # --- programs --------------------------------------------------------------------------
     def attach(self) -> None:
-        """Load a program pair per queue and attach it; replaces what an earlier controller left.
-        The tc requests are encoded once (nlbatch): pyroute2's encoding of 9,000 of them was most
-        of pod128's controller start."""
-        by_node: dict[str, list[tuple[str, str, bytes, str]]] = {}  # node -> (ifname, hook, code, name)
+        """Load a node's program pair and attach it to its ports; replaces what an earlier
+        controller left. The tc requests are encoded once (nlbatch): pyroute2's encoding of 9,000
+        of them was most of pod128's controller start."""
+        by_node: dict[str, list[tuple[str, str, int]]] = {}  # node -> (ifname, hook, queue id)
         for queue in self.queues:
-            enqueue = programs.enqueue(queue.id, self.state_fd, self.contrib_fd, self.events_fd)
-            dequeue = programs.dequeue(queue.id, self.state_fd, self.events_fd)
-            by_node.setdefault(queue.port.node, []).append((queue.port.ifname, CLSACT_EGRESS, enqueue, "ftw_enq"))
-            by_node.setdefault(queue.peer.node, []).append((queue.peer.ifname, CLSACT_INGRESS, dequeue, "ftw_deq"))
+            by_node.setdefault(queue.port.node, []).append((queue.port.ifname, CLSACT_EGRESS, queue.id))
+            by_node.setdefault(queue.peer.node, []).append((queue.peer.ifname, CLSACT_INGRESS, queue.id))
         for node, hooks in by_node.items():
             index = self.indexes[node] = interface_indexes(self.lab.netns(node))
-            fds = []
+            node_id = self.node_ids[node]
+            for ifname, hook, queue_id in hooks:  # before the programs see a packet
+                bpf.update(self.enqueue_ports_fd if hook == CLSACT_EGRESS else self.dequeue_ports_fd,
+                           programs.port_key(node_id, index[ifname]), programs.QUEUE_ID.pack(queue_id))
+            fds = {}
             try:
+                for hook in sorted({h[1] for h in hooks}):
+                    fds[hook] = self._load(hook, node_id)
                 with nlbatch.Sender(self.lab.netns(node), node) as sender:
                     for ifname in sorted({h[0] for h in hooks}):
                         sender.add(_requests("del"), index[ifname], f"removing {ifname}'s clsact", NO_QDISC)
                         sender.add(_requests("add"), index[ifname], f"clsact on {ifname}")
-                    for ifname, hook, code, name in hooks:
-                        fds.append(bpf.load_program(bpf.PROG_SCHED_CLS, code, name))
-                        sender.add([nlbatch.patch(m, FD_SENTINEL, fds[-1]) for m in _filter_requests(hook, name)],
+                    for ifname, hook, _queue_id in hooks:
+                        name = PROGRAM_NAMES[hook]
+                        sender.add([nlbatch.patch(m, FD_SENTINEL, fds[hook]) for m in _filter_requests(hook, name)],
                                    index[ifname], f"{name} program on {ifname}")
                     sender.flush()
             finally:
-                for fd in fds:  # the filters hold the programs
+                for fd in fds.values():  # the filters hold the programs
                     os.close(fd)
+
+    def _load(self, hook: str, node_id: int) -> int:
+        if hook == CLSACT_EGRESS:
+            code = programs.enqueue(node_id, self.enqueue_ports_fd, self.state_fd, self.contrib_fd, self.events_fd)
+        else:
+            code = programs.dequeue(node_id, self.dequeue_ports_fd, self.state_fd, self.events_fd)
+        return bpf.load_program(bpf.PROG_SCHED_CLS, code, PROGRAM_NAMES[hook])
 
     def ingress_index(self) -> dict[tuple[str, int], Port]:
         """(switch, ingress ifindex) -> the upstream port feeding that switch through it."""
@@ -141,5 +161,5 @@ class Queues:
     def close(self) -> None:
         self.events.close()
         self._state.close()
-        for fd in (self.state_fd, self.contrib_fd, self.events_fd):
+        for fd in (self.state_fd, self.contrib_fd, self.events_fd, self.enqueue_ports_fd, self.dequeue_ports_fd):
             os.close(fd)
