@@ -2,7 +2,8 @@
 ahead of the load they measure.
 
 Priorities (Linux nice values are per thread, and a thread or process inherits its creator's):
-the fault timeline at URGENT_NICE, the probe agents at INSTRUMENT_NICE, the workloads' processes
+the fault timeline at URGENT_NICE (kept by the fault applier, a process of its own:
+faults/applier.py), the probe agents at INSTRUMENT_NICE, the workloads' processes
 (collective ranks) at LOAD_NICE whoever starts them. On the twin's two shared cores a real
 fabric's separate CPUs (switch, NIC, monitoring host) become priorities. The runner's other
 threads stay at the default: with all of them raised, one CI drill applied a fault 139 ms late

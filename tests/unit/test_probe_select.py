@@ -62,3 +62,18 @@ def test_a_discovered_path_is_oriented_hop_by_hop_and_across_unanswered_hops():
     # The superspine did not answer: the hop is unknown, the next one still points down.
     gap = (links[0], links[1], None, links[3], links[4], links[5])
     assert directions.hops(src, gap, dst) == expected[:2] + expected[3:]
+
+
+def test_the_groups_kept_by_refinement_are_those_computed_from_scratch():
+    import random
+
+    from twin.probes.select import _Partition, _signatures
+    rng = random.Random(5)
+    options = {(f"h{n}", f"h{n + 1}", n): tuple((f"l{rng.randrange(40)}", rng.choice("ab"))
+                                               for _ in range(rng.randrange(1, 6))) for n in range(200)}
+    partition, chosen = _Partition(), []
+    for flow in rng.sample(sorted(options), 80):
+        chosen.append(flow)
+        partition.add(set(options[flow]))
+        expected = sorted(sorted(links) for links in _signatures(options, chosen).values() if len(links) > 1)
+        assert sorted(sorted(links) for links in partition.groups()) == expected

@@ -197,8 +197,9 @@ class _Server:
             took = time.monotonic() - started
             if "error" in reply:
                 failed.add(fault_id)
-            print(f"{step['op']} {fault_id} at {started - t0:.3f} s (scheduled {step['at_s']}) took {took:.3f} s",
-                  file=sys.stderr, flush=True)
+            if not self.ctx.lab.in_training:  # a training session's log must not say when, or what
+                print(f"{step['op']} {fault_id} at {started - t0:.3f} s (scheduled {step['at_s']}) took {took:.3f} s",
+                      file=sys.stderr, flush=True)
             self._reply({"step": n, "actual_s": round(started - t0, 4), "took_s": round(took, 4),
                          "wall": round(wall, 3), **reply})
         self._reply({"done": True})

@@ -5,14 +5,12 @@ and kernel route changes for host prefixes (netlink route notifications of every
 from __future__ import annotations
 
 import errno
+import os
 import re
 import select
 import socket
 import struct
 import threading
-from ipaddress import IPv4Network
-
-from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from twin.model.ecmp import host_prefixes
 from twin.events import EventLog
@@ -23,6 +21,10 @@ LOG_LINE = re.compile(r"^(?P<stamp>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?) (?P
 BGP_CHANGE = re.compile(r"%ADJCHANGE: neighbor (?P<peer>\S+?)\((?P<name>[^)]*)\).* (?P<state>Up|Down)")
 BFD_CHANGE = re.compile(r"state-change: \[.*peer:(?P<peer>\S+) .*\] (?P<old>\S+) -> (?P<new>\S+)")
 RTM_NEWROUTE, RTM_DELROUTE = 24, 25
+RTMSG = struct.Struct("=BBBBBBBBI")  # after the 16-byte header: family, dst_len, src_len, tos, table, ...
+RTA = struct.Struct("=HH")  # attribute length, type
+RTA_DST, RTA_MULTIPATH, RTA_TABLE = 1, 9, 15
+RTNH_LEN = struct.Struct("=H")  # each next hop of RTA_MULTIPATH starts with its length
 RTMGRP_IPV4_ROUTE = 0x40
 ROUTE_BUFFER = 4 << 20
 NETLINK_ROUTE = 0
@@ -32,15 +34,15 @@ class RoutingMonitor:
     def __init__(self, lab: Lab, events: EventLog):
         self.lab, self.state, self.fabric, self.events = lab, lab.state, lab.fabric, events
         fabric = lab.fabric
-        self.prefixes = set(host_prefixes(fabric))
+        self.prefixes = {str(prefix) for prefix in host_prefixes(fabric)}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
         offsets, sockets = {}, {}
         for node in self.fabric.switches:
-            log = self.state.node_dir(node.name) / "frr.log"
-            offsets[node.name] = log.stat().st_size if log.exists() else 0
+            log = str(self.state.node_dir(node.name) / "frr.log")  # a str: read 20 times a second
+            offsets[(node.name, log)] = os.stat(log).st_size if os.path.exists(log) else 0
             with self.lab.enter(node.name):
                 sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
             # A fibre cut at pod128 moves hundreds of routes on a switch at once: the default
@@ -81,22 +83,16 @@ class RoutingMonitor:
         while offset + 16 <= len(data):
             length, kind = struct.unpack_from("=IH", data, offset)
             if kind in (RTM_NEWROUTE, RTM_DELROUTE):
-                msg = rtmsg(data[offset:offset + length])
-                msg.decode()
-                dst = msg.get_attr("RTA_DST")
-                if dst and msg.get_attr("RTA_TABLE") == 254 and \
-                        IPv4Network(f"{dst}/{msg['dst_len']}") in self.prefixes:
-                    hops = msg.get_attr("RTA_MULTIPATH")
+                prefix, table, next_hops = route_of(data, offset, length)
+                if prefix in self.prefixes and table == 254:
                     deleted = kind == RTM_DELROUTE
-                    self.events.emit("route", node=node, prefix=f"{dst}/{msg['dst_len']}",
-                                     op="del" if deleted else "add",
-                                     next_hops=0 if deleted else (len(hops) if hops else 1))
+                    self.events.emit("route", node=node, prefix=prefix, op="del" if deleted else "add",
+                                     next_hops=0 if deleted else next_hops)
             offset += ((length + 3) & ~3) or len(data)
 
-    def _tail_logs(self, offsets: dict[str, int]) -> None:
+    def _tail_logs(self, offsets: dict[tuple[str, str], int]) -> None:
         while not self._stop.wait(0.05):
-            for node, offset in offsets.items():
-                log = self.state.node_dir(node) / "frr.log"
+            for (node, log), offset in offsets.items():
                 try:
                     with open(log, "rb") as handle:
                         handle.seek(offset)
@@ -104,7 +100,7 @@ class RoutingMonitor:
                 except FileNotFoundError:
                     continue
                 complete = data[: data.rfind(b"\n") + 1]
-                offsets[node] = offset + len(complete)
+                offsets[(node, log)] = offset + len(complete)
                 for line in complete.decode(errors="replace").splitlines():
                     self._parse(node, line)
 
@@ -118,3 +114,31 @@ class RoutingMonitor:
         elif bfd := BFD_CHANGE.search(match["rest"]):
             self.events.emit("bfd", node=node, peer=bfd["peer"], old=bfd["old"], state=bfd["new"],
                              log_time=match["stamp"])
+
+
+def route_of(data: bytes, offset: int, length: int) -> tuple[str | None, int, int]:
+    """(prefix, table, next hops) of the route message at `offset`, parsed here: pyroute2's
+    decoder held the runner's interpreter lock for 9 s of a pod128 drill's 75 (py-spy --gil),
+    while a fibre cut moved routes on every switch."""
+    _family, dst_len, _src, _tos, table, _proto, _scope, _type, _flags = RTMSG.unpack_from(data, offset + 16)
+    dst, hops = None, 1
+    at, end = offset + 16 + RTMSG.size, offset + length
+    while at + RTA.size <= end:
+        size, kind = RTA.unpack_from(data, at)
+        if size < RTA.size:
+            break
+        if kind == RTA_DST:
+            dst = socket.inet_ntoa(data[at + 4:at + 8])
+        elif kind == RTA_TABLE:
+            table = struct.unpack_from("=I", data, at + 4)[0]
+        elif kind == RTA_MULTIPATH:
+            hops, hop, stop = 0, at + 4, at + size
+            while hop + RTNH_LEN.size <= stop:
+                hop_size = RTNH_LEN.unpack_from(data, hop)[0]
+                if hop_size < 8:
+                    break
+                hops += 1
+                hop += (hop_size + 3) & ~3
+            hops = hops or 1
+        at += (size + 3) & ~3
+    return (f"{dst}/{dst_len}" if dst else None), table, hops
