@@ -133,6 +133,8 @@ def test_the_fault_applier_process_applies_refuses_and_clears_then_ends(lab):
         assert lab.state.faults == []
     finally:
         applier.close()
+        lab.state.refresh()
+        engine.clear_all(faults_on(lab))  # what a failed assertion left: the next tests share the lab
     assert not alive(applier.pid)
     assert not [r for r in lab.state.resources if r.name.startswith("faults/applier")]
     converged(lab)
@@ -153,7 +155,10 @@ def test_the_fault_applier_keeps_the_schedule_and_stops_when_told(lab):
                               {**apply, "at_s": 1.0}, {"op": "clear", "id": "cut", "at_s": 60}])
         reports = [applier.done(10) for _ in range(5)]
         assert [r["step"] for r in reports] == [0, 1, 2, 3, 4]
-        assert [round(r["actual_s"], 1) for r in reports if not r.get("skipped")] == [0.3, 0.4, 0.8, 1.0]
+        scheduled = [0.3, 0.4, 0.5, 0.8, 1.0]
+        for report, at_s in zip(reports, scheduled):  # never early; late only by the steps before it
+            if not report.get("skipped"):
+                assert at_s <= report["actual_s"] < at_s + 10, report
         assert "overlaps active fault 'cut'" in reports[1]["error"]
         assert reports[2] == {"step": 2, "skipped": True}  # the clear of a fault that never applied
         assert [f["id"] for f in lab.state.faults] == ["cut"]
@@ -164,6 +169,8 @@ def test_the_fault_applier_keeps_the_schedule_and_stops_when_told(lab):
         applier.clear("cut")
     finally:
         applier.close()
+        lab.state.refresh()
+        engine.clear_all(faults_on(lab))  # what a failed assertion left: the next tests share the lab
     converged(lab)
 
 

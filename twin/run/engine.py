@@ -225,8 +225,11 @@ class Session:
         `--keep` run): the lab is left as the run found it, less its faults."""
         if self._applier:  # steps it took but this process did not record yet (interrupted)
             for report in self._applier.stop():
-                if "step" in report:
-                    self._record(report)
+                try:
+                    if "step" in report:
+                        self._record(report)
+                except TwinError as exc:  # a clear that failed: tried again below
+                    self.progress.note(exc.message)
         self.lab.state.refresh()
         for fault in list(reversed(self.lab.state.faults)):
             timing = next((t for t in self.timings if t.id == fault["id"]), None)
