@@ -1,9 +1,10 @@
-"""The routing monitor's own parse of kernel route notifications (telemetry/routes.py), checked
-against pyroute2's encoder and decoder."""
+"""The parse of kernel route messages that the routing monitor (telemetry/routes.py) and the
+convergence check share (lab/fib.py), checked against pyroute2's encoder and decoder."""
 
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
-from twin.telemetry.routes import RTM_DELROUTE, RTM_NEWROUTE, route_of
+from twin.lab.fib import route_of
+from twin.telemetry.routes import RTM_DELROUTE, RTM_NEWROUTE
 
 
 def encoded(kind, dst, dst_len, table, next_hops):
@@ -33,10 +34,10 @@ def test_prefix_table_and_next_hops_match_pyroute2s_reading():
         theirs = rtmsg(stream[offset:offset + length])
         theirs.decode()
         hops = theirs.get_attr("RTA_MULTIPATH")
-        assert route_of(stream, offset, length) == (
+        assert route_of(stream, offset + 16, offset + length) == (
             f"{theirs.get_attr('RTA_DST')}/{theirs['dst_len']}", theirs.get_attr("RTA_TABLE"),
             len(hops) if hops else 1)
-        seen.append(route_of(stream, offset, length))
+        seen.append(route_of(stream, offset + 16, offset + length))
         offset += (length + 3) & ~3
     assert seen == [("10.1.0.6/31", 254, 3), ("10.8.3.0/31", 254, 1), ("10.1.0.6/31", 254, 1),
                     ("192.168.0.0/24", 1000, 2)]

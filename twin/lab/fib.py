@@ -27,7 +27,10 @@ def _align(n: int) -> int:
     return (n + 3) & ~3
 
 
-def _route(data: bytes, start: int, end: int) -> tuple[IPv4Network, int] | None:
+def route_of(data: bytes, start: int, end: int) -> tuple[str, int, int] | None:
+    """(prefix "a.b.c.d/len", table, next hops) of the route message whose struct rtmsg starts
+    at `start` (after its netlink header); None for another family than IPv4. The routing
+    monitor reads notifications with it too (telemetry/routes.py)."""
     family, dst_len, _src, _tos, table, *_rest = RTMSG.unpack_from(data, start)
     if family != socket.AF_INET:
         return None
@@ -51,9 +54,14 @@ def _route(data: bytes, start: int, end: int) -> tuple[IPv4Network, int] | None:
                 hops += 1
                 hop += _align(hop_length)
         at += _align(length)
-    if table != MAIN_TABLE:
+    return f"{dst}/{dst_len}", table, hops
+
+
+def _route(data: bytes, start: int, end: int) -> tuple[IPv4Network, int] | None:
+    route = route_of(data, start, end)
+    if route is None or route[1] != MAIN_TABLE:
         return None
-    return IPv4Network(f"{dst}/{dst_len}"), hops
+    return IPv4Network(route[0]), route[2]
 
 
 def next_hop_counts(sock: socket.socket) -> dict[IPv4Network, int]:

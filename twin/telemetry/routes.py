@@ -14,6 +14,7 @@ import threading
 
 from twin.model.ecmp import host_prefixes
 from twin.events import EventLog
+from twin.lab.fib import MAIN_TABLE, route_of
 from twin.lab.handle import Lab
 from twin.lab.reach import SO_RCVBUFFORCE
 
@@ -21,10 +22,6 @@ LOG_LINE = re.compile(r"^(?P<stamp>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?) (?P
 BGP_CHANGE = re.compile(r"%ADJCHANGE: neighbor (?P<peer>\S+?)\((?P<name>[^)]*)\).* (?P<state>Up|Down)")
 BFD_CHANGE = re.compile(r"state-change: \[.*peer:(?P<peer>\S+) .*\] (?P<old>\S+) -> (?P<new>\S+)")
 RTM_NEWROUTE, RTM_DELROUTE = 24, 25
-RTMSG = struct.Struct("=BBBBBBBBI")  # after the 16-byte header: family, dst_len, src_len, tos, table, ...
-RTA = struct.Struct("=HH")  # attribute length, type
-RTA_DST, RTA_MULTIPATH, RTA_TABLE = 1, 9, 15
-RTNH_LEN = struct.Struct("=H")  # each next hop of RTA_MULTIPATH starts with its length
 RTMGRP_IPV4_ROUTE = 0x40
 ROUTE_BUFFER = 4 << 20
 NETLINK_ROUTE = 0
@@ -83,8 +80,10 @@ class RoutingMonitor:
         while offset + 16 <= len(data):
             length, kind = struct.unpack_from("=IH", data, offset)
             if kind in (RTM_NEWROUTE, RTM_DELROUTE):
-                prefix, table, next_hops = route_of(data, offset, length)
-                if prefix in self.prefixes and table == 254:
+                # Parsed by lab/fib.py, not pyroute2: its decoder held the runner's interpreter
+                # lock for 9 s of a pod128 drill's 75 (py-spy --gil) while a cut moved routes.
+                prefix, table, next_hops = route_of(data, offset + 16, offset + length) or (None, 0, 0)
+                if prefix in self.prefixes and table == MAIN_TABLE:
                     deleted = kind == RTM_DELROUTE
                     self.events.emit("route", node=node, prefix=prefix, op="del" if deleted else "add",
                                      next_hops=0 if deleted else next_hops)
@@ -115,30 +114,3 @@ class RoutingMonitor:
             self.events.emit("bfd", node=node, peer=bfd["peer"], old=bfd["old"], state=bfd["new"],
                              log_time=match["stamp"])
 
-
-def route_of(data: bytes, offset: int, length: int) -> tuple[str | None, int, int]:
-    """(prefix, table, next hops) of the route message at `offset`, parsed here: pyroute2's
-    decoder held the runner's interpreter lock for 9 s of a pod128 drill's 75 (py-spy --gil),
-    while a fibre cut moved routes on every switch."""
-    _family, dst_len, _src, _tos, table, _proto, _scope, _type, _flags = RTMSG.unpack_from(data, offset + 16)
-    dst, hops = None, 1
-    at, end = offset + 16 + RTMSG.size, offset + length
-    while at + RTA.size <= end:
-        size, kind = RTA.unpack_from(data, at)
-        if size < RTA.size:
-            break
-        if kind == RTA_DST:
-            dst = socket.inet_ntoa(data[at + 4:at + 8])
-        elif kind == RTA_TABLE:
-            table = struct.unpack_from("=I", data, at + 4)[0]
-        elif kind == RTA_MULTIPATH:
-            hops, hop, stop = 0, at + 4, at + size
-            while hop + RTNH_LEN.size <= stop:
-                hop_size = RTNH_LEN.unpack_from(data, hop)[0]
-                if hop_size < 8:
-                    break
-                hops += 1
-                hop += (hop_size + 3) & ~3
-            hops = hops or 1
-        at += (size + 3) & ~3
-    return (f"{dst}/{dst_len}" if dst else None), table, hops
