@@ -198,3 +198,88 @@ def test_two_sparse_faults_are_named_and_not_the_link_their_paths_share(faults):
     localizer = LikelihoodLocalizer.for_interval(switch_links(fabric), 0.25)
     verdicts = run(localizer, paths, bad, rounds=40, seed=7, sent=8)
     assert {link_key(v.link) for v in verdicts} == set(bad)
+
+
+def rerouted(paths, dead: str, survivor: str):
+    """The same flows after routing moved them off `dead` onto `survivor` (a switch of the same tier)."""
+    return [(src, dst, sport, tuple(link.replace(dead, survivor) for link in links)) for src, dst, sport, links in paths]
+
+
+def swapped(paths, link: str, other: str):
+    """The same flows with one link's crossings moved to another link."""
+    return [(s, d, p, tuple(other if link_key(l) == link_key(link) else l for l in links)) for s, d, p, links in paths]
+
+
+def feed(localizer, phases):
+    """phases: (paths, rerouting, intervals) run one after another, loss-free; returns the verdicts."""
+    verdicts, number = [], 0
+    for paths, rerouting, count in phases:
+        for _ in range(count):
+            samples = [ReroutingSample(src, dst, sport, links, 5, 0, rerouting=rerouting)
+                       for src, dst, sport, links in paths]
+            verdicts += localizer.observe(number * 0.25, samples)
+            number += 1
+    return verdicts
+
+
+def test_a_switch_the_paths_stop_crossing_after_a_transition_is_named(make):
+    """A dead spine loses probes only while routes move (set aside); after the transition no probed
+    path crosses it: the switch is named, once, and nothing else, however long it stays down."""
+    fabric, paths = mesh_paths()
+    after = rerouted(paths, "spine-r1-s1", "spine-r1-s2")
+    assert any("spine-r1-s1" in link for *_, links in paths for link in links)
+    localizer = make.for_interval(switch_links(fabric), 0.25)
+    verdicts = feed(localizer, [(paths, False, 8), (paths, True, 4), (after, False, 12)])
+    assert [(v.kind, v.node) for v in verdicts] == [("switch_down", "spine-r1-s1")]
+    assert verdicts[0].t == 0.25 * (8 + 4 + 1)  # the second settled interval (CONFIRM_S 0.5 s)
+
+
+def test_paths_that_stop_crossing_a_link_name_it_and_only_when_it_is_the_one_thing_gone(make):
+    fabric, paths = mesh_paths()
+    cut = "leaf-g1-r1 -- spine-r1-s1"
+    one = swapped(paths, cut, "leaf-g1-r1 -- spine-r1-s2")
+    verdicts = feed(make.for_interval(switch_links(fabric), 0.25), [(paths, False, 4), (paths, True, 2), (one, False, 4)])
+    assert [(v.kind, v.link and link_key(v.link)) for v in verdicts] == [("link_down", link_key(cut))]
+    # two links of different switches gone at once: no switch explains them, nothing is named
+    two = swapped(one, "leaf-g2-r2 -- spine-r2-s2", "leaf-g2-r2 -- spine-r2-s1")
+    assert feed(make.for_interval(switch_links(fabric), 0.25), [(paths, False, 4), (paths, True, 2), (two, False, 4)]) == []
+
+
+def test_paths_missing_without_a_routing_transition_name_nothing(make):
+    """A slow agent's rows missing from some intervals are not a link gone: only a transition moves paths."""
+    fabric, paths = mesh_paths()
+    without = [p for p in paths if not any("spine-r1-s1" in link for link in p[3])]
+    assert feed(make.for_interval(switch_links(fabric), 0.25), [(paths, False, 4), (without, False, 12)]) == []
+
+
+def test_vanished_links_come_back_after_the_next_transition():
+    from twin.detect.vanished import VanishedLinks
+    vanished = VanishedLinks({"s1": {"a", "b"}, "s2": {"c", "d"}}, confirm=2)
+    for crossed, rerouting in [({"a", "b", "c", "d"}, False), (set(), True), ({"c", "d"}, False), ({"c", "d"}, False)]:
+        vanished.observe(crossed, rerouting)
+    assert vanished.names() == {"s1": "switch_down"}
+    vanished.observe(set(), True)
+    vanished.observe({"a", "b", "c", "d"}, False)
+    assert vanished.names() == {}
+
+
+def test_a_dead_switch_the_paths_cannot_separate_from_another_is_named_once():
+    """Two leaves of a 2-leaf fabric: every probed path crosses both, every probe is lost. The
+    likelihood localizer names one of them and keeps it while the loss stays, though the per-link
+    counts trade first place between them from one interval to the next."""
+    links = {"leaf-a": {"leaf-a -- h1", "leaf-a -- h2", "leaf-a -- s1", "leaf-a -- s2"},
+             "leaf-b": {"leaf-b -- h3", "leaf-b -- h4", "leaf-b -- s1", "leaf-b -- s2"},
+             "s1": {"leaf-a -- s1", "leaf-b -- s1"}, "s2": {"leaf-a -- s2", "leaf-b -- s2"}}
+    flows = [(f"h{a}", f"h{b}", spine, (f"leaf-a -- h{a}", f"leaf-a -- s{spine}", f"leaf-b -- s{spine}", f"leaf-b -- h{b}"))
+             for a in (1, 2) for b in (3, 4) for spine in (1, 2)]
+    localizer = LikelihoodLocalizer.for_interval(links, 0.25)
+    verdicts = []
+    for number in range(40):
+        samples = []
+        for src, dst, port, path in flows:
+            # the counts move by a probe, as the agents' rounds do: first leaf-a's side of the
+            # paths carries a little more, then leaf-b's
+            sent = 8 + (src == "h1" if number < 15 else dst == "h3")
+            samples.append(Sample(src, dst, port, path, sent, sent))
+        verdicts += localizer.observe(number * 0.25, samples)
+    assert len(verdicts) == 1 and verdicts[0].node in ("leaf-a", "leaf-b")

@@ -101,6 +101,8 @@ class LikelihoodLocalizer(WindowedLocalizer):
     def explain(self, paths: list[PooledPath]) -> dict[str, tuple[str, float]]:
         waiting: set[frozenset] = set()
         left = [p for p in paths if p.sent > 0 or p.lost]
+        dead = self._still_dead(left)
+        left = [p for p in left if not any(self.switch_links[node].intersection(p.links) for node in dead)]
         named: dict[str, tuple[str, float, float, list]] = {}  # link -> kind, confidence, LLR, its paths
         while sum(p.lost for p in left) >= self.min_lost:
             found = self._best_link(left, waiting)
@@ -115,7 +117,21 @@ class LikelihoodLocalizer(WindowedLocalizer):
         # each alternation would never end.
         self._idle = {key: 0 if key in waiting else self._idle.get(key, 0) + 1 for key in self._waited}
         self._waited = {key: n for key, n in self._waited.items() if self._idle[key] <= self.window}
-        return self._as_switches(paths, named)
+        return {**self._as_switches(paths, named), **dead}
+
+    def _still_dead(self, paths: list[PooledPath]) -> dict[str, tuple[str, float]]:
+        """Switches named dead that still lose (nearly) every probe crossing them keep the loss of
+        their paths: where every lossy path also crosses another switch (the two leaves of a
+        2-leaf fabric), the two trade first place by a probe's count from one interval to the
+        next, and each change of sides would be a new verdict."""
+        dead = {}
+        for node in self._named:
+            links = self.switch_links.get(node)
+            through = [p for p in paths if links and links.intersection(p.links)]
+            sent, lost = sum(p.sent for p in through), sum(p.lost for p in through)
+            if lost >= max(self.min_lost, DEAD_RATE * sent):
+                dead[node] = ("switch_down", 1.0)
+        return dead
 
     def _best_link(self, paths: list[PooledPath], waiting: set) -> tuple | None:
         joint = JointFit(paths)
@@ -128,8 +144,14 @@ class LikelihoodLocalizer(WindowedLocalizer):
         if not score:
             return None
 
-        def most_likely() -> str:  # ties: a link already named, then the first by name
-            return min(score, key=lambda h: (-score[h], h not in self._named, h))
+        # A link already named (itself or through its switch) keeps explaining the loss while it is
+        # within MARGIN of the best: two switches or links the paths cannot separate trade first
+        # place as counts move by a probe, and each change of sides would be a new verdict.
+        named = set(self._named).union(*(self.switch_links.get(n, ()) for n in self._named))
+
+        def most_likely() -> str:  # then the most likely, then the first by name
+            top = max(score.values())
+            return min(score, key=lambda h: (not (h in named and score[h] > top - MARGIN), -score[h], h))
 
         path_sets: dict[str, frozenset[int]] = {}
 
@@ -147,7 +169,7 @@ class LikelihoodLocalizer(WindowedLocalizer):
 
         known = frozenset(h for h in self._named if h in covers)
         best = most_likely()
-        while best not in self._named and sparse(best) and not alike(best) & joint.needed(known):
+        while best not in named and sparse(best) and not alike(best) & joint.needed(known):
             # other links (those named among them) explain its loss, as a host link on the paths of
             # two faults: neither named nor a rival
             del score[best]
@@ -171,7 +193,7 @@ class LikelihoodLocalizer(WindowedLocalizer):
 
         rivals = frozenset(h for h in candidates if rival(h))
         key = rivals | {best}
-        if not rivals and best not in self._named and sparse(best):
+        if not rivals and best not in named and sparse(best):
             # a set of other links about as likely (two faults whose paths share this one); its
             # members change as loss comes in: the wait is this link's
             rivals = frozenset(joint.alternative(best, alike(best), known))
@@ -181,7 +203,7 @@ class LikelihoodLocalizer(WindowedLocalizer):
             shared = set(best.split(" -- ")).intersection(*(h.split(" -- ") for h in rivals)) & set(self.switch_links)
             if len(rivals) >= 2 and shared:
                 key = frozenset(shared)
-        if rivals and best not in self._named:
+        if rivals and best not in named:
             waiting.add(key)
             self._waited[key] = self._waited.get(key, 0) + 1
             if self._waited[key] <= self.window:

@@ -3,6 +3,8 @@ intervals, and the verdict contract (a name is emitted once when it first appear
 after `forget_after` intervals without evidence, and may then be named again).
 
 A subclass says which names explain the window's loss: `explain(paths) -> {name: (kind, confidence)}`.
+Both also name what the probed paths stopped crossing across a routing transition (vanished.py),
+which loses no probe outside the transition.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from twin.detect.vanished import CONFIRM_S, VanishedLinks
 from twin.detect.verdicts import Verdict
 from twin.model.fabric import link_key
 from twin.model.targets import Target
@@ -42,21 +45,31 @@ class WindowedLocalizer:
         self._serial = 0
         self._keys: dict[tuple, tuple[str, ...]] = {}  # a discovered path's names -> canonical link names
         self._named: dict[str, int] = {}  # name -> intervals since last evidence
+        self.vanished = VanishedLinks(self.switch_links)
 
     @classmethod
     def for_interval(cls, switch_links: dict[str, set[str]], report_s: float):
         """Window and memory in seconds: shorter intervals name a fault sooner (persistence counts
         intervals), and still pool WINDOW_S of evidence, which sparse loss needs."""
-        return cls(switch_links, window=max(4, round(WINDOW_S / report_s)),
-                   forget_after=max(6, round(FORGET_S / report_s)))
+        localizer = cls(switch_links, window=max(4, round(WINDOW_S / report_s)),
+                        forget_after=max(6, round(FORGET_S / report_s)))
+        localizer.vanished.confirm = max(2, round(CONFIRM_S / report_s))
+        return localizer
 
     def explain(self, paths: list[PooledPath]) -> dict[str, tuple[str, float]]:
         raise NotImplementedError
 
     def observe(self, t: float, samples: Iterable) -> list[Verdict]:
         """Feed one interval's path samples (src, dst, sport, links, sent, lost); returns new verdicts."""
+        samples = list(samples)
         self._add(samples)
         suspects = self.explain(list(self._pool.values())) if self._lost_in_window else {}
+        self.vanished.observe({link for s in samples for link in self._keyed(tuple(s.links))},
+                              any(getattr(s, "rerouting", False) for s in samples))
+        for name, kind in self.vanished.names().items():
+            if name not in suspects and not (kind == "link_down" and any(
+                    name in self.switch_links.get(other, ()) for other in suspects)):
+                suspects[name] = (kind, 1.0)
         verdicts = []
         for name, (kind, confidence) in suspects.items():
             if name not in self._named:
