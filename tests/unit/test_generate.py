@@ -41,13 +41,14 @@ def test_scores_per_kind_count_faults_verdicts_and_times():
 
     from twin.run.generate import Drill
 
-    graded = NS(right=2, wrong=1, detect_s={"a": 1.5, "b": 2.5})
+    graded = NS(right=2, wrong=1, detect_s={"a": 1.5, "b": 2.5}, after_end=0)
     drills = [Drill(None, "two_faults", "gen-01"), Drill(None, "healthy", "gen-02"), Drill(None, "bitflip", "gen-03")]
     outcomes = [_Outcome(NS(faults=[1, 2], duration_s=20.0, detectors={"probe-localizer": graded})),
-                _Outcome(NS(faults=[], duration_s=40.0, detectors={"probe-localizer": NS(right=0, wrong=0, detect_s={})})),
+                _Outcome(NS(faults=[], duration_s=40.0, detectors={"probe-localizer": NS(right=0, wrong=0, detect_s={}, after_end=3)})),
                 _Outcome(None)]  # a drill that errored counts as run, with nothing graded
     rows = {row.kind: row for row in score(drills, outcomes, "probe-localizer")}
     two = rows["two_faults"]
     assert (two.faults, two.found, two.precision, two.recall, two.median_s()) == (2, 2, 0.667, 1.0, 2.0)
     assert rows["healthy"].healthy_s == 40.0 and rows["healthy"].precision is None
+    assert rows["healthy"].after_end == 3 and two.after_end == 0  # late verdicts shown, never graded
     assert rows["bitflip"].drills == 1 and rows["bitflip"].faults == 0

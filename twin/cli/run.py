@@ -134,10 +134,11 @@ def e2e_cmd(scenarios: tuple[str, ...], quick: bool, results: Path, labs: tuple[
 def kind_table(detector: str, rows) -> Table:
     """A generated drill set's detection figures per fault kind, for one detector."""
     table = Table(title=f"{detector}: per fault kind", title_justify="left")
-    for column in ("kind", "drills", "faults found", "precision", "recall", "detect s (median, max)", "healthy s"):
+    for column in ("kind", "drills", "faults found", "precision", "recall", "detect s (median, max)", "healthy s",
+                   "after end"):
         table.add_column(column)
     for row in rows:
         table.add_row(row.kind, str(row.drills), f"{row.found} of {row.faults}", str(row.precision),
                       str(row.recall), f"{row.median_s()}, {max(row.detect_s)}" if row.detect_s else "-",
-                      f"{row.healthy_s:g}" if row.kind == "healthy" else "-")
+                      f"{row.healthy_s:g}" if row.kind == "healthy" else "-", str(row.after_end))
     return table

@@ -165,6 +165,7 @@ class KindScore:
     right: int = 0
     wrong: int = 0
     healthy_s: float = 0.0
+    after_end: int = 0  # verdicts received after the run's end: not graded, shown so a late runner is seen
     detect_s: list = field(default_factory=list)
 
     @property
@@ -196,6 +197,7 @@ def score(drills: list[Drill], outcomes: list, detector: str) -> list[KindScore]
             continue
         row.found += len(graded.detect_s)
         row.right += graded.right
+        row.after_end += graded.after_end
         row.wrong += graded.wrong
         row.detect_s += list(graded.detect_s.values())
     return [table[k] for k in sorted(table, key=lambda k: (KINDS.index(k.split("<")[0]), k))]
