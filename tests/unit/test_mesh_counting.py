@@ -116,3 +116,34 @@ def test_a_failed_agents_log_outlives_the_mesh(tmp_path):
     hint = mesh._logs_hint("host-g1-h1")
     assert "OSError: boom" in hint and str(mesh.keep_logs) in hint
     assert sorted(p.name for p in mesh.keep_logs.iterdir()) == ["host-g1-h1.log"]
+
+
+def test_agents_stopping_while_a_late_drain_counts_loses_nothing_it_had_not_read(tmp_path):
+    """stop() says the agents are done while the follower, far behind, may be inside a drain
+    between reading the files and counting: buckets the receiver's file had not been read for must
+    not be counted then (they were, as lost, in a busy healthy run)."""
+    import threading
+    mesh, counted = mesh_on(tmp_path)
+    directory = mesh.directory
+    for b in range(3):
+        bucket(directory, b)
+    bucket(directory, 3, received=False)  # the receiver's rows for 3 come after this drain read
+    stopping = []
+
+    def stop_meanwhile() -> None:  # what stop() does from its own thread, mid-drain
+        thread = threading.Thread(target=mesh._agents_stopped)
+        thread.start()
+        thread.join(timeout=0.3)  # blocked by the drain's lock, as it must be
+        stopping.append(thread)
+
+    mesh._note_pauses = stop_meanwhile  # called between the reads and the count
+    mesh._drain()
+    assert [i.bucket for i in counted] == [0, 1, 2]
+    assert all(s.lost == 0 for i in counted for s in i.samples)
+    stopping[0].join()
+    del mesh._note_pauses
+    write(directory, "host-g2-h1", {"type": "recv", "b": 3, "rows": [[SRC, DST, 5000, 3, 1.0, 1.2, 1.3]]},
+          {"type": "mark", "b": 3})
+    mesh._drain()  # the agents are done: everything is counted, with every row read
+    assert [i.bucket for i in counted] == [0, 1, 2, 3]
+    assert counted[-1].samples[0].lost == 0 and counted[-1].samples[0].received == 3
