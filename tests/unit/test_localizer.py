@@ -283,3 +283,18 @@ def test_a_dead_switch_the_paths_cannot_separate_from_another_is_named_once():
             samples.append(Sample(src, dst, port, path, sent, sent))
         verdicts += localizer.observe(number * 0.25, samples)
     assert len(verdicts) == 1 and verdicts[0].node in ("leaf-a", "leaf-b")
+
+
+def test_an_interval_without_a_source_seen_before_is_not_evidence_of_a_link_gone():
+    """A partial interval (an agent the mesh stopped waiting for has no rows in it) right after a
+    transition must not make that agent's links look gone."""
+    from twin.detect.vanished import VanishedLinks
+    vanished = VanishedLinks({"s1": {"a", "b"}, "s2": {"c", "d"}}, confirm=2)
+    vanished.observe({"a", "c"}, False, {"h1", "h2"})
+    vanished.observe(set(), True, {"h1", "h2"})
+    for _ in range(3):
+        vanished.observe({"c"}, False, {"h2"})  # h1, whose flows cross a, did not report
+    assert vanished.gone == set()
+    vanished.observe({"c"}, False, {"h1", "h2"})
+    vanished.observe({"c"}, False, {"h1", "h2"})
+    assert vanished.gone == {"a"}  # with every source back, a is gone indeed

@@ -29,10 +29,16 @@ class VanishedLinks:
         self._before: set[str] | None = None  # _crossed frozen when a transition began
         self._after: set[str] = set()
         self._settled = 0
+        self._sources: set[str] = set()
         self.gone: set[str] = set()
 
-    def observe(self, crossed: set[str], rerouting: bool) -> None:
-        """One interval: the links its probed paths crossed, and whether routes were moving."""
+    def observe(self, crossed: set[str], rerouting: bool, sources: set[str] = frozenset()) -> None:
+        """One interval: the links its probed paths crossed, whether routes were moving, and the
+        sources that reported. An interval without a source seen before is partial (an agent the
+        mesh stopped waiting for): its missing paths say nothing, and it is not counted."""
+        if not sources >= self._sources:
+            return
+        self._sources |= sources
         if rerouting:
             if self._before is None:
                 self._before = set(self._crossed)

@@ -65,7 +65,7 @@ class WindowedLocalizer:
         self._add(samples)
         suspects = self.explain(list(self._pool.values())) if self._lost_in_window else {}
         self.vanished.observe({link for s in samples for link in self._keyed(tuple(s.links))},
-                              any(getattr(s, "rerouting", False) for s in samples))
+                              any(getattr(s, "rerouting", False) for s in samples), {s.src for s in samples})
         for name, kind in self.vanished.names().items():
             if name not in suspects and not (kind == "link_down" and any(
                     name in self.switch_links.get(other, ()) for other in suspects)):
