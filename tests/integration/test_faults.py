@@ -174,6 +174,34 @@ def test_the_fault_applier_keeps_the_schedule_and_stops_when_told(lab):
     converged(lab)
 
 
+def test_a_fault_applier_that_does_not_answer_in_time_is_ended_and_another_clears(lab, monkeypatch):
+    """A step that never returns must not hold the run's clean-up: past the time limit the process
+    is ended by its pid, the call fails with the reason, and a new applier takes over."""
+    from twin.faults import applier as applier_module
+    timing, params = engine.parse({"id": "cut", "kind": "link_down", "link": "leaf-g1-r1 -- spine-1"})
+    slow = FaultApplier(lab, seed=7)
+    try:
+        slow.ready()
+        monkeypatch.setattr(applier_module, "STEP_LIMIT_S", 0.0)  # no step answers within 0 s
+        with pytest.raises(TwinError, match="did not answer in 0 s and was ended"):
+            slow.inject(timing, params)
+        assert not alive(slow.pid)
+        monkeypatch.setattr(applier_module, "STEP_LIMIT_S", 300.0)
+        lab.state.refresh()
+        fresh = FaultApplier(lab, seed=7)
+        try:
+            for fault in list(lab.state.faults):  # whatever the ended one had recorded
+                fresh.clear(fault["id"])
+        finally:
+            fresh.close()
+    finally:
+        slow.close()
+        lab.state.refresh()
+        engine.clear_all(faults_on(lab))
+    assert not [r for r in lab.state.resources if r.name.startswith("faults/applier")]
+    converged(lab)
+
+
 def test_bgp_down_shuts_one_session_and_links_stay_up(lab):
     with Applied(lab, id="misconf", kind="bgp_down", link="leaf-g1-r1 -- spine-1") as entry:
         wait_for(lambda: {s.name: s for s in lab_status(lab)}["leaf-g1-r1"]

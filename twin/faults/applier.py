@@ -38,7 +38,10 @@ from twin.faults.registry import get_kind
 from twin.lab.handle import Lab, python_module
 from twin.procs import URGENT_NICE, set_priority, terminate
 
-GONE = {"error": "the fault applier ended unexpectedly"}
+GONE = {"error": "the fault applier ended unexpectedly", "gone": True}
+# Longer than any fault step takes (a switch's restart waiting for BGP at pod128 takes tens of
+# seconds): a step that never returns must not hold the run's clean-up for ever.
+STEP_LIMIT_S = 300.0
 
 
 class FaultApplier:
@@ -89,8 +92,8 @@ class FaultApplier:
             pass
         reports = []
         while True:
-            reply = self._replies.get()
-            if reply.get("done") or reply is GONE:
+            reply = self._reply()
+            if reply.get("done") or reply.get("gone"):
                 self._scheduled = False
                 return reports
             reports.append(self._report(reply))
@@ -115,8 +118,9 @@ class FaultApplier:
     def ready(self) -> None:
         """Wait until the process has its lab open (a schedule sent earlier would start late)."""
         if not self._ready:
-            if self._replies.get() is GONE:
-                raise TwinError(GONE["error"], hint=f"see {self.log}")
+            reply = self._reply()
+            if reply.get("gone"):
+                raise TwinError(reply["error"], hint=f"see {self.log}")
             self._ready = True
 
     def _send(self, request: dict) -> None:
@@ -131,11 +135,20 @@ class FaultApplier:
         if self._scheduled:  # its reports would be taken for this reply
             raise RuntimeError("the fault applier keeps a schedule: stop() it first")
         self._send(request)
-        return self._replies.get()
+        return self._reply()
+
+    def _reply(self) -> dict:
+        """The next reply; a process silent for STEP_LIMIT_S is ended by its pid (the run starts
+        another to clear what is left) and counts as gone."""
+        try:
+            return self._replies.get(timeout=STEP_LIMIT_S)
+        except queue.Empty:
+            terminate([self.pid], grace_s=2.0)
+            return {**GONE, "error": f"the fault applier did not answer in {STEP_LIMIT_S:g} s and was ended"}
 
     def _report(self, reply: dict) -> dict:
-        if reply is GONE:
-            raise TwinError(GONE["error"], hint=f"see {self.log}")
+        if reply.get("gone"):
+            raise TwinError(reply["error"], hint=f"see {self.log}")
         if reply.get("done"):
             self._scheduled = False
         self.lab.state.refresh()  # the process changed the state on disk: samplers read its faults
