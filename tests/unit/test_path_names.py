@@ -62,3 +62,5 @@ def test_a_flow_whose_discovery_a_fault_silences_keeps_its_path():
     moved[1] = "spine-r1-s2 -- superspine-1"
     assert ProbeMesh._unless_silent(known, tuple(moved)) == tuple(moved)
     assert ProbeMesh._unless_silent(None, silenced) == silenced
+    # routes changed since the path was complete: the flow may be elsewhere, silenced there
+    assert ProbeMesh._unless_silent(known, silenced, stale=True) == silenced

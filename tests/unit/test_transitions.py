@@ -54,3 +54,11 @@ def test_an_agent_that_never_rediscovers_blanks_at_most_max_s():
     seen.discovered("h1", 1.8)
     assert seen.rerouting(1.0 + MAX_S - 0.2, 1.0 + MAX_S)
     assert not seen.rerouting(1.0 + MAX_S, 1.0 + MAX_S + 0.25)
+
+
+def test_routes_changed_after_a_time():
+    transitions = Transitions()
+    assert not transitions.changed_after(0.0)
+    transitions.changed(5.0)
+    transitions.changed(6.0)
+    assert transitions.changed_after(5.5) and not transitions.changed_after(6.0)

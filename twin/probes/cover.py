@@ -196,6 +196,14 @@ def candidates(leaves: Leaves, k: int) -> Candidates:
                     break
                 src, dst = (nic, far) if direction == 0 else (far, nic)
                 add(src, dst, leaves.dag(src.leaf, dst.leaf).paths, 1.0, target - expected[hop])
+    # A leaf's own pair, one way: a path over that leaf alone. Without one, two leaves (or a leaf
+    # and its spine) that every probed path crosses together cannot be told apart when one dies;
+    # the selection probes it only where it tells switches apart.
+    for leaf in leaves.leaves:
+        under = leaves.under[leaf]
+        pair = next(((a, b) for a in under for b in under if a.host != b.host), None)
+        if pair is not None and pair not in ports:
+            add(*pair, 1, 1.0, 1.0)
     return Candidates(ports, expected, sorted(set(unreachable)))
 
 

@@ -155,6 +155,7 @@ class ProbeMesh:
         self.logs: dict[str, JsonlTail] = {}
         self.paths: dict[tuple[str, str, int], tuple[str | None, ...]] = {}  # latest
         self._history: dict[tuple[str, str, int], list[tuple[float, tuple]]] = {}  # (discovered at, links)
+        self._complete_at: dict[tuple[str, str, int], float] = {}  # when every hop of it last answered
         self.active: dict[tuple[str, str], list[int]] = {}
         self.listeners: list[Callable[[Interval], None]] = []
         self.path_listeners: list[Callable[[float], None]] = []
@@ -316,12 +317,15 @@ class ProbeMesh:
                     self.held_at[link] = document["t_mono"]
 
     @staticmethod
-    def _unless_silent(known: tuple | None, found: tuple) -> tuple:
+    def _unless_silent(known: tuple | None, found: tuple, stale: bool = False) -> tuple:
         """A rediscovered path with hops that did not answer, whose answered hops all agree with the
         flow's previous (complete) path, is that path: a fault that drops this flow drops its TTL
         probes past the faulty link too, and its loss would otherwise be charged to the links
-        before it. A flow that moved answers on its new path."""
-        if known and None not in known and None in found and agrees_where_answered(found, known):
+        before it. A flow that moved answers on its new path. Not when routes changed since that
+        path was complete (`stale`): the flow may have moved where the fault silences it (a drop of
+        some 5-tuples that flapped a BGP session moved flows back and forth, and their loss was
+        charged to the links they had left)."""
+        if known and None not in known and None in found and not stale and agrees_where_answered(found, known):
             return known
         return found
 
@@ -330,7 +334,11 @@ class ProbeMesh:
         if kind == "paths":
             for sport, hops in record["paths"].items():
                 key = (record["src"], record["dst"], int(sport))
-                links = self._unless_silent(self.paths.get(key), self.names.path(record["src"], hops, record["dst"]))
+                found = self.names.path(record["src"], hops, record["dst"])
+                stale = self.transitions.changed_after(self._complete_at.get(key, float("-inf")))
+                links = self._unless_silent(self.paths.get(key), found, stale)
+                if None not in found:
+                    self._complete_at[key] = record["t"]
                 self.paths[key] = links
                 self._history.setdefault(key, []).append((record["t"], links))
             self.active[(record["src"], record["dst"])] = record["active"]

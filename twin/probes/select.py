@@ -1,6 +1,8 @@
 """Which discovered flows the cover mesh probes: the fewest that cross every directed link k times,
-then a few more so that links sharing one set of probed paths (a lossy one could not be told from
-the other) get told apart, as far as the candidates allow.
+then a few more so that links or switches sharing one set of probed paths (a lossy one could not
+be told from the other: two leaves every probed path crosses, a dead one named as its peer) get
+told apart, as far as the candidates allow. A switch sharing its paths with one of its own links
+needs nothing: naming the link is right for either fault.
 
 A flow is (src NIC, dst NIC, source port); its path is the hops it crosses in order. Flows with
 the same path are one path: the selection keeps one. Lazy greedy multi-cover (gains only shrink,
@@ -25,7 +27,7 @@ class Selection:
     flows: list[Flow]
     crossings: Counter  # hop -> selected flows crossing it
     short: list[Hop] = field(default_factory=list)  # hops crossed by fewer than k selected flows
-    ambiguous: list[tuple[str, ...]] = field(default_factory=list)  # link names no probe tells apart
+    ambiguous: list[tuple[str, ...]] = field(default_factory=list)  # link or switch names no probe tells apart
 
     def summary(self, hops: int, k: int) -> dict:
         counts = sorted(self.crossings.values())
@@ -64,11 +66,28 @@ def select(paths: dict[Flow, tuple[Hop, ...]], k: int) -> Selection:
     return Selection(sorted(chosen), crossings, short, _ambiguous(options, chosen))
 
 
+def elements(path: tuple[Hop, ...]) -> set[Hop]:
+    """What a path can be charged with: its hops, the switches it crosses as (switch, "") (a path's
+    hops lead to its switches, then to the destination host), and the routes those switches hold
+    toward that host as ("switch@host", "")."""
+    switches = [to for _link, to in path[:-1]]
+    host = path[-1][1] if path else ""
+    return set(path) | {(node, "") for node in switches} | {(f"{node}@{host}", "") for node in switches}
+
+
+def confusable(names: set[str]) -> bool:
+    """Names sharing one set of probed paths that a fault could be charged to the wrong one of:
+    two links, or two switches (a switch, or a route it holds), or one and a link not its own."""
+    links = {n for n in names if " -- " in n}
+    nodes = {n.split("@")[0] for n in names - links}
+    return len(links) > 1 or len(nodes) > 1 or any(not nodes & set(link.split(" -- ")) for link in links if nodes)
+
+
 def _signatures(options: dict[Flow, tuple[Hop, ...]], chosen: list[Flow]) -> dict[frozenset, set[str]]:
-    """Set of selected flows crossing a hop -> the link names whose hops have exactly that set."""
+    """Set of selected flows crossing an element -> the link and switch names with exactly that set."""
     crossing: dict[Hop, set[Flow]] = defaultdict(set)
     for flow in chosen:
-        for hop in options[flow]:
+        for hop in elements(options[flow]):
             crossing[hop].add(flow)
     groups: dict[frozenset, set[str]] = defaultdict(set)
     for hop, flows in crossing.items():
@@ -77,46 +96,55 @@ def _signatures(options: dict[Flow, tuple[Hop, ...]], chosen: list[Flow]) -> dic
 
 
 def _ambiguous(options, chosen) -> list[tuple[str, ...]]:
-    return sorted({tuple(sorted(links)) for links in _signatures(options, chosen).values() if len(links) > 1})
+    return sorted({tuple(sorted(names)) for names in _signatures(options, chosen).values() if confusable(names)})
 
 
 def _split(options: dict[Flow, tuple[Hop, ...]], chosen: list[Flow]) -> list[Flow]:
-    """Add, while groups of links are probed by exactly the same flows, the unselected flow that
-    crosses some but not all links of the most groups; stop when none splits any.
+    """Add, while names that could be taken for one another are probed by exactly the same flows,
+    an unselected flow that crosses some but not all of one such group (of those, the one that
+    does so for the most groups); stop when none splits any.
 
     The groups are `_signatures`' kept up to date by partition refinement: adding a flow moves
-    each hop it crosses from its group to that group's successor (same flows plus this one), so
-    no set of flows is hashed again. Rebuilt from scratch each round, they held the runner's
+    each element it crosses from its group to that group's successor (same flows plus this one),
+    so no set of flows is hashed again. Rebuilt from scratch each round, they held the runner's
     interpreter lock a third of the time in a pod128 drill (3,900 flows; py-spy --gil) while the
-    mesh selected again after a reroute. Only flows on a grouped link are weighed."""
+    mesh selected again after a reroute. A group is split from the flows over its own names (all
+    candidates weighed against all groups each round took 7.6 s of CPU for pod128's plan); a group
+    none of them splits never will be, nor will the groups it refines into."""
     chosen, taken = list(chosen), set(chosen)
-    links_of = {flow: {hop[0] for hop in path} for flow, path in options.items()}
-    order = {flow: number for number, flow in enumerate(links_of)}  # ties go to the first
-    flows_on: dict[str, list[Flow]] = defaultdict(list)  # only flows on a grouped link can split
-    for flow, links in links_of.items():
-        for link in links:
-            flows_on[link].append(flow)
+    names_of = {flow: {hop[0] for hop in elements(path)} for flow, path in options.items()}
+    order = {flow: number for number, flow in enumerate(names_of)}  # ties go to the first
+    flows_on: dict[str, list[Flow]] = defaultdict(list)
+    for flow, names in names_of.items():
+        for name in names:
+            flows_on[name].append(flow)
     partition = _Partition()
     for flow in chosen:
-        partition.add(set(options[flow]))
-    for _ in range(len(options)):
-        groups = partition.groups()
+        partition.add(elements(options[flow]))
+    never: list[frozenset] = []  # groups no candidate splits
+    while True:
+        groups = [g for g in partition.groups() if not any(g <= stuck for stuck in never)]
+        if not groups:
+            return chosen
         in_groups: dict[str, list[int]] = defaultdict(list)
         for number, group in enumerate(groups):
-            for link in group:
-                in_groups[link].append(number)
+            for name in group:
+                in_groups[name].append(number)
+        group = groups[0]
         best, best_splits = None, 0
-        for flow in {flow for link in in_groups for flow in flows_on[link]} - taken:
-            touched = Counter(number for link in links_of[flow] for number in in_groups.get(link, ()))
+        for flow in {flow for name in group for flow in flows_on[name]} - taken:
+            touched = Counter(number for name in names_of[flow] for number in in_groups.get(name, ()))
+            if touched[0] == len(group):  # crosses all of it: no split of this one
+                continue
             splits = sum(1 for number, shared in touched.items() if shared < len(groups[number]))
-            if splits > best_splits or (splits == best_splits and best is not None and order[flow] < order[best]):
+            if splits > best_splits or (splits == best_splits and order[flow] < order[best]):
                 best, best_splits = flow, splits
         if best is None:
-            break
+            never.append(frozenset(group))
+            continue
         chosen.append(best)
         taken.add(best)
-        partition.add(set(options[best]))
-    return chosen
+        partition.add(elements(options[best]))
 
 
 class _Partition:
@@ -145,9 +173,9 @@ class _Partition:
             self.group_of[hop] = after
 
     def groups(self) -> list[set[str]]:
-        """The link names of each group that holds more than one link."""
-        named = ({hop[0] for hop in hops} for hops in self.members.values())
-        return [links for links in named if len(links) > 1]
+        """The names of each group whose members could be taken for one another (`confusable`)."""
+        named = ({hop[0] for hop in hops} for hops in self.members.values() if len(hops) > 1)
+        return [names for names in named if len(names) > 1 and confusable(names)]
 
 
 class Directions:

@@ -55,6 +55,11 @@ class Transitions:
             if not times or t > times[-1]:
                 times.append(t)
 
+    def changed_after(self, t: float) -> bool:
+        """Did routes change after `t`?"""
+        with self._lock:
+            return bool(self._transitions) and self._transitions[-1].last > t
+
     def settled(self, transition: Transition) -> float:
         """When every agent had published paths discovered after the rediscovery asked for once the
         transition was over (at most MAX_S after its last change)."""

@@ -96,7 +96,7 @@ def generate(count: int, seed: int, folder: Path) -> list[Drill]:
 
 def _scenario(kind: str, fabric, lab_file: str, rng: random.Random, number: int) -> tuple[dict, str] | None:
     covering = cover_plan(fabric, PATHS_PER_LINK, seed=number)
-    # Only where the fabric can tell the target apart: a link no other link shares its paths
+    # Only where the fabric can tell the target apart: a link or switch no other shares its paths
     # with (one host per leaf behind one spine cannot be told from that spine's link).
     ambiguous = {name for group in covering.expected.ambiguous for name in group}
     crossed = sorted({name for name, _to in covering.expected.crossings} - ambiguous)
@@ -110,7 +110,7 @@ def _scenario(kind: str, fabric, lab_file: str, rng: random.Random, number: int)
     toward = [(to, flow[1].split(":")[0], leaving) for flow in covering.expected.flows
               for (_name, to), (leaving, _next) in zip(covering.drawn[flow], covering.drawn[flow][1:])
               if fabric.nodes[to].is_switch]
-    on_paths = sorted({(node, host) for node, host, leaving in toward if leaving not in ambiguous})
+    on_paths = sorted({(node, host) for node, host, leaving in toward if not {node, leaving} & ambiguous})
     if (kind in ("blackhole", "switch_down") and not on_paths) or (kind not in ("blackhole", "switch_down", "healthy")
                                                                    and len(crossed) < 2):
         return None
