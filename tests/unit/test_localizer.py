@@ -148,11 +148,24 @@ def test_a_loss_two_links_share_waits_for_a_path_that_tells_them_apart(make):
     of their spine: the localizer must not guess the less probed one; a later loss on a
     cross-rail path through only one of them names it."""
     fabric, paths = mesh_paths()
-    bad, rival = link_key("leaf-g1-r2 -- spine-r2-s1"), link_key("leaf-g2-r2 -- spine-r2-s1")
     keys = [(src, dst, sport, links, {link_key(l) for l in links}) for src, dst, sport, links in paths]
-    both = next(p for p in keys if {bad, rival} <= p[4])
-    only_bad = [p for p in keys if bad in p[4] and rival not in p[4]]
-    elsewhere = [p for p in only_bad if both[0].split(":")[0] not in (p[0].split(":")[0], p[1].split(":")[0])]
+
+    def hosts(p):
+        return {p[0].split(":")[0], p[1].split(":")[0]}
+
+    def setting():  # a same-rail path over both leaf links of its spine, cross-rail paths over one
+        for both in keys:
+            uplinks = [link_key(l) for l in both[3][1:-1] if "leaf" in l and "superspine" not in l]
+            if len(uplinks) != 2:
+                continue
+            for bad, rival in (uplinks, uplinks[::-1]):
+                only_bad = [p for p in keys if bad in p[4] and rival not in p[4]]
+                elsewhere = [p for p in only_bad if not hosts(p) & hosts(both)]
+                if len(elsewhere) >= 2:
+                    return bad, both, only_bad, elsewhere
+        raise AssertionError("the plan has no such paths")
+
+    bad, both, only_bad, elsewhere = setting()
     localizer = make(switch_links(fabric))
 
     def observe(t, lossy):
@@ -161,7 +174,7 @@ def test_a_loss_two_links_share_waits_for_a_path_that_tells_them_apart(make):
         return localizer.observe(t, samples)
 
     verdicts = observe(0.0, both) + observe(0.25, both)
-    assert verdicts == []  # the rival, less probed, would have won the rate tie-break
+    assert verdicts == []  # the rival, if less probed, would have won the rate tie-break
     verdicts = observe(0.5, elsewhere[0]) + observe(0.75, elsewhere[-1])  # no host link in common
     assert [v.target.key for v in verdicts] == [bad]
 
@@ -298,3 +311,63 @@ def test_an_interval_without_a_source_seen_before_is_not_evidence_of_a_link_gone
     vanished.observe({"c"}, False, {"h1", "h2"})
     vanished.observe({"c"}, False, {"h1", "h2"})
     assert vanished.gone == {"a"}  # with every source back, a is gone indeed
+
+
+def directed_paths(fabric):
+    """The cover mesh's flows with the hops (link, node it leads to) each crosses."""
+    covering = cover_plan(fabric)
+    return [(*flow, covering.drawn[flow]) for flow in covering.expected.flows]
+
+
+def run_directed(localizer, paths, lose, rounds, sent=5, seed=1):
+    """`lose(src, dst, hops)`: the chance each probe of that flow is lost."""
+    rng = random.Random(seed)
+    verdicts = []
+    for number in range(rounds):
+        samples = []
+        for src, dst, sport, hops in paths:
+            chance = lose(src, dst, hops)
+            samples.append(Sample(src, dst, sport, tuple(name for name, _to in hops), sent,
+                                  sum(rng.random() < chance for _ in range(sent))))
+        verdicts += localizer.observe(number * 0.25, samples)
+    return verdicts
+
+
+def test_a_one_way_drop_is_named_from_the_probes_of_its_direction():
+    fabric = fabric_of("rail4")
+    bad = ("leaf-g1-r2 -- host-g1-h2", "host-g1-h2")  # toward the host only
+    # 3-4 probed flows over the hop, 10 probes each per 0.25 s: about 3 losses a second
+    verdicts = run_directed(LikelihoodLocalizer.for_interval(switch_links(fabric), 0.25), directed_paths(fabric),
+                            lambda s, d, hops: 0.02 if bad in hops else 0.0, rounds=40, sent=10)
+    assert verdicts and {link_key(v.link) for v in verdicts if v.link} == {link_key(bad[0])}
+    assert not [v for v in verdicts if v.node] and verdicts[0].kind == "silent_drop"
+
+
+@pytest.mark.parametrize("node", ["spine-r1-s2", "superspine-2", "leaf-g2-r1"])
+def test_a_black_hole_toward_a_host_is_named_at_its_switch(node):
+    """Every probe toward host-g2-h1 (any NIC) that crosses the switch is lost: no link loses all it
+    carries (the switch's links carry other destinations, the host's links other switches' paths),
+    and a link named for part of it would be wrong."""
+    fabric = fabric_of("rail4")
+    verdicts = run_directed(LikelihoodLocalizer.for_interval(switch_links(fabric), 0.25), directed_paths(fabric),
+                            lambda s, d, hops: float(d.startswith("host-g2-h1:") and node in {to for _l, to in hops}),
+                            rounds=8)
+    assert verdicts and all(names_fault(v, [node]) for v in verdicts)
+    assert verdicts[0].t <= 0.5
+
+
+def test_a_dead_leaf_is_told_from_the_leaf_every_probed_path_also_crosses(tmp_path):
+    """Two leaves, three spines: every cross-leaf path crosses both leaves; the leaf's own pair (a
+    path over it alone) is what tells a dead leaf from its peer. (The greedy localizer's dead-switch
+    rate, 90 % of the probes over it, takes the peer too: one clean pair among a dozen lost.)"""
+    from twin.lab import runtime
+    from twin.model.build import build_fabric
+    from twin.spec.labfile import load_lab
+    lab = tmp_path / "two.yaml"
+    lab.write_text("name: two\nfabric: {tiers: 2, groups: 2, rails: 1, hosts_per_group: 2, spines_per_plane: 3}\n"
+                   "links: {rate: 200mbit, mtu: 9000}\n")
+    fabric = build_fabric(load_lab(lab, runtime.names()))
+    dead = "leaf-g2-r1"
+    verdicts = run_directed(LikelihoodLocalizer.for_interval(switch_links(fabric), 0.25), directed_paths(fabric),
+                            lambda s, d, hops: float(any(dead in name for name, _to in hops)), rounds=8)
+    assert [(v.node, v.kind) for v in verdicts] == [(dead, "switch_down")]

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 
 from twin.detect import tomography
+from twin.detect.hypotheses import Hypotheses, is_route, on_link, precedence
 from twin.detect.window import PooledPath, WindowedLocalizer
 
 DETECTOR = "probe-likelihood"
@@ -70,7 +71,8 @@ class JointFit:
     def _select(self, keep: frozenset = frozenset(), start: frozenset = frozenset(),
                 leave_out: frozenset = frozenset()) -> tomography.Selection:
         if (keep, start, leave_out) not in self._fits:
-            candidates = {link for p in self.paths if p.lost for link in p.links} - leave_out
+            # partial loss, over links: routes and switches are weighed only when they lose all
+            candidates = {h for p in self.paths if p.lost for h in p.links if on_link(h)} - leave_out
             self._fits[keep, start, leave_out] = tomography.select(self.paths, candidates, MIN_LLR, keep,
                                                                    start - leave_out)
         return self._fits[keep, start, leave_out]
@@ -95,29 +97,42 @@ class LikelihoodLocalizer(WindowedLocalizer):
                  persist: int = 2, forget_after: int = 6):
         super().__init__(switch_links, window, forget_after)
         self.min_lost, self.persist = min_lost, persist
+        self.hypotheses = Hypotheses(set(self.switch_links))
         self._waited: dict[frozenset, int] = {}  # rivals not yet told apart -> intervals waited
         self._idle: dict[frozenset, int] = {}  # a wait -> intervals since it was last waited
+
+    def elements(self, sample) -> tuple[str, ...]:
+        """A path's hypotheses: its directed links and the routes it takes (hypotheses.py)."""
+        return self.hypotheses.of_path(sample.src, tuple(sample.links), sample.dst)
+
+    def _through(self, node: str, paths: list[PooledPath]) -> list[PooledPath]:
+        mine = self.hypotheses.of_switch.get(node, set())
+        return [p for p in paths if mine.intersection(p.links)]
 
     def explain(self, paths: list[PooledPath]) -> dict[str, tuple[str, float]]:
         waiting: set[frozenset] = set()
         left = [p for p in paths if p.sent > 0 or p.lost]
         dead = self._still_dead(left)
-        left = [p for p in left if not any(self.switch_links[node].intersection(p.links) for node in dead)]
-        named: dict[str, tuple[str, float, float, list]] = {}  # link -> kind, confidence, LLR, its paths
+        gone = {id(p) for node in dead for p in self._through(node, left)}
+        left = [p for p in left if id(p) not in gone]
+        named: dict[str, tuple[str, float, float, list]] = {}  # hypothesis -> kind, confidence, LLR, its paths
         while sum(p.lost for p in left) >= self.min_lost:
-            found = self._best_link(left, waiting)
+            found = self._best(left, waiting)
             if found is None:
                 break
-            link, kind, confidence, score, covered = found
-            named[link] = (kind, confidence, score, covered)
-            gone = {id(p) for p in covered}
-            left = [p for p in left if id(p) not in gone]
+            hypothesis, kind, confidence, score, covered = found
+            named[hypothesis] = (kind, confidence, score, covered)
+            # A link named explains the paths over it both ways: a drop of some 5-tuples both ways
+            # loses every probe of a path whose ports all hash into the drop, which a route over
+            # that one path fits better than the link's partly lossy other direction.
+            name = self.hypotheses.name[hypothesis]
+            left = [p for p in left if not any(self.hypotheses.name[h] == name for h in p.links)]
         # A wait is kept a window long after it was last waited: sparse loss makes the best link
         # and its rivals alternate from one interval to the next, and a wait that restarted at
         # each alternation would never end.
         self._idle = {key: 0 if key in waiting else self._idle.get(key, 0) + 1 for key in self._waited}
         self._waited = {key: n for key, n in self._waited.items() if self._idle[key] <= self.window}
-        return {**self._as_switches(paths, named), **dead}
+        return {**self._as_names(paths, named), **dead}
 
     def _still_dead(self, paths: list[PooledPath]) -> dict[str, tuple[str, float]]:
         """Switches named dead that still lose (nearly) every probe crossing them keep the loss of
@@ -126,51 +141,76 @@ class LikelihoodLocalizer(WindowedLocalizer):
         next, and each change of sides would be a new verdict."""
         dead = {}
         for node in self._named:
-            links = self.switch_links.get(node)
-            through = [p for p in paths if links and links.intersection(p.links)]
+            through = self._through(node, paths) if node in self.switch_links else []
             sent, lost = sum(p.sent for p in through), sum(p.lost for p in through)
             if lost >= max(self.min_lost, DEAD_RATE * sent):
                 dead[node] = ("switch_down", 1.0)
         return dead
 
-    def _best_link(self, paths: list[PooledPath], waiting: set) -> tuple | None:
+    def _best(self, paths: list[PooledPath], waiting: set) -> tuple | None:
+        """The most likely hypothesis that nothing rivals (or whose wait for a tie-breaking loss has
+        run out), as (hypothesis, kind, confidence, LLR, its paths); None while none is."""
         joint = JointFit(paths)
         covers: dict[str, list[PooledPath]] = {}
         for p in paths:
-            for link in p.links:
-                covers.setdefault(link, []).append(p)
+            for h in p.links:
+                covers.setdefault(h, []).append(p)
         counts = {h: (sum(p.sent for p in ps), sum(p.lost for p in ps)) for h, ps in covers.items()}
-        score = {h: llr(*counts[h]) for h in covers if counts[h][1]}
+        names, nodes = self.hypotheses.name, self.hypotheses.nodes
+        # A route either forwards or discards: one that loses part of what it carries is a subset
+        # of a lossy link's paths that happens to hold its losses (a drop of some 5-tuples). A
+        # switch is dead only where none of its links explains the loss alone.
+        def weighed(h: str) -> bool:
+            # Routes and switches lose all or nothing: one named keeps its loss as it fades (the
+            # fault's clear, within the window), a new one must lose all in the latest interval
+            # (its rate over the window is diluted by the intervals before its onset, while
+            # links, partly lossy from the start, would be named first).
+            if on_link(h) or names[h] in self._named:
+                return True
+            sent, lost = self.latest(covers[h])
+            if not sent:
+                return False
+            if is_route(h):
+                return lost >= DOWN_RATE * sent
+            return lost >= DEAD_RATE * sent and not self._one_link_explains(h, covers[h])
+
+        score = {h: llr(*counts[h]) for h in covers if counts[h][1] and weighed(h)}
         if not score:
             return None
 
-        # A link already named (itself or through its switch) keeps explaining the loss while it is
-        # within MARGIN of the best: two switches or links the paths cannot separate trade first
-        # place as counts move by a probe, and each change of sides would be a new verdict.
-        named = set(self._named).union(*(self.switch_links.get(n, ()) for n in self._named))
+        # A hypothesis already named (its link or switch, itself or through its switch) keeps
+        # explaining the loss while it is within MARGIN of the best: two switches or links the
+        # paths cannot separate trade first place as counts move by a probe, and each change of
+        # sides would be a new verdict.
+        named = {h for h in covers if names[h] in self._named or nodes[h] & self._named.keys()}
 
-        def most_likely() -> str:  # then the most likely, then the first by name
+        def most_likely() -> str:  # then the most likely, a link before a route, the first by name
             top = max(score.values())
-            return min(score, key=lambda h: (not (h in named and score[h] > top - MARGIN), -score[h], h))
+            return min(score, key=lambda h: (not (h in named and score[h] > top - MARGIN), -score[h],
+                                             precedence(h), h))
 
         path_sets: dict[str, frozenset[int]] = {}
 
-        def paths_of(link: str) -> frozenset[int]:  # built once per link and interval
-            if link not in path_sets:
-                path_sets[link] = frozenset(id(p) for p in covers[link])
-            return path_sets[link]
+        def paths_of(h: str) -> frozenset[int]:  # built once per hypothesis and interval
+            if h not in path_sets:
+                path_sets[h] = frozenset(id(p) for p in covers[h])
+            return path_sets[h]
 
-        def alike(link: str) -> set[str]:  # the links over exactly its paths: never told apart
-            return {h for h in score if paths_of(h) == paths_of(link)}
+        def alike(h: str) -> set[str]:  # the hypotheses over exactly its paths: never told apart
+            return {other for other in score if paths_of(other) == paths_of(h)}
 
-        def sparse(link: str) -> bool:  # partial loss, where a set of other links may explain it;
-            # the links of a dead switch explain each other's total loss, and are named (and merged)
-            return counts[link][1] < DOWN_RATE * counts[link][0]
+        def kin(h: str) -> set[str]:  # those and the ones naming the same (a link and its directions)
+            return alike(h) | {other for other in covers if names[other] == names[h]}
 
-        known = frozenset(h for h in self._named if h in covers)
+        def sparse(h: str) -> bool:  # a link's partial loss, where a set of others may explain it;
+            # the links of a dead switch explain each other's total loss, and are named (and
+            # merged); routes and switches lose all (a lower rate is the window before onset)
+            return on_link(h) and counts[h][1] < DOWN_RATE * counts[h][0]
+
+        known = frozenset(h for h in covers if names[h] in self._named)
         best = most_likely()
-        while best not in named and sparse(best) and not alike(best) & joint.needed(known):
-            # other links (those named among them) explain its loss, as a host link on the paths of
+        while best not in named and sparse(best) and not kin(best) & joint.needed(known):
+            # others (those named among them) explain its loss, as a host link on the paths of
             # two faults: neither named nor a rival
             del score[best]
             if not score:
@@ -182,25 +222,29 @@ class LikelihoodLocalizer(WindowedLocalizer):
         if score[best] < MIN_LLR or lost < self.min_lost or \
                 len(set().union(*(p.lossy_intervals for p in lossy))) < self.persist:
             return None
+
         def rival(h: str) -> bool:
-            if h == best or paths_of(h) == paths_of(best):
+            if h == best or paths_of(h) == paths_of(best) or names[h] == names[best]:
+                return False  # the two directions of one link name the same link
+            shares = sum(1 for p in lossy if h in p.links)
+            if not shares:  # it explains other losses (the other direction of a link both lose)
                 return False
             if score[h] > score[best] - MARGIN:
                 return True
-            on_every_lossy = all(h in p.links for p in lossy)
+            on_every_lossy = shares == len(lossy)
             clean = sum(p.sent for p in covers[h] if not p.lost)
             return on_every_lossy and clean * counts[h][1] / max(1, counts[h][0]) < PLAUSIBLE_LOSSES
 
         rivals = frozenset(h for h in candidates if rival(h))
         key = rivals | {best}
         if not rivals and best not in named and sparse(best):
-            # a set of other links about as likely (two faults whose paths share this one); its
-            # members change as loss comes in: the wait is this link's
-            rivals = frozenset(joint.alternative(best, alike(best), known))
+            # a set of others about as likely (two faults whose paths share this one); its members
+            # change as loss comes in: the wait is this hypothesis'
+            rivals = frozenset(joint.alternative(best, kin(best), known))
             key = frozenset({best, "(another set)"})
             # ... or the switch's, when the set is of its other links (a black hole toward one
             # host: its own link, or those the other hosts reach it by, alternate as the best)
-            shared = set(best.split(" -- ")).intersection(*(h.split(" -- ") for h in rivals)) & set(self.switch_links)
+            shared = set(nodes[best]).intersection(*(nodes[h] for h in rivals))
             if len(rivals) >= 2 and shared:
                 key = frozenset(shared)
         if rivals and best not in named:
@@ -209,23 +253,36 @@ class LikelihoodLocalizer(WindowedLocalizer):
             if self._waited[key] <= self.window:
                 return None
         top = score[best]
-        posterior = 1.0 / sum(math.exp(s - top) for s in score.values())
+        weights = {h: math.exp(s - top) for h, s in score.items()}  # the two ways of a link name one thing
+        posterior = sum(w for h, w in weights.items() if names[h] == names[best]) / sum(weights.values())
         rate = lost / max(1, counts[best][0])
-        return best, "link_down" if rate >= DOWN_RATE else "silent_drop", posterior, score[best], covers[best]
+        kind = ("link_down" if rate >= DOWN_RATE else "silent_drop") if on_link(best) else \
+            "blackhole" if is_route(best) else "switch_down"
+        return best, kind, posterior, score[best], covers[best]
 
-    def _as_switches(self, paths: list[PooledPath], named: dict) -> dict[str, tuple[str, float]]:
-        """Links named on one switch -> the switch, when its single hypothesis is about as likely."""
-        out = {link: (kind, confidence) for link, (kind, confidence, _score, _paths) in named.items()}
+    def _one_link_explains(self, switch: str, paths: list[PooledPath]) -> bool:
+        """Is one link of the switch on every lossy path over it?"""
+        lossy = [{self.hypotheses.name[h] for h in p.links if on_link(h)} for p in paths if p.lost]
+        return bool(lossy) and bool(set.intersection(*lossy) & self.switch_links[switch])
+
+    def _as_names(self, paths: list[PooledPath], named: dict) -> dict[str, tuple[str, float]]:
+        """Hypotheses -> what verdicts name: a hop its link, a route its switch; and links named on
+        one switch become the switch when its single hypothesis is about as likely."""
+        names = self.hypotheses.name
+        out: dict[str, tuple[str, float]] = {}
+        for h, (kind, confidence, _score, _paths) in named.items():
+            if names[h] not in out or confidence > out[names[h]][1]:
+                out[names[h]] = (kind, confidence)
         for node, links in self.switch_links.items():
-            mine = [link for link in named if link in links]
-            if len(mine) < 2:
+            mine = [h for h in named if on_link(h) and names[h] in links]
+            if len({names[h] for h in mine}) < 2:
                 continue
-            through = [p for p in paths if links.intersection(p.links)]
+            through = self._through(node, paths)
             sent, lost = sum(p.sent for p in through), sum(p.lost for p in through)
-            apart = sum(named[link][2] for link in mine)
+            apart = sum(named[h][2] for h in mine)
             if llr(sent, lost) >= apart - MARGIN * (len(mine) - 1):
-                for link in mine:
-                    out.pop(link, None)
+                for h in mine:
+                    out.pop(names[h], None)
                 kind = "switch_down" if lost >= DEAD_RATE * sent else "silent_drop"
-                out[node] = (kind, max(named[link][1] for link in mine))
+                out[node] = (kind, max(named[h][1] for h in mine))
         return out

@@ -28,6 +28,7 @@ class PooledPath:
     sent: int = 0
     lost: int = 0
     lossy_intervals: set = field(default_factory=set)
+    latest: tuple[int, int, int] = (0, 0, 0)  # (interval, sent, lost) of the last interval it was probed in
 
 
 class WindowedLocalizer:
@@ -59,6 +60,16 @@ class WindowedLocalizer:
     def explain(self, paths: list[PooledPath]) -> dict[str, tuple[str, float]]:
         raise NotImplementedError
 
+    def latest(self, paths: Iterable[PooledPath]) -> tuple[int, int]:
+        """(sent, lost) over these paths in the latest interval alone: a fault that began within the
+        window shows its full rate there, diluted over the whole window."""
+        counts = [p.latest[1:] for p in paths if p.latest[0] == self._serial]
+        return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+    def elements(self, sample) -> tuple[str, ...]:
+        """What a pooled path is made of, for `explain`: its links (canonical names) by default."""
+        return self._keyed(tuple(sample.links))
+
     def observe(self, t: float, samples: Iterable) -> list[Verdict]:
         """Feed one interval's path samples (src, dst, sport, links, sent, lost); returns new verdicts."""
         samples = list(samples)
@@ -88,7 +99,7 @@ class WindowedLocalizer:
         self._serial += 1
         counts: dict[tuple, tuple[int, int]] = {}
         for s in samples:
-            links = self._keyed(tuple(s.links))
+            links = self.elements(s)
             if not links or getattr(s, "rerouting", False):  # charged to paths no longer current
                 continue
             key = (s.src, s.dst, s.sport)
@@ -105,6 +116,8 @@ class WindowedLocalizer:
             before = counts.get(key, (0, 0))
             counts[key] = (before[0] + sent, before[1] + lost)
             self._lost_in_window += lost
+        for key, (sent, lost) in counts.items():
+            self._pool[key].latest = (self._serial, sent, lost)
         self._recent.append((self._serial, counts))
         if len(self._recent) > self.window:
             serial, old = self._recent.popleft()
