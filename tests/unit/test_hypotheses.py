@@ -1,7 +1,7 @@
 """What probe-likelihood weighs for a path (detect/hypotheses.py): its hops in the direction
 crossed, the routes at its switches toward the destination, the switches; and what each names."""
 
-from twin.detect.hypotheses import Hypotheses, is_hop, is_route, on_link, precedence
+from twin.detect.hypotheses import Hypotheses, is_hop, is_route, is_unknown, on_link, precedence
 
 SWITCHES = {"leaf-g1-r1", "spine-r1-s1", "superspine-1", "spine-r2-s2", "leaf-g2-r2"}
 SRC, DST = "host-g1-h1:nic1", "host-g2-h1:nic2"
@@ -35,8 +35,10 @@ def test_each_hypothesis_names_a_link_or_a_switch_and_belongs_to_its_switches():
 
 def test_a_hop_after_one_that_did_not_answer_is_oriented_by_the_next_known_link():
     gap = (LINKS[0], LINKS[1], None, LINKS[3], LINKS[4], LINKS[5])
-    hops = tuple(h for h in Hypotheses(SWITCHES).of_path(SRC, gap, DST) if is_hop(h))
-    assert hops == HOPS[:2] + HOPS[3:]
+    found = Hypotheses(SWITCHES).of_path(SRC, gap, DST)
+    assert tuple(h for h in found if is_hop(h)) == HOPS[:2] + HOPS[3:]
+    # what did not answer is a cause of its own, between the nodes known around it
+    assert [h for h in found if is_unknown(h)] == ["?spine-r1-s1|superspine-1"]
     # two silent hops in a row: the link between them cannot be oriented, and is left out
     two = (LINKS[0], None, LINKS[2], None, LINKS[4], LINKS[5])
     hops = tuple(h for h in Hypotheses(SWITCHES).of_path(SRC, two, DST) if is_hop(h))

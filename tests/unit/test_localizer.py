@@ -371,3 +371,27 @@ def test_a_dead_leaf_is_told_from_the_leaf_every_probed_path_also_crosses(tmp_pa
     verdicts = run_directed(LikelihoodLocalizer.for_interval(switch_links(fabric), 0.25), directed_paths(fabric),
                             lambda s, d, hops: float(any(dead in name for name, _to in hops)), rounds=8)
     assert [(v.node, v.kind) for v in verdicts] == [(dead, "switch_down")]
+
+
+def test_a_dead_leaf_is_named_not_the_switches_it_strands():
+    """L2 dies: S2 above it serves no other leaf, and with nothing crossing T either, every link of
+    S2, T and S1 is gone too; no shortest path between live leaves would cross them without L2,
+    while L2 is not stranded by any of them: only L2 is dead."""
+    from twin.detect.vanished import VanishedLinks
+    links = {"L1": {"h1 -- L1", "h3 -- L1", "L1 -- S1"}, "L2": {"h2 -- L2", "h4 -- L2", "L2 -- S2"},
+             "S1": {"L1 -- S1", "S1 -- T"}, "S2": {"L2 -- S2", "S2 -- T"}, "T": {"S1 -- T", "S2 -- T"}}
+    vanished = VanishedLinks(links, confirm=1)
+    vanished.observe(set().union(*links.values()), False)
+    vanished.observe(set(), True)
+    vanished.observe({"h1 -- L1", "h3 -- L1"}, False)  # only L1's own pair is left to probe
+    assert vanished.names() == {"L2": "switch_down"}
+    # With a leaf L3 beside L1 under S1, S1 still links two live leaves: if no probe crosses it
+    # (its flows all went to L2), it is not stranded, only not probed, and nothing is named.
+    wider = {**links, "L3": {"h5 -- L3", "L3 -- S1"}, "S1": {"L1 -- S1", "L3 -- S1", "S1 -- T"}}
+    vanished = VanishedLinks(wider, confirm=1)
+    vanished.observe(set().union(*wider.values()), False)
+    vanished.observe(set(), True)
+    vanished.observe({"h1 -- L1", "h3 -- L1", "h5 -- L3"}, False)
+    assert vanished.names() == {}
+    vanished.observe({"h1 -- L1", "h3 -- L1", "h5 -- L3", "L1 -- S1", "L3 -- S1"}, False)  # probed again
+    assert vanished.names() == {"L2": "switch_down"}

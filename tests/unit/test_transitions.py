@@ -62,3 +62,18 @@ def test_routes_changed_after_a_time():
     transitions.changed(5.0)
     transitions.changed(6.0)
     assert transitions.changed_after(5.5) and not transitions.changed_after(6.0)
+
+
+def test_a_cover_mesh_is_rerouting_until_it_has_selected_from_the_rediscovered_paths():
+    """Until then it probes the old selection: a link crossed only by flows that died is not
+    probed yet, and looked gone (a dead leaf took the superspine with it)."""
+    seen = Transitions()
+    seen.selected(0.5)
+    seen.discovered("h1", 0.4)
+    seen.changed(2.0)
+    seen.refreshed(2.6)
+    seen.discovered("h1", 2.9)
+    assert seen.rerouting(3.0, 3.25)  # rediscovered, not selected again yet
+    seen.selected(3.9)
+    assert seen.rerouting(3.75, 4.0)
+    assert not seen.rerouting(4.0, 4.25)

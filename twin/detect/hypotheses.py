@@ -20,6 +20,10 @@ verdict gives each cause.
   around it). A route at a neighbour toward a host gathers the paths into and out of that host's
   dead leaf and outscored each of the leaf's hops; the switch gathers them all. Weighed only when
   no single link of X is on every lossy path (that link is the smaller claim).
+- What did not answer, `?X|Y`: the hops between X and Y of a path whose discovery got no answer
+  there (a flow a fault silences past the faulty link, rediscovered after routes moved). Its
+  loss may be anywhere in there: charged to the known links around it, it named healthy host
+  links. It names nothing; it only takes the loss it explains from the others.
 A verdict names a hop or a link by the link (kind `silent_drop` or `link_down`), a route by its
 switch (kind `blackhole`) and a switch by itself (kind `switch_down`).
 """
@@ -30,7 +34,7 @@ from collections import defaultdict
 
 from twin.model.fabric import link_key
 
-HOP, ROUTE = ">", "@"
+HOP, ROUTE, UNKNOWN = ">", "@", "?"
 
 
 def is_route(hypothesis: str) -> bool:
@@ -46,9 +50,14 @@ def on_link(hypothesis: str) -> bool:
     return " -- " in hypothesis
 
 
+def is_unknown(hypothesis: str) -> bool:
+    return hypothesis.startswith(UNKNOWN)
+
+
 def precedence(hypothesis: str) -> int:
-    """Among hypotheses over the same paths: a link, then a switch, then a route."""
-    return 0 if on_link(hypothesis) else 2 if is_route(hypothesis) else 1
+    """Among hypotheses over the same paths: what did not answer (named by nothing), a link, a
+    switch, a route."""
+    return -1 if is_unknown(hypothesis) else 0 if on_link(hypothesis) else 2 if is_route(hypothesis) else 1
 
 
 class Hypotheses:
@@ -72,18 +81,22 @@ class Hypotheses:
 
     def _build(self, src: str, links: tuple, dst: str) -> tuple[str, ...]:
         names = [link_key(link) if link else None for link in links]
-        hops, visited, at = [], [], src.split(":")[0]
+        hops, visited, gaps, at = [], [], [], src.split(":")[0]
+        before = at  # the last node known before a stretch of hops that did not answer
         for number, link in enumerate(names):
             if link is None:
-                at = None
+                before, at = before if at is None else at, None
                 continue
             to = self._entered(link, at, names[number + 1:], dst.split(":")[0])
+            if at is None:  # the stretch ends where this link begins
+                after = next((end for end in link.split(" -- ") if end != to), None) if to else None
+                gaps.append(self._add(f"{UNKNOWN}{before}|{after}", "", ()))
             if to is None:  # after two silent hops: which way it was crossed is unknown
-                at = None
+                before, at = before, None
                 continue
             hops.append(self._add(f"{link}{HOP}{to}", link, link.split(" -- ")))
             visited.append(to)
-            at = to
+            at = before = to
         dst_node = dst.split(":")[0]
         last = names[-1].split(" -- ") if names and names[-1] else ()
         leaf = next((end for end in last if end != dst_node), None)  # d's own leaf
@@ -92,7 +105,7 @@ class Hypotheses:
         routes += [self._add(f"{node}{ROUTE}{dst_node}", node, (node,)) for node in at_switches]
         switches = [self._add(node, node, (node,)) for node in at_switches]
         links = [self._add(link, link, link.split(" -- ")) for link in dict.fromkeys(n for n in names if n)]
-        return (*hops, *links, *routes, *switches)
+        return (*hops, *links, *routes, *switches, *gaps)
 
     @staticmethod
     def _entered(link: str, at: str | None, later: list, dst_node: str) -> str | None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 
 from twin.detect import tomography
-from twin.detect.hypotheses import Hypotheses, is_route, on_link, precedence
+from twin.detect.hypotheses import Hypotheses, is_route, is_unknown, on_link, precedence
 from twin.detect.window import PooledPath, WindowedLocalizer
 
 DETECTOR = "probe-likelihood"
@@ -72,7 +72,7 @@ class JointFit:
                 leave_out: frozenset = frozenset()) -> tomography.Selection:
         if (keep, start, leave_out) not in self._fits:
             # partial loss, over links: routes and switches are weighed only when they lose all
-            candidates = {h for p in self.paths if p.lost for h in p.links if on_link(h)} - leave_out
+            candidates = {h for p in self.paths if p.lost for h in p.links if on_link(h) or is_unknown(h)} - leave_out
             self._fits[keep, start, leave_out] = tomography.select(self.paths, candidates, MIN_LLR, keep,
                                                                    start - leave_out)
         return self._fits[keep, start, leave_out]
@@ -121,6 +121,10 @@ class LikelihoodLocalizer(WindowedLocalizer):
             if found is None:
                 break
             hypothesis, kind, confidence, score, covered = found
+            if is_unknown(hypothesis):  # explained where nothing answered: named by nothing
+                gone = {id(p) for p in covered}
+                left = [p for p in left if id(p) not in gone]
+                continue
             named[hypothesis] = (kind, confidence, score, covered)
             # A link named explains the paths over it both ways: a drop of some 5-tuples both ways
             # loses every probe of a path whose ports all hash into the drop, which a route over
@@ -165,7 +169,7 @@ class LikelihoodLocalizer(WindowedLocalizer):
             # fault's clear, within the window), a new one must lose all in the latest interval
             # (its rate over the window is diluted by the intervals before its onset, while
             # links, partly lossy from the start, would be named first).
-            if on_link(h) or names[h] in self._named:
+            if on_link(h) or is_unknown(h) or names[h] in self._named:
                 return True
             sent, lost = self.latest(covers[h])
             if not sent:
@@ -200,12 +204,12 @@ class LikelihoodLocalizer(WindowedLocalizer):
             return {other for other in score if paths_of(other) == paths_of(h)}
 
         def kin(h: str) -> set[str]:  # those and the ones naming the same (a link and its directions)
-            return alike(h) | {other for other in covers if names[other] == names[h]}
+            return alike(h) | {other for other in covers if names[h] and names[other] == names[h]}
 
         def sparse(h: str) -> bool:  # a link's partial loss, where a set of others may explain it;
             # the links of a dead switch explain each other's total loss, and are named (and
             # merged); routes and switches lose all (a lower rate is the window before onset)
-            return on_link(h) and counts[h][1] < DOWN_RATE * counts[h][0]
+            return (on_link(h) or is_unknown(h)) and counts[h][1] < DOWN_RATE * counts[h][0]
 
         known = frozenset(h for h in covers if names[h] in self._named)
         best = most_likely()

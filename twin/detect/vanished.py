@@ -10,7 +10,10 @@ transition and not after it are down, as an operator's path-change alarm would s
 
 Naming is conservative, because a transition can also move a healthy link's last probed flows
 elsewhere (ECMP rehashes when a group's size changes):
-- a switch whose every link crossed before is gone (at least two) is named `switch_down`;
+- a switch whose every link crossed before is gone (at least two) is named `switch_down`, when it
+  is the only such switch that another one does not strand: a dead leaf takes with it the spines
+  above it that serve no other leaf (no shortest path between two live leaves crosses them), and
+  they are not dead; two or more left name nothing;
 - otherwise a single gone link is named `link_down`, only when it is the one thing gone;
 - several gone links that no switch explains are named by nothing.
 A link gone stays gone (and named) until a path crosses it again.
@@ -18,7 +21,47 @@ A link gone stays gone (and named) until a path crosses it again.
 
 from __future__ import annotations
 
+from collections import deque
+
 CONFIRM_S = 0.5  # settled intervals pooled after a transition before comparing (a slow agent's rows)
+
+
+def usable_links(switch_links: dict[str, set[str]], dead: set[str]) -> set[str]:
+    """The links some shortest path between two NICs of live leaves crosses once the `dead`
+    switches are gone (hosts forward nothing; a path goes up to a common switch and down again)."""
+    switches = set(switch_links) - dead
+    adjacent: dict[str, set[str]] = {node: set() for node in switches}
+    hosts_of: dict[str, set[str]] = {node: set() for node in switches}
+    link_of: dict[frozenset, str] = {}
+    for node in switches:
+        for link in switch_links[node]:
+            other = next((end for end in link.split(" -- ") if end != node), node)
+            if other in switch_links:
+                if other in switches:
+                    adjacent[node].add(other)
+                    link_of[frozenset((node, other))] = link
+            else:
+                hosts_of[node].add(link)
+    leaves = {node for node in switches if hosts_of[node]}
+    usable = {link for leaf in leaves if len(leaves) > 1 or len(hosts_of[leaf]) > 1 for link in hosts_of[leaf]}
+    for source in leaves:
+        distance, order, queue = {source: 0}, [], deque([source])
+        while queue:
+            node = queue.popleft()
+            order.append(node)
+            for other in adjacent[node]:
+                if other not in distance:
+                    distance[other] = distance[node] + 1
+                    queue.append(other)
+        leads = {}  # leads on toward a live leaf other than the source, along shortest paths
+        for node in reversed(order):
+            leads[node] = (node in leaves and node != source) or any(
+                leads.get(other) for other in adjacent[node] if distance.get(other) == distance[node] + 1)
+        for node in order:
+            for other in adjacent[node]:
+                if distance.get(other) == distance[node] + 1 and leads[other]:
+                    usable.add(link_of[frozenset((node, other))])
+    return usable
 
 
 class VanishedLinks:
@@ -30,6 +73,7 @@ class VanishedLinks:
         self._after: set[str] = set()
         self._settled = 0
         self._sources: set[str] = set()
+        self._usable_cache: dict[frozenset, set[str]] = {}
         self.gone: set[str] = set()
 
     def observe(self, crossed: set[str], rerouting: bool, sources: set[str] = frozenset()) -> None:
@@ -58,14 +102,22 @@ class VanishedLinks:
         """name -> kind, by the rules above."""
         if not self.gone:
             return {}
-        named: dict[str, str] = {}
-        explained: set[str] = set()
+        dead: dict[str, set[str]] = {}  # switches whose every known link is gone -> those links
         for node, links in self.switch_links.items():
             known = links & (self.gone | self._crossed | (self._before or set()))
             if len(known) >= 2 and known <= self.gone:
-                named[node] = "switch_down"
-                explained |= known
-        rest = self.gone - explained
-        if not named and len(rest) == 1:
-            named[next(iter(rest))] = "link_down"
-        return named
+                dead[node] = known
+        if len(dead) > 1:
+            usable = {node: self._usable(frozenset({node})) for node in dead}
+            dead = {node: known for node, known in dead.items()
+                    if not any(other != node and not known & usable[other] for other in dead)}
+        if len(dead) == 1:
+            return {node: "switch_down" for node in dead}
+        if not dead and len(self.gone) == 1:
+            return {next(iter(self.gone)): "link_down"}
+        return {}
+
+    def _usable(self, dead: frozenset) -> set[str]:
+        if dead not in self._usable_cache:
+            self._usable_cache[dead] = usable_links(self.switch_links, set(dead))
+        return self._usable_cache[dead]

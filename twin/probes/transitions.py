@@ -33,6 +33,7 @@ class Transitions:
     def __init__(self) -> None:
         self._transitions: list[Transition] = []
         self._refreshes: list[float] = []
+        self._selections: list[float] = []  # cover: when the mesh selected its flows
         self._discoveries: dict[str, list[float]] = {}  # host -> when its agent published paths
         self._lock = threading.Lock()  # changes come from the event thread, reads from the follower
 
@@ -49,6 +50,10 @@ class Transitions:
         with self._lock:
             self._refreshes.append(t)
 
+    def selected(self, t: float) -> None:
+        with self._lock:
+            self._selections.append(t)
+
     def discovered(self, host: str, t: float) -> None:
         with self._lock:
             times = self._discoveries.setdefault(host, [])
@@ -62,7 +67,9 @@ class Transitions:
 
     def settled(self, transition: Transition) -> float:
         """When every agent had published paths discovered after the rediscovery asked for once the
-        transition was over (at most MAX_S after its last change)."""
+        transition was over, and (cover) the mesh had selected its flows from them: until then
+        the probed flows are the old selection's, and a link only flows that died crossed is not
+        probed yet, not gone (at most MAX_S after its last change)."""
         cap = transition.last + MAX_S
         after = bisect_right(self._refreshes, transition.last)
         if after == len(self._refreshes):
@@ -73,6 +80,11 @@ class Transitions:
             if found == len(times):
                 return cap
             latest = max(latest, times[found])
+        if self._selections:
+            chosen = bisect_right(self._selections, latest)
+            if chosen == len(self._selections):
+                return cap
+            latest = self._selections[chosen]
         return min(latest, cap)
 
     def rerouting(self, start: float, end: float) -> bool:

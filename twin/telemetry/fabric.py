@@ -26,6 +26,7 @@ from twin.lab.handle import Lab
 from twin.lab.counters import CounterReader
 
 PFC_EVERY_S = 0.25
+PFC_COLUMNS = ("paused_s", "rx_pause", "paused")
 DROPS_EVERY_S = 1.0
 HOST_SOCKET_COUNTERS = ("Udp.RcvbufErrors", "Udp.SndbufErrors")
 
@@ -45,7 +46,7 @@ class FabricWatch:
                            for link in fabric.links for end in (link.a, link.b)}
         self._reader = CounterReader(lab)
         self._base_drops: dict[Port, int] = {}
-        self._base_pfc: dict[Port, pfc_counters.PortCounters] = {}
+        self._base_pfc: dict[tuple[str, str], tuple] = {}  # (paused_s, rx_pause, paused) at the start
         self._base_host = self._base_softnet = 0
         self._last: dict[str, dict] = {"drops": {}, "pause_s": {}, "pauses": {}}
         self._last_paused: list[str] = []
@@ -58,7 +59,7 @@ class FabricWatch:
 
     def start(self) -> None:
         self._base_drops = self._read_drops()
-        self._base_pfc = pfc_counters.ports(pfc_counters.read(self.state.directory))
+        self._base_pfc = pfc_counters.columns(pfc_counters.read(self.state.directory), *PFC_COLUMNS)
         self._base_host, self._base_softnet = self._read_host_drops(), softnet_drops()
         self._thread.start()
 
@@ -106,18 +107,17 @@ class FabricWatch:
                 self._host_drops = self._read_host_drops() - self._base_host
                 self._softnet = softnet_drops() - self._base_softnet
             document = pfc_counters.read(self.state.directory)
-            pfc = pfc_counters.ports(document)
             totals = {"drops": {str(p): n for p, n in self._drops.items()}, "pause_s": {}, "pauses": {}}
             paused = []
-            for port, counter in pfc.items():
-                base = self._base_pfc.get(port, pfc_counters.PortCounters())
+            for port, (paused_s, rx_pause, held) in pfc_counters.columns(document, *PFC_COLUMNS).items():
+                base_s, base_pauses, _held = self._base_pfc.get(port, (0.0, 0, False))
                 name = self.directions.get(port)
                 if name is None:
                     continue
-                if counter.paused_s - base.paused_s > 0:
-                    totals["pause_s"][name] = round(counter.paused_s - base.paused_s, 4)
-                    totals["pauses"][name] = counter.rx_pause - base.rx_pause
-                if counter.paused:
+                if paused_s - base_s > 0:
+                    totals["pause_s"][name] = round(paused_s - base_s, 4)
+                    totals["pauses"][name] = rx_pause - base_pauses
+                if held:
                     paused.append(name)
             changed = {key: {k: v for k, v in totals[key].items() if self._last[key].get(k) != v}
                        for key in totals}

@@ -70,6 +70,23 @@ def read(lab_dir: Path) -> dict | None:
         raise TwinError(f"cannot read the PFC counters: {exc}") from None
 
 
+def columns(document: dict | None, *names: str) -> dict[tuple[str, str], tuple]:
+    """(node, ifname) -> the values of these counters, read from the rows as written: building
+    every port's counters took 16 ms for pod128's 4,608 ports, at every read."""
+    if not document:
+        return {}
+    at = [document["fields"].index(name) for name in names]
+    return {tuple(key.split(" ", 1)): tuple(values[i] for i in at) for key, values in document["ports"].items()}
+
+
+def paused_for(document: dict | None) -> dict[tuple[str, str], float]:
+    """(node, ifname) -> how long it has been held, for the ports held now."""
+    if not document:
+        return {}
+    at = document["fields"].index("paused_for_s")
+    return {tuple(key.split(" ", 1)): values[at] for key, values in document["ports"].items() if values[at]}
+
+
 def ports(document: dict | None) -> dict[tuple[str, str], PortCounters]:
     """(node, ifname) -> counters."""
     if not document:
