@@ -3,6 +3,7 @@ it, however late this process reads the files; an agent far behind the others is
 for, and what it has not answered is unreported, not lost; probes answered are never counted lost."""
 
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -147,3 +148,34 @@ def test_agents_stopping_while_a_late_drain_counts_loses_nothing_it_had_not_read
     mesh._drain()  # the agents are done: everything is counted, with every row read
     assert [i.bucket for i in counted] == [0, 1, 2, 3]
     assert counted[-1].samples[0].lost == 0 and counted[-1].samples[0].received == 3
+
+
+def test_a_rediscovery_that_moves_nothing_keeps_the_selection_and_is_told_to_nobody(tmp_path):
+    """A pod128 rediscovery is 1,300 paths records, mostly the same: selecting again (2 s of CPU)
+    and telling the run of each record held the follower back a minute. Only a moved path does."""
+    mesh, _counted = mesh_on(tmp_path)
+    told, selections = [], []
+    mesh.path_listeners.append(told.append)
+    mesh._select = lambda: selections.append(1) or setattr(mesh, "_selected_at", time.monotonic())
+    mesh.selection = object()  # a cover mesh
+    mesh._drain()  # the first discovery
+    import twin.probes.mesh as mesh_module
+    quiet = mesh_module.RESELECT_QUIET_S
+    mesh_module.RESELECT_QUIET_S = 0.0
+    try:
+        mesh._drain()
+        assert (len(told), len(selections)) == (1, 1)
+        same = {"type": "paths", "t": 1.0, "src": SRC, "dst": DST, "paths": {"5000": ["10.0.0.1", "10.0.0.3"]},
+                "active": [5000]}
+        write(mesh.directory, "host-g1-h1", same)
+        mesh._drain()
+        mesh._drain()
+        assert (len(told), len(selections)) == (1, 1)  # the selection stands, and is current again
+        assert mesh._selected_at >= mesh._discovered_at
+        write(mesh.directory, "host-g1-h1", {**same, "t": 2.0, "paths": {"5000": ["10.0.0.3", "10.0.0.1"]}})
+        mesh._paths_told = (0.0, mesh._paths_told[1])  # as if the last telling was long ago
+        mesh._drain()
+        mesh._drain()
+        assert (len(told), len(selections)) == (2, 2)
+    finally:
+        mesh_module.RESELECT_QUIET_S = quiet

@@ -75,3 +75,33 @@ def test_a_port_whose_probes_a_fault_drops_stays_with_its_siblings(tmp_path):
         [10000, 10002, 10003]
     assert discover({10000: ["s1", "t1"], 10002: [None, None], 10003: ["s2", None], 10004: ["s1", None]}) == \
         [10000, 10002]
+
+
+def test_a_periodic_refresh_traces_the_probed_flows_and_all_again_only_when_one_moved(tmp_path):
+    """A cover agent's periodic check traces the probed flow's own port, not every candidate (nor
+    its siblings: about ten a flow at pod128); a traced port found on another path starts a full
+    discovery."""
+    probe = agent(tmp_path)
+    probe.config.update({"refresh_s": 30.0, "select": str(tmp_path / "select.json")})
+    probe.pairs = [{"src": "a:nic1", "dst": "b:nic1", "dst_address": "10.0.0.2", "hops": 3,
+                    "sports": [10000, 10001, 10002]}]
+    probe.senders = {("a:nic1", port): f"socket {port}" for port in range(10000, 10003)}
+    ways = {10000: ["s1", "t1"], 10001: ["s2", "t1"], 10002: ["s1", "t1"]}
+    probe.trace_answers = {(0, 1, port): {2: hops[0], 3: hops[1]} for port, hops in ways.items()}
+    probe.selected = {("a:nic1", "b:nic1"): [10000]}
+    probe._publish_paths()
+    probe.start_discovery(full=False)
+    assert {(sport, ttl) for _pair, _s, _d, sport, ttl in probe.trace_queue} == {(10000, 2), (10000, 3)}
+    published = len(lines(tmp_path))
+
+    def answer(ways):
+        for port, hops in ways.items():
+            probe.trace_answers[(0, 1, port)] = {2: hops[0], 3: hops[1]}
+        probe.trace_queue = []
+        probe._finish_discovery_round()
+
+    answer({10000: ["s1", "t1"]})  # nothing moved: nothing to tell, nothing more to trace
+    assert len(lines(tmp_path)) == published and probe.trace_queue == [] and probe.tracing is not None
+    probe.start_discovery(full=False)
+    answer({10000: ["s3", "t1"]})  # the flow moved: every candidate again
+    assert probe.tracing is None and {sport for _p, _s, _d, sport, _t in probe.trace_queue} == {10000, 10001, 10002}

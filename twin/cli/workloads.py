@@ -113,15 +113,18 @@ def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, tim
               help="cover: every link; rail: same-rail pairs; full: every NIC pair across hosts.")
 @click.option("--paths-per-link", default=PATHS_PER_LINK, show_default=True, type=click.IntRange(1, 8),
               help="cover: probed paths crossing every link in each direction.")
+@click.option("--rtt-every", default=1, show_default=True, type=click.IntRange(1, 1000),
+              help="Echo one probe in this many for the round trip (loss and one-way delay count them all).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def probe(name, duration, interval_ms, pairs, paths_per_link, as_json) -> None:
+def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, as_json) -> None:
     """Run the probe mesh for a while: path discovery, then loss and RTT per path.
 
     Prints the probe load, the fabric links no discovered path crosses, and every path
     that lost probes (with the links it crosses).
     """
     with progress() as bar:
-        summary = run_probe_mesh(Lab.open(name), duration, interval_ms, pairs, bar, paths_per_link=paths_per_link)
+        summary = run_probe_mesh(Lab.open(name), duration, interval_ms, pairs, bar, paths_per_link=paths_per_link,
+                                 rtt_every=rtt_every)
     if as_json:
         out.print_json(json.dumps(summary))
         return

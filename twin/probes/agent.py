@@ -7,8 +7,9 @@ For every (src NIC, dst NIC, source port) the agent
 - learns the path: UDP probes with TTL 2..hops from the same 5-tuple make each switch on
   the way answer ICMP time-exceeded, which the kernel queues on the sending socket
   (IP_RECVERR); the offender is the switch's ingress address, so each answer names a link.
-  Done at start, every `refresh_s`, and at once on SIGUSR1 (the runner sends it when
-  routes change);
+  Done at start, and at once on SIGUSR1 (the runner sends it when routes change); every
+  `refresh_s` too, where a cover selection limits it to the probed flows' own ports (any
+  found moved: all again);
 - keeps one source port per distinct path and sends a probe on it every `interval_ms`,
   spread evenly over the interval, each time from the next of the source ports discovery found
   on exactly that path (its siblings): a fault that drops only some 5-tuples (a broken ECMP
@@ -17,7 +18,9 @@ For every (src NIC, dst NIC, source port) the agent
   receivers and the mesh count them as one flow; or, when the config names a `select` file (pairs: cover),
   probes only the flows listed there, which the mesh writes from every agent's paths and
   announces with SIGUSR2 (nothing is probed before the first selection); the receiving agent counts it (one-way, the machine
-  has one clock) and echoes it back (round trip).
+  has one clock) and echoes it back (round trip): every probe, or one in `rtt_every` (an echo
+  is a second packet across the fabric, and at pod128 the fabric's forwarding of the probes
+  was most of the mesh's CPU; the one-way delay and the loss need no echo).
 It writes JSON lines per reporting bucket: what it sent, received and the RTTs of echoes.
 """
 
@@ -48,6 +51,7 @@ TRACE_PPS = 1000  # discovery pace per agent: thousands of TTL probes in one bur
 TRACE_BATCH = 5  # trace probes per turn, one turn per TICK_S
 TICK_S = 0.005  # probes are sent in batches due within this long; receive times stay exact
 FLUSH_EVERY_S = 0.05
+MAX_WAIT_S = 0.1  # the longest poll: a signal's request (rediscover, selection, stop) waits at most this
 
 refresh_requested = False
 selection_changed = False
@@ -80,6 +84,7 @@ class Agent:
         self.epoch = config["epoch"]
         self.interval = config["interval_ms"] / 1000
         self.report = config["report_ms"] / 1000
+        self.rtt_every = config.get("rtt_every", 1)  # echo one probe in this many
         self.grace = config["grace_s"]
         self.labels = config["nics"]  # global NIC index -> label
         self.index = {label: i for i, label in enumerate(self.labels)}
@@ -101,6 +106,8 @@ class Agent:
         self.cursor, self.base = 0, time.monotonic()
         self.trace_queue: list[tuple] = []
         self.trace_answers: dict[tuple[int, int, int], dict[int, str]] = {}
+        self.tracing: set[tuple[int, int, int]] | None = None  # a periodic check's ports (None: every one)
+        self.published: dict[tuple[int, int, int], list] = {}  # each port's hops as last published
         self.trace_round = 0
         self.trace_deadline: float | None = None
         self.next_refresh = 0.0
@@ -141,17 +148,33 @@ class Agent:
         self.poller.register(sock, select.EPOLLIN | select.EPOLLERR)
 
     # --- path discovery -------------------------------------------------------------------
-    def start_discovery(self) -> None:
-        self.trace_answers = {}
+    def start_discovery(self, full: bool = True) -> None:
+        """Trace every candidate port (at start, when routes changed), or, for a periodic refresh
+        of a cover agent, only the probed flows' own ports: a pod128 agent holds 1,300
+        candidates, about ten on each probed path, and tracing them all every refresh_s was
+        170,000 TTL probes for the fabric to answer each time, and a new selection. Without a
+        route change a hash does not move a flow; this checks that. A traced port found on
+        another path starts a full discovery."""
+        self.tracing = None if full or self.selected is None else self._probed_ports()
+        self.trace_answers = {} if self.tracing is None else \
+            {key: answers for key, answers in self.trace_answers.items() if key not in self.tracing}
         self.trace_round = 0
         self._queue_traces()
         self.next_refresh = time.monotonic() + self.config["refresh_s"]
+
+    def _probed_ports(self) -> set[tuple[int, int, int]]:
+        return {(src, dst, sport) for _sockets, _address, src, dst, sport in self.active}
+
+    def _traced(self, src: int, dst: int, sport: int) -> bool:
+        return self.tracing is None or (src, dst, sport) in self.tracing
 
     def _queue_traces(self) -> None:
         self.trace_queue = []
         for pair in self.pairs:
             src, dst = self.index[pair["src"]], self.index[pair["dst"]]
             for sport in pair["sports"]:
+                if not self._traced(src, dst, sport):
+                    continue
                 answers = self.trace_answers.setdefault((src, dst, sport), {})
                 for ttl in range(2, pair["hops"] + 1):
                     if ttl not in answers:
@@ -170,12 +193,24 @@ class Agent:
     def _finish_discovery_round(self) -> None:
         self.trace_round += 1
         missing = any(len(self.trace_answers.get((self.index[pair["src"]], self.index[pair["dst"]], sport), {}))
-                      < pair["hops"] - 1 for pair in self.pairs for sport in pair["sports"])
+                      < pair["hops"] - 1 for pair in self.pairs for sport in pair["sports"]
+                      if self._traced(self.index[pair["src"]], self.index[pair["dst"]], sport))
         if missing and self.trace_round < TRACE_ROUNDS:
             self._queue_traces()
             return
         self.trace_deadline = None
+        if self.tracing is not None:  # a periodic check of the probed flows
+            moved = any(self._hops(key, pair) != self.published.get(key) for pair in self.pairs
+                        for key in ((self.index[pair["src"]], self.index[pair["dst"]], sport) for sport in pair["sports"])
+                        if key in self.tracing)
+            if moved:
+                self.start_discovery()
+            return
         self._publish_paths()
+
+    def _hops(self, key: tuple[int, int, int], pair: dict) -> list:
+        answers = self.trace_answers.get(key, {})
+        return [answers.get(ttl) for ttl in range(2, pair["hops"] + 1)]
 
     def _publish_paths(self) -> None:
         active = []
@@ -183,8 +218,7 @@ class Agent:
             src, dst = self.index[pair["src"]], self.index[pair["dst"]]
             sock_paths: dict[int, list] = {}
             for sport in pair["sports"]:
-                answers = self.trace_answers.get((src, dst, sport), {})
-                sock_paths[sport] = [answers.get(ttl) for ttl in range(2, pair["hops"] + 1)]
+                sock_paths[sport] = self.published[(src, dst, sport)] = self._hops((src, dst, sport), pair)
             chosen: dict[tuple, int] = {}
             for sport, hops in sock_paths.items():
                 chosen.setdefault(tuple(hops), sport)
@@ -280,9 +314,11 @@ class Agent:
                 return
             if len(data) < HEADER.size or data[:4] != MAGIC:
                 continue
-            _m, kind, _ttl, src, dst, sport, _seq, sent_at = HEADER.unpack_from(data)
+            _m, kind, _ttl, src, dst, sport, seq, sent_at = HEADER.unpack_from(data)
             if role == "rx" and kind == PROBE:
                 self.received[self._bucket(sent_at)][(src, dst, sport)].append(now - sent_at)
+                if seq % self.rtt_every:
+                    continue
                 try:
                     sock.sendto(MAGIC + bytes([ECHO]) + data[5:], peer)
                 except OSError:
@@ -349,8 +385,8 @@ class Agent:
                 selection_changed = False
                 self.load_selection()
             if stopped_at is None and (refresh_requested or now >= self.next_refresh):
+                self.start_discovery(full=refresh_requested)
                 refresh_requested = False
-                self.start_discovery()
             if self.trace_queue:
                 if now >= next_trace:
                     self._send_traces(now)
@@ -359,8 +395,15 @@ class Agent:
                 self._finish_discovery_round()
             next_due = self._send_due(now)
             # Wake at most every TICK_S: probes due within a tick go out together, and one
-            # wake-up reads everything that arrived, which halves the agent's CPU at 2000/s.
-            wait_s = max(TICK_S, min(0.01, next_due - time.monotonic()))
+            # wake-up reads everything that arrived, which halves the agent's CPU at 2000/s. Else
+            # sleep until the next thing due (what arrives wakes the poll): 32 pod128 agents
+            # woken every 10 ms whatever their load were 6,400 wake-ups a second.
+            due = [next_due, next_flush]
+            if self.trace_queue:
+                due.append(next_trace)
+            elif self.trace_deadline is not None:
+                due.append(self.trace_deadline)
+            wait_s = max(TICK_S, min(MAX_WAIT_S, min(due) - time.monotonic()))
             # Everything that arrived before the poll is read below; what arrives after may wait
             # unread while this process is off the CPU, so a bucket is final only up to here.
             read_until = time.monotonic()

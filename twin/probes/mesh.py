@@ -40,6 +40,7 @@ from twin.probes.transitions import Transitions
 PROBE_PORT = 47100
 POLL_S = 0.1
 RESELECT_QUIET_S = 1.0  # cover: select again once rediscovered paths have stopped arriving this long
+PATHS_TOLD_EVERY_S = 1.0  # path listeners hear of changed paths at most this often
 STUCK_AGENT_S = 5.0  # an agent whose marks are this far behind the furthest agent's is not waited for
 SELECTION = ".select.json"  # cover: a host's selected flows, next to its agent's config
 GRACE_S = 0.5  # an agent counts a probe this late, then writes its interval
@@ -129,7 +130,8 @@ class PathNames:
 
 class ProbeMesh:
     def __init__(self, lab: Lab, name: str, pairs: str = "cover", interval_ms: int = 100, report_ms: int = 500,
-                 refresh_s: float = 30.0, seed: int = 1, grace_s: float = GRACE_S, paths_per_link: int = PATHS_PER_LINK):
+                 refresh_s: float = 30.0, seed: int = 1, grace_s: float = GRACE_S, paths_per_link: int = PATHS_PER_LINK,
+                 rtt_every: int = 1):
         self.lab, self.state, self.fabric, self.name = lab, lab.state, lab.fabric, name
         fabric = lab.fabric
         self.paths_per_link = paths_per_link if pairs == "cover" else None
@@ -144,8 +146,11 @@ class ProbeMesh:
         self.directions = Directions(fabric)
         self.selection: Selection | None = None
         self._selected_at = 0.0  # monotonic time of the last selection (cover)
-        self._paths_at = 0.0  # when the last paths record was read
+        self._discovered_at = 0.0  # when the last paths record was read
+        self._paths_at = 0.0  # when the last one that changed a flow's path was read
+        self._paths_told = (0.0, 0.0)  # (when, record time) path listeners were last told
         self.interval_ms, self.report_ms, self.refresh_s, self.grace_s = interval_ms, report_ms, refresh_s, grace_s
+        self.rtt_every = rtt_every
         self.directory = lab.paths.root / "probes" / name
         self.names = PathNames(fabric)
         self.link_of_port = {(end.node, end.ifname): link.name for link in fabric.links for end in (link.a, link.b)}
@@ -212,7 +217,8 @@ class ProbeMesh:
                            | {(p.dst.label, p.dst.ifname, p.dst.address) for p in self.plans if p.dst.host == host})
             config = {
                 "epoch": self.epoch, "interval_ms": self.interval_ms, "report_ms": self.report_ms,
-                "grace_s": self.grace_s, "refresh_s": self.refresh_s, "port": PROBE_PORT, "nics": labels,
+                "grace_s": self.grace_s, "refresh_s": self.refresh_s, "rtt_every": self.rtt_every,
+                "port": PROBE_PORT, "nics": labels,
                 "local_nics": [{"label": lab, "ifname": ifn, "address": addr} for lab, ifn, addr in local],
                 "pairs": [{"src": p.src.label, "dst": p.dst.label, "dst_address": p.dst.address,
                            "hops": p.hops, "sports": list(p.sports)} for p in mine],
@@ -299,9 +305,18 @@ class ProbeMesh:
                 self._read(host, self.logs[host])
             self._note_pauses()
             self._finalise()
-            if self.selection is not None and self._paths_at > self._selected_at and \
-                    time.monotonic() - self._paths_at >= RESELECT_QUIET_S:
-                self._select()
+            now = time.monotonic()
+            if self.selection is not None and self._discovered_at > self._selected_at and \
+                    now - self._discovered_at >= RESELECT_QUIET_S:
+                if self._paths_at > self._selected_at:
+                    self._select()
+                else:  # rediscovered, nothing moved: the selection stands, and is current
+                    self._selected_at = now
+                    self.transitions.selected(now)
+            if self._paths_at > self._paths_told[0] and now - self._paths_told[0] >= PATHS_TOLD_EVERY_S:
+                self._paths_told = (now, self._paths_told[1])
+                for listener in self.path_listeners:
+                    listener(self._paths_told[1] - self.epoch)
 
     def _read(self, host: str, log: JsonlTail) -> None:
         for record in log.read():
@@ -338,6 +353,7 @@ class ProbeMesh:
     def _take(self, host: str, record: dict) -> None:
         kind = record["type"]
         if kind == "paths":
+            moved = False
             for sport, hops in record["paths"].items():
                 key = (record["src"], record["dst"], int(sport))
                 found = self.names.path(record["src"], hops, record["dst"])
@@ -345,13 +361,16 @@ class ProbeMesh:
                 links = self._unless_silent(self.paths.get(key), found, stale)
                 if None not in found:
                     self._complete_at[key] = record["t"]
+                if links != self.paths.get(key):
+                    moved = True
+                    self._history.setdefault(key, []).append((record["t"], links))
                 self.paths[key] = links
-                self._history.setdefault(key, []).append((record["t"], links))
             self.active[(record["src"], record["dst"])] = record["active"]
             self.transitions.discovered(host, record["t"])
-            self._paths_at = time.monotonic()
-            for listener in self.path_listeners:
-                listener(record["t"] - self.epoch)
+            self._discovered_at = time.monotonic()
+            if moved:  # select again, and tell (a pod128 rediscovery is 1,300 records, mostly the same)
+                self._paths_at = self._discovered_at
+                self._paths_told = (self._paths_told[0], record["t"])
         elif kind == "sent":
             self._sent[record["b"]].update({(s, d, p): n for s, d, p, n in record["rows"]})
         elif kind in ("recv", "rtt"):

@@ -18,11 +18,11 @@ from twin.probes.plan import PATHS_PER_LINK
 
 def run_probe_mesh(lab: Lab, duration_s: float, interval_ms: int = 100,
                    pairs: str = "cover", progress: Progress | None = None, name: str = "cli",
-                   during=None, paths_per_link: int = PATHS_PER_LINK) -> dict:
+                   during=None, paths_per_link: int = PATHS_PER_LINK, rtt_every: int = 1) -> dict:
     """`during(mesh)`, if given, runs once paths are known (e.g. a test injecting a fault)."""
     progress = progress or NullProgress()
     progress.phase("planning probes", None)
-    mesh = ProbeMesh(lab, name, pairs, interval_ms, paths_per_link=paths_per_link)
+    mesh = ProbeMesh(lab, name, pairs, interval_ms, paths_per_link=paths_per_link, rtt_every=rtt_every)
     mesh.keep_logs = lab.paths.root / "logs" / f"probes-{name}"  # until `twin lab down`, past the mesh's end
     intervals: list[Interval] = []
     mesh.listeners.append(intervals.append)

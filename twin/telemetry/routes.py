@@ -92,7 +92,11 @@ class RoutingMonitor:
     def _tail_logs(self, offsets: dict[tuple[str, str], int]) -> None:
         while not self._stop.wait(0.05):
             for (node, log), offset in offsets.items():
+                # A stat before opening: pod128's 416 logs opened and read 20 times a second were
+                # 15 % of a core, most of them with nothing new.
                 try:
+                    if os.stat(log).st_size <= offset:
+                        continue
                     with open(log, "rb") as handle:
                         handle.seek(offset)
                         data = handle.read()

@@ -34,6 +34,9 @@ class ProbesParams(BaseModel):
     report_ms: int = Field(500, ge=100, le=10000, description="counting interval of the records")
     refresh_s: float = Field(30.0, ge=1, le=3600, description="periodic path rediscovery")
     max_pps: int = Field(5000, ge=1, le=100000, description="refuse a mesh that would send more probes/s")
+    rtt_every: int = Field(1, ge=1, le=1000, description="echo one probe in this many for the round trip "
+                                                        "(loss and one-way delay count them all); an echo is "
+                                                        "a second packet across the fabric")
 
 
 class ProbeLoadError(ValueError):
@@ -64,7 +67,7 @@ class Probes:
         self.ctx, self.params, self.name = ctx, params, name
         self.mesh = ProbeMesh(ctx.lab, f"{ctx.run_id}-{name}", params.pairs,
                               params.interval_ms, params.report_ms, params.refresh_s, ctx.seed,
-                              paths_per_link=params.paths_per_link)
+                              paths_per_link=params.paths_per_link, rtt_every=params.rtt_every)
         self.mesh.keep_logs = ctx.events.path.parent / "probe-agents"  # the results folder outlives the lab
         self._out = None
         self._last_route = None
