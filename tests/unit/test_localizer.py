@@ -265,15 +265,32 @@ def test_paths_missing_without_a_routing_transition_name_nothing(make):
     assert feed(make.for_interval(switch_links(fabric), 0.25), [(paths, False, 4), (without, False, 12)]) == []
 
 
+def flows(**paths):
+    """Flows for VanishedLinks: name -> links (a trailing "_" on a flow's name: it lost everything)."""
+    return {name.rstrip("_"): (links, not name.endswith("_")) for name, links in paths.items()}
+
+
 def test_vanished_links_come_back_after_the_next_transition():
     from twin.detect.vanished import VanishedLinks
     vanished = VanishedLinks({"s1": {"a", "b"}, "s2": {"c", "d"}}, confirm=2)
-    for crossed, rerouting in [({"a", "b", "c", "d"}, False), (set(), True), ({"c", "d"}, False), ({"c", "d"}, False)]:
+    before, after = flows(f1=("a", "b"), f2=("c", "d")), flows(f1=("c", "d"), f2=("c", "d"))
+    for crossed, rerouting in [(before, False), ({}, True), (after, False), (after, False)]:
         vanished.observe(crossed, rerouting)
     assert vanished.names() == {"s1": "switch_down"}
-    vanished.observe(set(), True)
-    vanished.observe({"a", "b", "c", "d"}, False)
+    vanished.observe({}, True)
+    vanished.observe(before, False)
     assert vanished.names() == {}
+
+
+def test_links_that_only_flows_which_died_crossed_are_not_gone():
+    """A dead leaf's NICs lose every probe: the links only their flows crossed (a superspine's,
+    its spines') are no longer crossed, and say nothing; those a live flow left are gone."""
+    from twin.detect.vanished import VanishedLinks
+    vanished = VanishedLinks({"s1": {"a", "b"}, "s2": {"c", "d"}, "s3": {"e", "f"}}, confirm=1)
+    vanished.observe(flows(live=("a", "b"), dying=("e", "f")), False)
+    vanished.observe({}, True)
+    vanished.observe(flows(live=("c", "d"), dying_=("h",)), False)
+    assert vanished.gone == {"a", "b"} and vanished.names() == {"s1": "switch_down"}
 
 
 def test_a_dead_switch_the_paths_cannot_separate_from_another_is_named_once():
@@ -303,13 +320,13 @@ def test_an_interval_without_a_source_seen_before_is_not_evidence_of_a_link_gone
     transition must not make that agent's links look gone."""
     from twin.detect.vanished import VanishedLinks
     vanished = VanishedLinks({"s1": {"a", "b"}, "s2": {"c", "d"}}, confirm=2)
-    vanished.observe({"a", "c"}, False, {"h1", "h2"})
-    vanished.observe(set(), True, {"h1", "h2"})
+    vanished.observe(flows(h1=("a",), h2=("c",)), False, {"h1", "h2"})
+    vanished.observe({}, True, {"h1", "h2"})
     for _ in range(3):
-        vanished.observe({"c"}, False, {"h2"})  # h1, whose flows cross a, did not report
+        vanished.observe(flows(h2=("c",)), False, {"h2"})  # h1, whose flows cross a, did not report
     assert vanished.gone == set()
-    vanished.observe({"c"}, False, {"h1", "h2"})
-    vanished.observe({"c"}, False, {"h1", "h2"})
+    vanished.observe(flows(h1=("c",), h2=("c",)), False, {"h1", "h2"})
+    vanished.observe(flows(h1=("c",), h2=("c",)), False, {"h1", "h2"})
     assert vanished.gone == {"a"}  # with every source back, a is gone indeed
 
 
@@ -380,18 +397,23 @@ def test_a_dead_leaf_is_named_not_the_switches_it_strands():
     from twin.detect.vanished import VanishedLinks
     links = {"L1": {"h1 -- L1", "h3 -- L1", "L1 -- S1"}, "L2": {"h2 -- L2", "h4 -- L2", "L2 -- S2"},
              "S1": {"L1 -- S1", "S1 -- T"}, "S2": {"L2 -- S2", "S2 -- T"}, "T": {"S1 -- T", "S2 -- T"}}
+    # the leaves' own pairs, and pairs across L1 and L2 in either direction whose paths go on, now
+    # over the other leaf's own links (a flow whose NIC died is not probed any more)
+    across = ("h1 -- L1", "L1 -- S1", "S1 -- T", "S2 -- T", "L2 -- S2", "h2 -- L2")
     vanished = VanishedLinks(links, confirm=1)
-    vanished.observe(set().union(*links.values()), False)
-    vanished.observe(set(), True)
-    vanished.observe({"h1 -- L1", "h3 -- L1"}, False)  # only L1's own pair is left to probe
+    vanished.observe(flows(x=across, y=across[::-1], o1=("h1 -- L1", "h3 -- L1"), o2=("h2 -- L2", "h4 -- L2")), False)
+    vanished.observe({}, True)
+    vanished.observe(flows(x=("h1 -- L1", "h3 -- L1"), y=("h3 -- L1", "h1 -- L1"), o1=("h1 -- L1", "h3 -- L1")), False)
     assert vanished.names() == {"L2": "switch_down"}
     # With a leaf L3 beside L1 under S1, S1 still links two live leaves: if no probe crosses it
     # (its flows all went to L2), it is not stranded, only not probed, and nothing is named.
     wider = {**links, "L3": {"h5 -- L3", "L3 -- S1"}, "S1": {"L1 -- S1", "L3 -- S1", "S1 -- T"}}
     vanished = VanishedLinks(wider, confirm=1)
-    vanished.observe(set().union(*wider.values()), False)
-    vanished.observe(set(), True)
-    vanished.observe({"h1 -- L1", "h3 -- L1", "h5 -- L3"}, False)
+    vanished.observe(flows(x=across, y=across[::-1], z=("h5 -- L3", "L3 -- S1", "S1 -- T", "S2 -- T", "L2 -- S2",
+                                                         "h2 -- L2"), o2=("h2 -- L2", "h4 -- L2")), False)
+    vanished.observe({}, True)
+    vanished.observe(flows(x=("h1 -- L1", "h3 -- L1"), y=("h3 -- L1", "h1 -- L1"), z=("h5 -- L3", "h1 -- L1")), False)
     assert vanished.names() == {}
-    vanished.observe({"h1 -- L1", "h3 -- L1", "h5 -- L3", "L1 -- S1", "L3 -- S1"}, False)  # probed again
+    vanished.observe(flows(x=("h1 -- L1", "L1 -- S1", "L3 -- S1", "h5 -- L3"), y=("h3 -- L1", "h1 -- L1"),
+                           z=("h5 -- L3", "h1 -- L1")), False)  # S1 probed again
     assert vanished.names() == {"L2": "switch_down"}

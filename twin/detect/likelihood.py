@@ -3,9 +3,11 @@ probe-localizer reads (per-path probe loss pooled over a window): binary network
 with a loss model instead of a greedy count.
 
 Model. On a lossless fabric a healthy path loses (almost) nothing: a probe is lost with
-probability HEALTHY_LOSS. Hypothesis "link e is lossy": every probe over e is lost with one rate
-r (fitted: lost / sent over the paths that cross e), other paths stay healthy. Against "all
-healthy" its log-likelihood ratio is the binomial one of e's pooled counts N sent, L lost:
+probability HEALTHY_LOSS. Hypothesis "e is lossy", e one of hypotheses.py's causes (a link in one
+direction or both, a route a switch holds toward a NIC or host, a switch, what did not answer):
+every probe over e is lost with one rate r (fitted: lost / sent over the paths that cross e),
+other paths stay healthy. Against "all healthy" its log-likelihood ratio is the binomial one of
+e's pooled counts N sent, L lost:
     LLR(e) = L ln(r / HEALTHY_LOSS) + (N - L) ln((1 - r) / (1 - HEALTHY_LOSS))
 so a link gains from the losses its paths explain and pays for the clean probes its paths
 carried at that rate: a rival that shares the lossy paths but also carried many clean probes
@@ -14,12 +16,14 @@ loses, however the greedy counts tie. A switch hypothesis pools the paths over a
 Naming (repeated on what is left, so faults far apart are all named):
 - the most likely link, if LLR >= MIN_LLR, with at least `min_lost` losses seen in at least
   `persist` intervals (a route change's loss lasts one);
-- no rival may remain: a link the probes can tell apart from it (not over exactly the same
-  paths; those never can be: the first by name is named, the confidence shared) that is within
-  MARGIN (e^3, 20x) of it, or that lies on every lossy path it explains while its own clean
-  probes do not rule it out (at its fitted rate they would have lost fewer than
-  PLAUSIBLE_LOSSES). Until then naming waits, at most `window` intervals, for a loss that tells
-  them apart;
+- no rival may remain: a cause sharing its lossy paths that the probes can tell apart from it
+  (not over exactly the same paths; those never can be: a link is named before a switch, a
+  switch before a route, then the first by name, the confidence shared) that is within MARGIN
+  (e^3, 20x) of it, or that lies on every lossy path it explains while its own clean probes do
+  not rule it out (at its fitted rate they would have lost fewer than PLAUSIBLE_LOSSES). Until
+  then naming waits, at most `window` intervals, for a loss that tells them apart;
+- routes and switches lose all or nothing (see `weighed` below); what did not answer is never
+  named, only takes the loss it explains; a link named explains its paths both ways;
 - partial loss only: a link other links explain is not named, nor a rival: the links of the sparsest
   set that explains the window's paths (tomography.py's joint fit, the links already named in it)
   leave it out, as a host link on the paths of two faults; and a new link waits, as for a rival,
@@ -28,7 +32,7 @@ Naming (repeated on what is left, so faults far apart are all named):
 - then links named on one switch become the switch when the switch, one hypothesis with one
   rate over all its paths, is about as likely as those links apart (within MARGIN per link
   it replaces): a switch fault shows on every one of its links at once;
-- confidence: the hypothesis' posterior among all candidates (uniform prior).
+- confidence: the posterior, among all candidates, of those naming the same (uniform prior).
 """
 
 from __future__ import annotations
@@ -161,14 +165,15 @@ class LikelihoodLocalizer(WindowedLocalizer):
                 covers.setdefault(h, []).append(p)
         counts = {h: (sum(p.sent for p in ps), sum(p.lost for p in ps)) for h, ps in covers.items()}
         names, nodes = self.hypotheses.name, self.hypotheses.nodes
-        # A route either forwards or discards: one that loses part of what it carries is a subset
-        # of a lossy link's paths that happens to hold its losses (a drop of some 5-tuples). A
-        # switch is dead only where none of its links explains the loss alone.
+
         def weighed(h: str) -> bool:
-            # Routes and switches lose all or nothing: one named keeps its loss as it fades (the
-            # fault's clear, within the window), a new one must lose all in the latest interval
-            # (its rate over the window is diluted by the intervals before its onset, while
-            # links, partly lossy from the start, would be named first).
+            # A route forwards or discards, a switch lives or dies: one losing part of what it
+            # carries is a subset of a lossy link's paths that happens to hold its losses (a drop
+            # of some 5-tuples). One named keeps its loss as it fades (the fault's clear, within
+            # the window); a new one must lose all in the latest interval (over the window its
+            # rate is diluted by the intervals before its onset, while links, partly lossy from
+            # the start, would be named first). A switch only where none of its links explains
+            # the loss alone.
             if on_link(h) or is_unknown(h) or names[h] in self._named:
                 return True
             sent, lost = self.latest(covers[h])

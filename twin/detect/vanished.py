@@ -22,6 +22,7 @@ A link gone stays gone (and named) until a path crosses it again.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Hashable, Iterable, Mapping
 
 CONFIRM_S = 0.5  # settled intervals pooled after a transition before comparing (a slow agent's rows)
 
@@ -68,35 +69,48 @@ class VanishedLinks:
     def __init__(self, switch_links: dict[str, set[str]], confirm: int = 2):
         self.switch_links = switch_links  # canonical link names per switch
         self.confirm = confirm
-        self._crossed: set[str] = set()  # links crossed while routes were settled
-        self._before: set[str] | None = None  # _crossed frozen when a transition began
-        self._after: set[str] = set()
+        self._crossed: dict[str, set] = {}  # link -> the flows that crossed it while routes were settled
+        self._before: dict[str, set] | None = None  # _crossed frozen when a transition began
+        self._after: dict[str, set] = {}
+        self._after_fine: dict = {}  # flow -> whole and not losing everything in every settled interval
         self._settled = 0
         self._sources: set[str] = set()
         self._usable_cache: dict[frozenset, set[str]] = {}
         self.gone: set[str] = set()
 
-    def observe(self, crossed: set[str], rerouting: bool, sources: set[str] = frozenset()) -> None:
-        """One interval: the links its probed paths crossed, whether routes were moving, and the
-        sources that reported. An interval without a source seen before is partial (an agent the
-        mesh stopped waiting for): its missing paths say nothing, and it is not counted."""
+    def observe(self, flows: Mapping[Hashable, tuple[Iterable[str], bool]], rerouting: bool,
+                sources: set[str] = frozenset()) -> None:
+        """One interval: each probed flow's links and whether it is evidence (its path known
+        whole, not losing everything), whether routes were moving, and the sources that reported.
+        An interval without a source seen before is partial (an agent the mesh stopped waiting
+        for): its missing paths say nothing, and it is not counted.
+
+        A link is gone when flows that crossed it before the transition are fine after it and no
+        flow crosses it any more. Flows that died with it (a dead leaf's NICs) say nothing of the
+        links they crossed: a superspine all of whose probed flows went to a dead leaf's NICs
+        looked gone, and was named dead beside the leaf."""
         if not sources >= self._sources:
             return
         self._sources |= sources
         if rerouting:
             if self._before is None:
-                self._before = set(self._crossed)
-            self._after, self._settled = set(), 0
+                self._before = {link: set(crossing) for link, crossing in self._crossed.items()}
+            self._after, self._after_fine, self._settled = {}, {}, 0
             return
-        self.gone -= crossed
+        for flow, (links, _fine) in flows.items():
+            for link in links:
+                self.gone.discard(link)
+                (self._crossed if self._before is None else self._after).setdefault(link, set()).add(flow)
         if self._before is None:
-            self._crossed |= crossed
             return
-        self._after |= crossed
+        for flow, (_links, fine) in flows.items():
+            self._after_fine[flow] = self._after_fine.get(flow, True) and fine
         self._settled += 1
         if self._settled >= self.confirm:
-            self.gone |= self._before - self._after
-            self._crossed, self._before = set(self._after), None
+            fine = {flow for flow, ok in self._after_fine.items() if ok}
+            self.gone |= {link for link, crossing in self._before.items()
+                          if link not in self._after and crossing & fine}
+            self._crossed, self._before = self._after, None
 
     def names(self) -> dict[str, str]:
         """name -> kind, by the rules above."""
@@ -104,7 +118,7 @@ class VanishedLinks:
             return {}
         dead: dict[str, set[str]] = {}  # switches whose every known link is gone -> those links
         for node, links in self.switch_links.items():
-            known = links & (self.gone | self._crossed | (self._before or set()))
+            known = links & (self.gone | self._crossed.keys() | (self._before or {}).keys())
             if len(known) >= 2 and known <= self.gone:
                 dead[node] = known
         if len(dead) > 1:

@@ -75,8 +75,9 @@ class WindowedLocalizer:
         samples = list(samples)
         self._add(samples)
         suspects = self.explain(list(self._pool.values())) if self._lost_in_window else {}
-        self.vanished.observe({link for s in samples for link in self._keyed(tuple(s.links))},
-                              any(getattr(s, "rerouting", False) for s in samples), {s.src for s in samples})
+        flows = {(s.src, s.dst, s.sport): (self._keyed(tuple(s.links)), None not in s.links and s.lost < s.sent)
+                 for s in samples}
+        self.vanished.observe(flows, any(getattr(s, "rerouting", False) for s in samples), {s.src for s in samples})
         for name, kind in self.vanished.names().items():
             if name not in suspects and not (kind == "link_down" and any(
                     name in self.switch_links.get(other, ()) for other in suspects)):
