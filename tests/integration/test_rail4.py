@@ -97,7 +97,10 @@ def test_ranks_use_their_own_rail_even_toward_another_rail(rail4):
     rail = run_bench(rail4, "allreduce", [1 << 20], ranks="rail:2", iters=2, warmup=0)
     assert cross.measurements[0].wrong == rail.measurements[0].wrong == 0
     assert cross.superspine_bytes > 2 << 20, "cross-rail ring hops did not cross the superspines"
-    assert rail.superspine_bytes < 100_000 < rail.spine_bytes
+    # Control traffic (BGP, BFD) crosses the superspines all the time, more the longer the run;
+    # a ring hop through them would carry megabytes.
+    assert rail.superspine_bytes * 20 < min(rail.spine_bytes, cross.superspine_bytes), \
+        (rail.superspine_bytes, rail.spine_bytes, cross.superspine_bytes)
 
 
 def test_probe_paths_cover_every_link_no_ecmp_polarization(rail4):
