@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -36,12 +35,17 @@ def main() -> None:
     command = [*TWIN, "run", str(args.scenario), "--results", str(folder), "--timeout", str(args.timeout)]
     exit_code = subprocess.run(command).returncode
     reports, table = tabulate(folder)
-    probes = [r.get("probes") or {} for r in reports]
+    probes = reports[0].get("probes") or {} if reports else {}
+    windows = [probes.get("baseline") or {}, *(probes.get("fault_windows") or [])]
+    names = ["before the faults", *(f"during {f['id']}" for f in (reports[0].get("faults") or []))] if reports else []
+    mesh = "; ".join(f"{name}: {w.get('sent', 0)} probes, {w.get('lost', 0)} lost" for name, w in zip(names, windows))
+    shown = args.scenario.resolve()
+    shown = shown.relative_to(Path.cwd()) if shown.is_relative_to(Path.cwd()) else shown
     section = "\n".join([
         BEGIN, "## Fault drill at scale (issue 18)", "",
         f"Measured {started:%Y-%m-%d %H:%M} UTC on {machine()}.",
-        f"Command: `python bench/big_drill.py` (= `twin run {args.scenario}`); exit code {exit_code}.", "",
-        *table, "", f"Probe mesh: {json.dumps(probes[0].get('plan', {}))[:400] if probes else '-'}", "", END, ""])
+        f"Command: `python bench/big_drill.py` (= `twin run {shown}`); exit code {exit_code}.", "",
+        *table, "", f"Probe mesh: {mesh or '-'}.", "", END, ""])
     if not reports:  # the run never got to a report: keep the last measured section
         sys.exit(f"no report in {folder} (the drill exited {exit_code}): {args.out} left as it was")
     write_section(args.out, BEGIN, END, section)
