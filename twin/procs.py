@@ -101,6 +101,12 @@ def terminate(pids: list[int], grace_s: float = 0.5) -> None:
             time.sleep(0.02)
 
 
+def kill(pids: list[int]) -> None:
+    """SIGKILL without waiting (terminate() waits for them and reaps)."""
+    for pid in set(pids):
+        _signal(pid, signal.SIGKILL)
+
+
 def _signal(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
