@@ -175,8 +175,9 @@ def down(lab: str, progress: Progress | None = None) -> TeardownReport:
 
 
 # What these processes would undo on SIGTERM lives only in the lab's namespaces, which go next:
-# zebra withdraws every route it installed, and the PFC controller opens 4,608 gates and closes as
-# many packet sockets, an RCU grace period each (60 s at pod128; it was killed after 0.5 s anyway).
+# zebra withdraws every route it installed, and the PFC controller opens 4,608 gates and closes its
+# per-port sockets and programs, an RCU grace period after another (60 s at pod128; it was killed
+# after 0.5 s anyway).
 KILLED_AT_TEARDOWN = ("daemon", "controller")
 
 
