@@ -5,6 +5,15 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from twin.text import clipped, shown, shown_name
+
+# A problem quotes what the file holds (a value, a key): a 50,000-character value is cut, not
+# printed whole (8 MB of output for one file once).
+MAX_MESSAGE_CHARS = 400
+# A file with thousands of problems has one mistake repeated: the first ones say what it is.
+MAX_PROBLEMS_SHOWN = 50
+MAX_PROBLEMS_LISTED = 1000
+
 
 class TwinError(Exception):
     """Base of every error the tool reports to a person."""
@@ -26,20 +35,28 @@ class Problem:
     hint: str | None = None
 
     def __str__(self) -> str:
-        where = f"{self.path}:{self.line}" if self.line else self.path
-        text = f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
-        return text + (f"\n  hint: {self.hint}" if self.hint else "")
+        """One line (two with a hint), safe to print: the file's own text in it (keys, values)
+        has control and invisible characters escaped, and keys every non-ASCII character."""
+        path, message = shown(self.path), clipped(shown(self.message), MAX_MESSAGE_CHARS)
+        where = f"{path}:{self.line}" if self.line else path
+        text = f"{where}: {shown_name(self.key)}: {message}" if self.key else f"{where}: {message}"
+        return text + (f"\n  hint: {clipped(shown(self.hint), MAX_MESSAGE_CHARS)}" if self.hint else "")
 
 
 class LabFileError(TwinError):
     """A lab (or scenario) file is invalid; carries every problem found in it."""
 
-    def __init__(self, problems: list[Problem]):
-        self.problems = list(problems)
+    def __init__(self, problems: list[Problem], more: int = 0):
+        """more: problems found beyond those listed (a file of 50,000 unknown keys lists the first)."""
+        self.problems, self.more = list(problems), more
         first = self.problems[0]
-        count = len(self.problems)
-        summary = f"{count} problem{'s' if count > 1 else ''} in {first.path}"
-        super().__init__(summary + ":\n" + "\n".join(f"  {p}" for p in self.problems),
+        count = len(self.problems) + more
+        summary = f"{count} problem{'s' if count > 1 else ''} in {shown(first.path)}"
+        lines = [f"  {p}" for p in self.problems[:MAX_PROBLEMS_SHOWN]]
+        if count > MAX_PROBLEMS_SHOWN:
+            lines.append(f"  ... and {count - MAX_PROBLEMS_SHOWN} more problems (`twin check --json` lists "
+                         f"the first {MAX_PROBLEMS_LISTED})")
+        super().__init__(summary + ":\n" + "\n".join(lines),
                          hint="fix the file; nothing was created on this machine")
 
 

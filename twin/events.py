@@ -6,7 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -62,6 +62,7 @@ class JsonlTail:
     path: Path
     offset: int = 0
     pending: str = ""
+    damaged: int = 0
 
     def read(self) -> list[dict]:
         try:
@@ -73,8 +74,57 @@ class JsonlTail:
             return []
         lines = (self.pending + chunk).split("\n")
         self.pending = lines.pop()
-        return [json.loads(line) for line in lines if line.strip()]
+        records = []
+        for line in lines:
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    self.damaged += 1  # a writer killed mid-line, then restarted: skip the fragment
+        return records
 
 
-def read_events(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+@dataclass
+class Damage:
+    """What a JSON-lines file read back could not give: kill -9 or a power loss mid-write cuts the
+    last line; a disk error or a foreign write leaves a garbage one."""
+    path: Path
+    lines: list[int] = field(default_factory=list)  # 1-based numbers of lines that are not records
+    cut_last: bool = False  # the last line had no newline and was not whole
+
+    def __bool__(self) -> bool:
+        return bool(self.lines)
+
+    def __str__(self) -> str:
+        shown = ", ".join(map(str, self.lines[:10])) + (f" and {len(self.lines) - 10} more" if len(self.lines) > 10 else "")
+        cut = " (the last one cut off: the run was killed while writing it)" if self.cut_last else ""
+        return f"{self.path.name}: {len(self.lines)} damaged line(s) skipped: line {shown}{cut}"
+
+
+def read_jsonl(path: Path, required: tuple[str, ...] = ()) -> tuple[list[dict], Damage]:
+    """Every whole record of a JSON-lines file (an object with the `required` keys), and what was
+    damaged. Never raises for what the file holds."""
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    damage = Damage(path)
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+            record = None
+        if isinstance(record, dict) and all(key in record for key in required):
+            records.append(record)
+            continue
+        damage.lines.append(number)
+        damage.cut_last = damage.cut_last or (number == len(lines) and not raw.endswith(b"\n"))
+    return records, damage
+
+
+EVENT_KEYS = ("t", "kind")
+
+
+def read_events(path: Path) -> tuple[list[dict], Damage]:
+    return read_jsonl(path, EVENT_KEYS)

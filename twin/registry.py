@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 from twin.errors import TwinError, closest
+from twin.text import key_note, shown_name
 
 T = TypeVar("T")
 
@@ -38,8 +39,9 @@ class Registry(Generic[T]):
         if name not in self._entries:
             valid = self.names()
             guess = closest(str(name), valid)
-            raise UnknownKind(f"unknown {self.what} '{name}'",
-                              hint=(f"did you mean '{guess}'? " if guess else "") + f"valid {self.plural}: {', '.join(valid)}")
+            raise UnknownKind(f"unknown {self.what} '{shown_name(name)}'",
+                              hint=key_note(name).replace("the key", "the name") + (f"did you mean '{guess}'? " if guess else "")
+                              + f"valid {self.plural}: {', '.join(valid)}")
         return self._entries[name]
 
     def __contains__(self, name: object) -> bool:

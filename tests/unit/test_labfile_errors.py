@@ -6,6 +6,7 @@ import pytest
 
 from twin.lab import runtime
 from twin.errors import LabFileError
+from twin.model.build import build_fabric
 from twin.spec.labfile import load_lab
 
 CASES = Path(__file__).resolve().parent.parent / "cases" / "labfile"
@@ -15,8 +16,8 @@ FILES = sorted(CASES.glob("*.yaml"))
 @pytest.mark.parametrize("case", FILES, ids=[f.stem for f in FILES])
 def test_error_message(case, monkeypatch):
     monkeypatch.chdir(CASES)
-    with pytest.raises(LabFileError) as info:
-        load_lab(Path(case.name), runtime.names())
+    with pytest.raises(LabFileError) as info:  # as `twin check` validates it: loaded, then built
+        build_fabric(load_lab(Path(case.name), runtime.names()))
     expected = case.with_suffix(".expected").read_text()
     assert info.value.message + "\n" == expected
 

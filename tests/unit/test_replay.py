@@ -51,8 +51,11 @@ def test_replay_refuses_what_it_cannot_replay(tmp_path):
         replay(folder, "probe-localiser")
     assert "did you mean 'probe-localizer'" in info.value.hint
     (folder / "probes.jsonl").write_text('{"t": 1.0, "samples": [{"src": 1}]}\n')
-    with pytest.raises(TwinError, match="probes.jsonl:1: not a probe interval"):
+    with pytest.raises(TwinError, match="an interval at t=1.0 is not a probe interval"):
         replay(folder)
+    (folder / "probes.jsonl").write_text('{"t": 1.0, "samples": []}\n{"t": 1.5, "sam')  # cut by a crash
+    assert replay(folder).damaged == ["probes.jsonl: 1 damaged line(s) skipped: line 2 (the last one cut off: "
+                                      "the run was killed while writing it)"]
     (folder / "probes.jsonl").unlink()
     with pytest.raises(TwinError, match="no probes.jsonl"):
         replay(folder)

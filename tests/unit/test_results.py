@@ -60,7 +60,9 @@ def as_median_slowdown(old: dict) -> dict:
 
 def without_new_fields(new: dict) -> dict:
     """This version's report less what older ones did not compute (mean step, throughput slowdown,
-    and the figure a `collective` expectation measures with it; verdicts after the end)."""
+    and the figure a `collective` expectation measures with it; verdicts after the end; what of
+    the folder could not be read)."""
+    new.pop("damaged", None)
     for score in new["detectors"].values():
         score.pop("after_end", None)
     for window in _windows(new):

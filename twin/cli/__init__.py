@@ -26,6 +26,7 @@ from twin.cli.tools import console
 from twin.cli.train import train
 from twin.cli.workloads import bench, dashboard, diagnose_cmd, probe, telemetry
 from twin.errors import TwinError
+from twin.text import clipped, shown
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,6 +44,9 @@ for command in (lab, fault, run_cmd, e2e_cmd, report_cmd, check_cmd, schema_cmd,
 
 
 def main() -> None:
+    """Every outcome is one of: done (0), failed as reported (1), refused with `error:` and `hint:`
+    (2), interrupted (130), or a bug in twin (3: one line naming it; the traceback with --debug).
+    Whatever a message quotes of the user's input is escaped (twin/text.py)."""
     debug = "--debug" in sys.argv
     try:
         cli(standalone_mode=False)
@@ -50,15 +54,23 @@ def main() -> None:
         console.print("aborted")
         sys.exit(130)
     except click.ClickException as exc:
+        exc.message = shown(exc.message, keep_newlines=True)  # it quotes the bad argument
         exc.show()
         sys.exit(exc.exit_code)
     except TwinError as exc:
         if debug:
             raise
-        console.print("[bold red]error:[/] " + escape(exc.message))
+        console.print("[bold red]error:[/] " + escape(shown(exc.message, keep_newlines=True)))
         if exc.hint:
-            console.print("[bold]hint:[/] " + escape(exc.hint))
+            console.print("[bold]hint:[/] " + escape(shown(exc.hint, keep_newlines=True)))
         sys.exit(2)
     except KeyboardInterrupt:
         console.print("interrupted")
         sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 (the last line of defence: a bug, said in one line)
+        if debug:
+            raise
+        console.print(f"[bold red]error:[/] internal error ({type(exc).__name__}): "
+                      + escape(clipped(shown(exc), 300)))
+        console.print("[bold]hint:[/] this is a bug in twin: rerun with --debug for the traceback and report it")
+        sys.exit(3)

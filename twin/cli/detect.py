@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 
 import click
-
+from rich.markup import escape
 from rich.table import Table
 
 from twin.cli.tools import out
@@ -36,10 +36,12 @@ def replay_cmd(folders: tuple[Path, ...], detectors: tuple[str, ...], as_json: b
     if as_json:
         out.print_json(json.dumps([{"folder": str(r.folder), "detector": r.detector, "intervals": r.intervals,
                                     "live": r.live.model_dump() if r.live else None,
-                                    "replayed": r.replayed.model_dump()} for r in results]))
+                                    "replayed": r.replayed.model_dump(), "damaged": r.damaged} for r in results]))
         return
     for r in results:
         out.print(f"{r.folder}: {r.intervals} probe intervals")
+        for note in r.damaged:
+            out.print(f"  [yellow]damaged:[/] {escape(note)}")
         for label, score in (("live", r.live), ("replayed", r.replayed)):
             if score is None:
                 out.print(f"  {label:9} (the run did not use {r.detector})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import click
 from rich.table import Table
@@ -14,6 +15,8 @@ from twin.faults import engine
 from twin.faults.base import FaultContext
 from twin.faults.registry import FAULTS
 from twin.lab.handle import Lab
+from twin.names import lab_name
+from twin.spec.yamlsrc import parse_yaml
 
 
 @click.group()
@@ -25,9 +28,11 @@ def _context(name: str) -> FaultContext:
     return FaultContext(Lab.open(name, refuse_in_training="changing faults by hand"))
 
 
-def _yaml_value(text: str):
-    from ruamel.yaml import YAML
-    return YAML(typ="safe").load(text)
+def _param_value(key: str, text: str):
+    """VALUE of `-p KEY=VALUE`, read by the scenario files' own YAML reader (no aliases, tags,
+    endless numbers; an error names the option)."""
+    data, _source = parse_yaml(Path(f"-p {key}"), f"value: {text}\n".encode())
+    return data.get("value")
 
 
 @fault.command("kinds")
@@ -59,6 +64,8 @@ def fault_kinds(as_json: bool) -> None:
               help="A kind-specific key, e.g. -p loss_pct=2 (repeatable).")
 def fault_inject(name, kind, fault_id, link, node, direction, params) -> None:
     """Inject a fault of KIND into LAB now; it stays until `twin fault clear`."""
+    lab_name(name)  # the lab and the kind first: the fault's id defaults to the kind
+    FAULTS.get(kind)
     entry = {"id": fault_id or kind.replace("_", "-"), "kind": kind}
     for key, value in (("link", link), ("node", node), ("direction", direction)):
         if value is not None:
@@ -67,7 +74,7 @@ def fault_inject(name, kind, fault_id, link, node, direction, params) -> None:
         if "=" not in item:
             raise TwinError(f"-p {item}: expected KEY=VALUE", hint="e.g. -p loss_pct=2")
         key, value = item.split("=", 1)
-        entry[key] = _yaml_value(value)
+        entry[key] = _param_value(key, value)
     timing, fault_params = engine.parse(entry)
     engine.inject(_context(name), timing, fault_params)
     out.print(f"fault {timing.id} ({timing.kind}) applied to lab {name}; clear with "

@@ -9,10 +9,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
-from twin.cli.tools import RUNTIME_OPTION, out, progress
+from twin.cli.tools import RUNTIME_OPTION, out, progress, write_output
 from twin.errors import TwinError
+from twin.text import shown
 from twin.lab import deploy, idle
 from twin.lab.files import open_lab
 from twin.lab.frr import vtysh_argv
@@ -64,8 +66,10 @@ def lab_up(lab_ref: str, timeout: float, all_pairs: bool, runtime: str | None) -
 @lab.command("down")
 @click.argument("name", metavar="LAB")
 def lab_down(name: str) -> None:
-    """Remove LAB and everything it owns (namespaces, links, daemons, files). Idempotent."""
-    name = Path(name).stem if name.endswith((".yaml", ".yml")) else name
+    """Remove LAB and everything it owns (namespaces, links, daemons, files). Idempotent.
+    LAB is a lab's name, or its lab file (the name written in it)."""
+    if name.endswith((".yaml", ".yml")):
+        name = open_lab(name)[0].spec.name
     started = time.monotonic()
     with progress() as bar:
         report = deploy.down(name, bar)
@@ -209,8 +213,9 @@ def lab_graph(lab_ref: str, output: Path | None) -> None:
     fabric = lab_model(lab_ref)
     output = output or Path(f"{fabric.name}.png")
     if output.suffix.lower() not in (".png", ".svg"):
-        raise TwinError(f"cannot write {output}: unknown picture format", hint="use a .png or .svg file name")
-    out.print(f"wrote {draw(fabric, output)}")
+        raise TwinError(f"cannot write {shown(output)}: unknown picture format", hint="use a .png or .svg file name")
+    write_output(output, lambda path: draw(fabric, path))
+    out.print(f"wrote {escape(shown(output))}")
 
 
 
@@ -268,23 +273,38 @@ def export_cmd(lab_ref: str, fmt: str, folder: Path, machines: int, addresses: t
             raise TwinError(f"--address {address!r} is not an IP address", hint="e.g. --address 10.0.1.11") from None
     if machines > len(fabric.switches):
         raise TwinError(f"{machines} machines for {len(fabric.switches)} switches", hint="fewer --hosts")
+    _check_export_folder(folder, fabric.name)
     where = split(fabric, machines) if machines > 1 else None
     for machine in range(machines):
         found = problems(topology(fabric, where, machine, list(addresses)))
         if found:
             raise TwinError(f"the export breaks containerlab's rules: {found[0]}", hint=f"{len(found)} problem(s)")
     if machines == 1:
-        path = write(fabric, folder)
+        path = folder / f"{fabric.name}.clab.yml"
+        write_output(folder, lambda target: write(fabric, target))
         out.print(f"wrote {path} ({len(fabric.nodes)} nodes, {len(fabric.links)} links) and FRR configs for "
                   f"{len(fabric.switches)} switches; deploy with `containerlab deploy -t {path}`")
         return
-    for path in write_split(fabric, folder, machines, list(addresses)):
-        out.print(f"wrote {path}")
+    paths: list[Path] = []
+    write_output(folder, lambda target: paths.extend(write_split(fabric, target, machines, list(addresses))))
+    for path in paths:
+        out.print(f"wrote {escape(shown(path))}")
     print_plan(fabric, where, machines)
     if not addresses:
         out.print(f"the VXLAN remotes are placeholders ({DOC_ADDRESSES}1 ...): give the machines' addresses "
                   f"with --address, one per machine")
     out.print("deploy: on machine k, `containerlab deploy -t machine-k/<lab>.clab.yml` (docs/containerlab.md)")
+
+
+def _check_export_folder(folder: Path, lab: str) -> None:
+    """An export writes into a new or empty folder, or over an earlier export of the same lab; never
+    into a folder of other files (`--out /etc` as root would have written a config folder per switch)."""
+    if folder.exists() and not folder.is_dir():
+        raise TwinError(f"--out {shown(folder)} is a file, not a folder", hint="name a new folder")
+    earlier = (folder / f"{lab}.clab.yml").is_file() or (folder / "machine-1" / f"{lab}.clab.yml").is_file()
+    if folder.is_dir() and not earlier and any(folder.iterdir()):
+        raise TwinError(f"--out {shown(folder)} holds other files, not an export of lab {lab}",
+                        hint="name a new or empty folder (it is created)")
 
 
 @click.command("plan")

@@ -38,6 +38,8 @@ def print_summary(report: Report, directory: Path) -> None:
         out.print(f"detector {name}: {d.verdicts} verdicts{late}, {d.right} right, {d.wrong} wrong; detected "
                   + (", ".join(f"{k} after {v} s" for k, v in d.detect_s.items()) or "nothing"))
     print_expectations(report)
+    for note in report.damaged:
+        out.print(f"[yellow]damaged:[/] {escape(note)}")
     out.print(f"results: {directory} (report.json, junit.xml, events.jsonl, timeline.png, topology.png, index.html)")
 
 

@@ -4,14 +4,17 @@ shared options."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from twin.errors import TwinError
 from twin.lab.runtime import names as runtime_names
+from twin.text import shown
 
 console = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True, width=160)
@@ -60,6 +63,18 @@ def progress() -> Iterator[RichProgress]:
     """Library progress for the length of a block, as a bar on stderr."""
     with progress_bar() as bar:
         yield RichProgress(bar)
+
+
+def write_output(path: Path, write: Callable[[Path], object]) -> None:
+    """Run `write(path)` for an output file a person named (-o, --out); a path that cannot be
+    written (no such folder, no permission, a directory, a full disk) is a clear error, not a
+    traceback."""
+    try:
+        write(path)
+    except OSError as exc:
+        where = exc.filename or path
+        raise TwinError(f"cannot write {shown(where)}: {exc.strerror or exc}",
+                        hint="choose a path in a folder that exists and that you may write") from None
 
 
 RUNTIME_OPTION = click.option("--runtime", type=click.Choice(runtime_names()), default=None,

@@ -25,6 +25,7 @@ from twin.probes.run import run_probe_mesh
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
 from twin.telemetry.prometheus import registry_for
 from twin.telemetry.sampler import Sampler
+from twin.workloads.probes import check_plan_size
 
 
 @click.group()
@@ -122,8 +123,13 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, as_json
     Prints the probe load, the fabric links no discovered path crosses, and every path
     that lost probes (with the links it crosses).
     """
+    lab = Lab.open(name)
+    try:
+        check_plan_size(lab.fabric, pairs, paths_per_link)
+    except ValueError as exc:
+        raise TwinError(str(exc), hint=getattr(exc, "hint", None)) from None
     with progress() as bar:
-        summary = run_probe_mesh(Lab.open(name), duration, interval_ms, pairs, bar, paths_per_link=paths_per_link,
+        summary = run_probe_mesh(lab, duration, interval_ms, pairs, bar, paths_per_link=paths_per_link,
                                  rtt_every=rtt_every)
     if as_json:
         out.print_json(json.dumps(summary))

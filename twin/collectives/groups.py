@@ -27,6 +27,9 @@ def select_nics(fabric: Fabric, ranks: str | list[str]) -> list[Nic]:
         unknown = [label for label in ranks if label not in by_label]
         if unknown:
             raise RankSpecError(f"unknown host NIC(s) {', '.join(unknown)}; e.g. {nics[0].label}")
+        twice = sorted({label for label in ranks if ranks.count(label) > 1})
+        if twice:
+            raise RankSpecError(f"{', '.join(twice)} listed twice: a ring has one rank per NIC")
         chosen = [by_label[label] for label in ranks]
     elif ranks == "all":
         chosen = nics
@@ -37,6 +40,9 @@ def select_nics(fabric: Fabric, ranks: str | list[str]) -> list[Nic]:
         chosen = [n for n in nics if n.rail == rail]
     elif ranks.startswith("hosts:"):
         hosts = [h for h in ranks[6:].split(",") if h]
+        twice = sorted({h for h in hosts if hosts.count(h) > 1})
+        if twice:
+            raise RankSpecError(f"{', '.join(twice)} listed twice: a ring has one rank per NIC")
         unknown = [h for h in hosts if h not in {n.host for n in nics}]
         if unknown:
             raise RankSpecError(f"unknown host(s) {', '.join(unknown)}; hosts are {nics[0].host} ...")

@@ -15,6 +15,9 @@ from twin.lab.handle import Lab
 
 FAULT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,23}$"
 COMMON_KEYS = ("id", "kind", "at_s", "duration_s")
+# The timeline keeps time to milliseconds, but applying a fault takes up to ~100 ms on a busy lab
+# (an nft table, a netlink round per port): a 1 us fault would be cleared before it took hold.
+MIN_FAULT_S = 0.1
 
 
 class Params(BaseModel):
@@ -44,7 +47,8 @@ class Timing(BaseModel):
     id: str = Field(pattern=FAULT_ID_PATTERN, description="a short name for the fault, e.g. bad-optic")
     kind: str = Field(description="the fault kind")
     at_s: float = Field(0.0, ge=0, description="seconds after the scenario starts")
-    duration_s: float | None = Field(None, gt=0, description="seconds it lasts; omitted = until the end")
+    duration_s: float | None = Field(None, ge=MIN_FAULT_S, description=f"seconds it lasts, at least {MIN_FAULT_S} "
+                                     "(a shorter fault is cleared before it takes hold); omitted = until the end")
 
 
 @dataclass
@@ -97,6 +101,11 @@ class Kind:
     def runbook(self) -> Path:
         """The operator's runbook for this fault: symptoms, what reveals it, mitigation, hints."""
         return RUNBOOKS / f"{self.name.replace('_', '-')}.md"
+
+    def check(self, fabric: Fabric, params: Any, lasts_s: float | None) -> list[tuple[str, str, str]]:
+        """(key, message, hint) for parameters that valid on their own cannot work on this lab or for
+        this long (`lasts_s`: None = until cleared by hand). Run before anything is applied."""
+        return []
 
 
 class OnLink(Kind):

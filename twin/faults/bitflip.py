@@ -53,6 +53,13 @@ class Bitflip(OnLink):
     params = BitflipParams
     training_level = 2
 
+    def check(self, fabric, params, lasts_s):
+        # The rule compares the packet's length as the hook sees it: the IP packet, at most the MTU.
+        if params.min_size is not None and params.min_size > fabric.mtu:
+            return [("min_size", f"min_size {params.min_size} is above the lab's MTU ({fabric.mtu}): no packet "
+                     "is that large, the fault would never fire", f"at most {fabric.mtu}, or omit it")]
+        return []
+
     def training_entry(self, fabric, rng, links: list[str]) -> dict:
         return {"link": rng.choice(links), "direction": "both", "rate_pct": rng.choice([5, 10])}
 

@@ -10,7 +10,9 @@ import pydantic
 
 from twin.errors import LabStateError, TwinError, closest
 from twin.faults.base import COMMON_KEYS, FaultContext, Timing
+from twin.faults.overlap import clash_with_active
 from twin.faults.registry import FAULTS, get_kind
+from twin.text import key_note, shown_name
 
 
 class FaultSpecError(TwinError):
@@ -36,6 +38,8 @@ def parse(entry: dict[str, Any]) -> tuple[Timing, Any]:
             params = kind.params.model_validate(rest)
         except pydantic.ValidationError as exc:
             _describe(exc, kind.params, messages, hints)
+    if messages and not hints:
+        hints.append("`twin fault kinds` lists each kind's keys; docs/formats.md says what they mean")
     if messages:
         raise FaultSpecError(f"{name if isinstance(name, str) else 'fault'}: " + "; ".join(messages),
                              hint="; ".join(dict.fromkeys(hints)) or None)
@@ -49,8 +53,8 @@ def _describe(exc: pydantic.ValidationError, model, messages: list[str], hints: 
         key = ".".join(str(p) for p in err["loc"]) or "fault"
         if err["type"] == "extra_forbidden":
             guess = closest(key, valid)
-            messages.append(f"unknown key '{key}'")
-            hints.append((f"did you mean '{guess}'? " if guess else "") + f"valid keys: {', '.join(valid)}")
+            messages.append(f"unknown key '{shown_name(key)}'")
+            hints.append(key_note(key) + (f"did you mean '{guess}'? " if guess else "") + f"valid keys: {', '.join(valid)}")
             continue
         field = model.model_fields.get(key)
         text = "required key is missing" if err["type"] == "missing" else err["msg"].removeprefix("Value error, ")
@@ -67,13 +71,18 @@ def targets(timing: Timing, params: Any, fabric) -> list[str]:
 def inject(ctx: FaultContext, timing: Timing, params: Any) -> dict:
     kind = get_kind(timing.kind)
     targets = kind.targets(ctx.lab.fabric, params)  # resolves names: errors before anything changes
+    problems = kind.check(ctx.lab.fabric, params, None)
+    if problems:
+        key, message, hint = problems[0]
+        raise FaultSpecError(f"{timing.kind}: {key}: {message}", hint=hint)
     for other in ctx.lab.state.faults:
         if other["id"] == timing.id:
             raise LabStateError(f"a fault with id '{timing.id}' is already active",
                                 hint=f"twin fault clear {ctx.lab.state.lab} {timing.id}")
-        if set(other["targets"]) & set(targets):
+        shared = clash_with_active(ctx.lab.fabric, tuple(targets), tuple(other["targets"]))
+        if shared:
             raise LabStateError(f"fault '{timing.id}' overlaps active fault '{other['id']}' on "
-                                f"{', '.join(sorted(set(other['targets']) & set(targets)))}",
+                                f"{', '.join(sorted(shared))}",
                                 hint="clear that fault first, or target something else")
     entry = {"id": timing.id, "kind": timing.kind, "params": params.model_dump(), "targets": targets,
              "seed": ctx.seed, "record": {}, "applied_at": time.time()}

@@ -23,6 +23,17 @@ class Flap(OnLink):
     name = "flap"
     params = FlapParams
 
+    def check(self, fabric, params, lasts_s):
+        if lasts_s is None:
+            return []
+        if params.period_s > lasts_s:
+            return [("period_s", f"a period of {params.period_s} s is longer than the fault ({lasts_s:g} s): the "
+                     "link would go down once and never come back up within it", "a shorter period_s, or a longer fault")]
+        if params.count is not None and params.count * params.period_s > lasts_s:
+            return [("count", f"{params.count} cycles of {params.period_s} s take {params.count * params.period_s:g} s; "
+                     f"the fault lasts {lasts_s:g} s", "fewer cycles, a shorter period_s, or a longer fault")]
+        return []
+
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         record["agent"] = background.start(ctx, fault_id)
 

@@ -14,8 +14,8 @@ from twin.model.targets import TargetError, resolve_link
 
 
 class PfcPauseParams(LinkParams):
-    pause_ms: float = Field(gt=0, description="how long each pause holds the direction")
-    period_ms: float | None = Field(None, gt=0, description="repeat a pause every period_ms")
+    pause_ms: float = Field(gt=0, le=3_600_000, description="how long each pause holds the direction, up to an hour")
+    period_ms: float | None = Field(None, gt=0, le=3_600_000, description="repeat a pause every period_ms")
 
     @model_validator(mode="after")
     def _period_longer_than_pause(self):

@@ -28,9 +28,9 @@ class PfcStormParams(Params):
     nic: str = Field(description="the storming NIC, e.g. nic1")
     propagate: bool = Field(True, description="the stuck queue pauses its senders, so the storm spreads "
                                               "(false: it drops when full)")
-    xoff_kb: float | None = Field(None, gt=0, description="XOFF of the stuck queue (default: the lab's)")
-    xon_kb: float | None = Field(None, ge=0, description="XON of the stuck queue (default: the lab's)")
-    watchdog_ms: float | None = Field(None, gt=0, description="drop instead of pause after this long")
+    xoff_kb: float | None = Field(None, gt=0, le=1_000_000, description="XOFF of the stuck queue (default: the lab's)")
+    xon_kb: float | None = Field(None, ge=0, le=1_000_000, description="XON of the stuck queue (default: the lab's)")
+    watchdog_ms: float | None = Field(None, gt=0, le=60_000, description="drop instead of pause after this long")
 
     @model_validator(mode="after")
     def _xon_below_xoff(self):

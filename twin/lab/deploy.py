@@ -20,6 +20,7 @@ from twin.errors import LabStateError, RuntimeBackendError
 from twin.spec.labfile import LabFile
 from twin.model import serialize
 from twin.model.fabric import Fabric
+from twin.names import lab_name
 from twin.procs import alive, cmdline, kill, terminate
 from twin.lab.pfc import client as pfc_client
 from twin.model.buffers import queue_limit
@@ -170,6 +171,7 @@ class TeardownReport:
 def down(lab: str, progress: Progress | None = None) -> TeardownReport:
     """Remove everything lab `lab` owns; idempotent, works from a partial or missing state.
     Ctrl-C and SIGTERM wait until it is done."""
+    lab = lab_name(lab)  # never a path: it is joined onto the run directory and prefixes every namespace
     with deferred_interrupts():
         return _down(lab, progress or NullProgress())
 
@@ -209,7 +211,9 @@ def _down(lab: str, progress: Progress) -> TeardownReport:
         with ThreadPoolExecutor(max_workers=NODE_WORKERS) as pool:
             list(pool.map(delete, owned))
         removed += len(owned)
-    shutil.rmtree(lab_dir(lab), ignore_errors=True)
+    directory = lab_dir(lab)
+    if directory.is_dir() and not directory.is_symlink():  # a link planted there points elsewhere
+        shutil.rmtree(directory, ignore_errors=True)
     neigh.release(lab)
     return TeardownReport(lab=lab, nodes_removed=removed, daemons_stopped=len(pids),
                           had_state=state is not None)

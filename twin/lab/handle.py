@@ -8,7 +8,6 @@ specific to them). `Lab.open` is the one place a runtime is resolved for a runni
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,7 +27,8 @@ from twin.lab.state import LabState, Resource, load_state
 from twin.model import serialize
 from twin.model.build import build_fabric
 from twin.model.fabric import Fabric
-from twin.spec.labfile import LAB_NAME_PATTERN, load_lab
+from twin.names import is_lab_name
+from twin.spec.labfile import load_lab
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ def _saved_model(state: LabState) -> Fabric:
 def lab_model(ref: str) -> Fabric:
     """The model of a lab that is up, by name (as it runs: it may have come from any path);
     otherwise of a lab file, by name or path."""
-    if re.fullmatch(LAB_NAME_PATTERN, ref):
+    if is_lab_name(ref):
         state = load_state(ref)
         if state is not None:
             try:

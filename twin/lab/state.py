@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from twin.errors import TwinError
+from twin.names import is_lab_name, lab_name
 from twin.seal import key_of, seal, unseal
 
 DEFAULT_RUN_ROOT = "/run/fabric-twin"
@@ -147,7 +148,8 @@ def _locked(directory: Path) -> Iterator[None]:
 
 
 def lab_dir(lab: str) -> Path:
-    return run_root() / lab
+    """$FABRIC_TWIN_RUN_DIR/<lab>: `lab` checked to be a lab name first (never a path)."""
+    return run_root() / lab_name(lab)
 
 
 def _read(lab: str) -> dict | None:
@@ -185,4 +187,4 @@ def known_labs() -> list[str]:
     root = run_root()
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir())
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.is_symlink() and is_lab_name(p.name))

@@ -68,13 +68,42 @@ def headroom(rate_bps: int, mtu: int, senders: int) -> int:
     return senders * (line_bytes(rate_bps, REACTION_MS) + IN_FLIGHT_FRAMES * frame_bytes(mtu))
 
 
+def lab_xoff(fabric: Fabric) -> int:
+    return fabric.pfc_xoff_bytes or default_xoff(fabric.rate_bps, fabric.mtu)
+
+
 def for_port(fabric: Fabric, port: Port) -> Thresholds:
-    """A switch port's thresholds (lab settings win over the derived defaults)."""
-    xoff = fabric.pfc_xoff_bytes or default_xoff(fabric.rate_bps, fabric.mtu)
+    """A switch port's thresholds (lab settings win over the derived defaults; `setting_problems`
+    refused the ones no port could honour, so none is rewritten here)."""
+    xoff = lab_xoff(fabric)
     xon = fabric.pfc_xon_bytes if fabric.pfc_xon_bytes is not None else default_xon(xoff, fabric.mtu)
     senders = len(feeders(fabric, port.node, port.ifname))
     buffer = fabric.buffer_bytes or xoff + headroom(fabric.rate_bps, fabric.mtu, max(1, senders))
-    return Thresholds(xoff=xoff, xon=min(xon, xoff - 1), buffer=max(buffer, xoff + frame_bytes(fabric.mtu)))
+    return Thresholds(xoff=xoff, xon=xon, buffer=buffer)
+
+
+def setting_problems(fabric: Fabric) -> list[tuple[str, str, str]]:
+    """(key, message, hint) for lab settings no port can honour as written. A setting is honoured
+    or refused, never adjusted: `buffer: 2KB` once became 109 KB, `pfc_xon: 500MB` 99 KB."""
+    frame, found = frame_bytes(fabric.mtu), []
+    xoff = lab_xoff(fabric)
+    if fabric.pfc_xoff_bytes is not None and fabric.pfc_xoff_bytes < MIN_XOFF_FRAMES * frame:
+        found.append(("pfc_xoff", f"pfc_xoff ({fabric.pfc_xoff_bytes} B) is below {MIN_XOFF_FRAMES} frames of "
+                      f"{frame} B at MTU {fabric.mtu}: one frame would pause the port, and XON has no room below it",
+                      f"at least {MIN_XOFF_FRAMES * frame} B, or omit it (4 ms of line rate)"))
+    elif fabric.pfc_xon_bytes is not None and fabric.pfc_xon_bytes >= xoff:
+        found.append(("pfc_xon", f"pfc_xon ({fabric.pfc_xon_bytes} B) must be below XOFF ({xoff} B"
+                      + (")" if fabric.pfc_xoff_bytes else ", 4 ms of line rate by default)"),
+                      "resume below the pause threshold, e.g. half of it"))
+    if fabric.buffer_bytes is not None:
+        floor = xoff + frame if fabric.pfc else frame
+        if fabric.buffer_bytes < floor:
+            found.append(("buffer", f"buffer ({fabric.buffer_bytes} B) is below "
+                          + (f"XOFF ({xoff} B) plus one frame ({frame} B): a paused port could not hold what"
+                             " arrives while the pause takes hold" if fabric.pfc else
+                             f"one frame ({frame} B at MTU {fabric.mtu}): every full-size frame would drop"),
+                          f"at least {floor} B, or omit it (XOFF plus headroom per port)"))
+    return found
 
 
 def queue_limit(fabric: Fabric, port: Port) -> int:

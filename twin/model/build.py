@@ -18,6 +18,7 @@ from ipaddress import IPv4Interface, IPv4Network
 
 from twin.errors import LabFileError, Problem
 from twin.spec.labfile import LabFile, fits_two_byte_asns
+from twin.model.buffers import setting_problems
 from twin.model.fabric import IFNAMSIZ, Endpoint, Fabric, Link, Node
 from twin.units import parse_rate_bps, parse_size_bytes, parse_time_s
 
@@ -153,6 +154,14 @@ def make_graph(fabric: Fabric, lab: LabFile | None) -> None:
         fabric.graph.add_edge(link.a.node, link.b.node, kind=link.kind, link=link)
 
 
+def check_buffers(fabric: Fabric, lab: LabFile) -> None:
+    """Queue settings that no port can honour as written are refused (never adjusted)."""
+    found = setting_problems(fabric)
+    if found:
+        raise LabFileError([Problem(str(lab.path), lab.line("links", key), f"links.{key}", message, hint)
+                            for key, message, hint in found])
+
+
 BuildStep = Callable[[Fabric, LabFile], None]
 STEPS: list[tuple[str, BuildStep]] = [
     ("nodes", add_nodes),
@@ -161,6 +170,7 @@ STEPS: list[tuple[str, BuildStep]] = [
     ("addressing", assign_addresses),
     ("asns", assign_asns),
     ("graph", make_graph),
+    ("buffers", check_buffers),
 ]
 
 

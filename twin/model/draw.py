@@ -59,7 +59,6 @@ def draw(fabric: Fabric, out: Path, marked: set[str] | None = None, named: set[s
                     ha="center", fontsize=6, rotation=0)
     ax.set_title(f"{fabric.name}: {fabric.tiers}-tier, {fabric.rails} rail(s), {len(fabric.links)} links")
     ax.set_axis_off()
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, bbox_inches="tight", dpi=150)
     plt.close(fig)
     return out

@@ -70,7 +70,8 @@ def resolve_node(fabric: Fabric, name: str, roles: tuple[str, ...] | None = None
         raise TargetError(f"lab {fabric.name} has no node '{name}'",
                           hint=(f"did you mean '{guess}'? " if guess else "") + f"see `twin lab show {fabric.name}`")
     if roles and fabric.nodes[name].role not in roles:
-        raise TargetError(f"{name} is a {fabric.nodes[name].role}; this needs a {' or '.join(roles)}")
+        raise TargetError(f"{name} is a {fabric.nodes[name].role}; this needs a {' or '.join(roles)}",
+                          hint=f"name a {' or '.join(roles)} (`twin lab show {fabric.name}` lists them)")
     return name
 
 

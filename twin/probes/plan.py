@@ -92,6 +92,28 @@ def fewest_flows(fabric: Fabric, pairs: str, k: int = PATHS_PER_LINK) -> int:
     return {"full": hosts * rails * (hosts - 1) * rails, "rail": same_rail, "cover": k * hosts * rails}[pairs]
 
 
+# What a plan may hold: the rail and full meshes list every equal-cost path of every pair they
+# probe. A full mesh on a lab within one machine's limits (3,000 NICs) has 9 million pairs; its
+# plan grew past 400 MB before any rate was weighed. No agent set here sends more than a few
+# thousand probes a second anyway (docs/benchmarks.md, probe cover).
+MAX_PLANNED_PATHS = 200_000
+
+
+def most_paths(fabric: Fabric) -> int:
+    """The most equal-cost paths between two NICs, from the counts: up, across, down."""
+    if fabric.tiers == 2:
+        return len(fabric.by_role("spine"))
+    spines_per_plane = len(fabric.by_role("spine")) // fabric.rails
+    return spines_per_plane * len(fabric.by_role("superspine")) * spines_per_plane
+
+
+def plan_size_bound(fabric: Fabric, pairs: str, k: int = PATHS_PER_LINK) -> int:
+    """An upper bound on the paths a plan lists (cover: k per NIC link and direction, drawn)."""
+    if pairs == "cover":
+        return 2 * k * len(fabric.hosts) * fabric.rails
+    return fewest_flows(fabric, pairs, k) * most_paths(fabric)
+
+
 def plan(fabric: Fabric, mode: str = "cover", seed: int = 1, coverage: float = COVERAGE,
          k: int = PATHS_PER_LINK) -> list[PairPlan]:
     if mode == "cover":

@@ -104,7 +104,8 @@ def analyse(run: RunFolder) -> Report:
         telemetry=next((r["stats"] for r in records if r["kind"] == "telemetry"), None),
         mitigation=workloads.mitigation(records),
         fabric=workloads.fabric(records, windows, run.fabric.pfc),
-        transport_note=TRANSPORT_NOTE, fabric_note=LOSSLESS_NOTE if run.fabric.pfc else LOSSY_NOTE)
+        transport_note=TRANSPORT_NOTE, fabric_note=LOSSLESS_NOTE if run.fabric.pfc else LOSSY_NOTE,
+        damaged=run.damaged)
     report.detectors = detectors(records, report.faults, run.targets, duration)
     expectations = [Expectation.model_validate(e) for e in record.expect]
     report.expectations = [Graded(**g) for g in grade(expectations, report, records)]

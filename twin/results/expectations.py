@@ -36,15 +36,19 @@ class WorkloadWithin(_Strict):
 
 
 class CollectiveLimit(_Strict):
-    max_slowdown: float | None = Field(None, gt=0, description="no fault window slower than this")
-    min_slowdown: float | None = Field(None, gt=0, description="a fault window at least this much slower "
-                                                               "(the fault must hurt the job)")
+    max_slowdown: float | None = Field(None, ge=1, description="no fault window slower than this, at least 1 "
+                                                               "(below 1 the fault would have to speed the job up)")
+    min_slowdown: float | None = Field(None, ge=1, description="a fault window at least this much slower "
+                                                               "(the fault must hurt the job), at least 1")
     workload: str | None = None
 
     @model_validator(mode="after")
     def _a_limit(self):
         if self.max_slowdown is None and self.min_slowdown is None:
             raise ValueError("give max_slowdown, min_slowdown or both")
+        if self.max_slowdown is not None and self.min_slowdown is not None and self.min_slowdown > self.max_slowdown:
+            raise ValueError(f"min_slowdown {self.min_slowdown} is above max_slowdown {self.max_slowdown}: "
+                             "no slowdown passes both")
         return self
 
 

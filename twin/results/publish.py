@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from twin.errors import TwinError
 from twin.model.draw import draw
 from twin.model.targets import Target
 from twin.results import record
@@ -14,13 +15,29 @@ from twin.results.analysis import analyse
 from twin.results.junit import write_junit
 from twin.results.report import Report
 from twin.results.timeline import write_timeline
+from twin.text import clipped, shown
 
 REPORT_FILE = "report.json"
 
 
 def publish(path: Path) -> Report:
+    """Writes only into a folder `record.load` read as a results folder (events.jsonl and a plan)."""
     run = record.load(path)
-    report = analyse(run)
+    try:
+        report = analyse(run)
+    except (KeyError, TypeError, ValueError) as exc:  # a record of the right shape with the wrong fields
+        raise TwinError(f"{shown(path / record.EVENTS_FILE)} holds a record this version cannot read "
+                        f"({type(exc).__name__}: {clipped(str(exc), 120)})",
+                        hint="the folder was damaged, or written by another version") from None
+    try:
+        _write_all(run, report, path)
+    except OSError as exc:
+        raise TwinError(f"cannot write the report into {shown(path)}: {exc.strerror or exc}",
+                        hint="a folder you may write, with space left") from None
+    return report
+
+
+def _write_all(run: record.RunFolder, report: Report, path: Path) -> None:
     (path / REPORT_FILE).write_text(report.to_json())
     write_junit(report, path / "junit.xml")
     write_timeline(run, report, path / "timeline.png")
@@ -29,7 +46,6 @@ def publish(path: Path) -> Report:
              for r in run.records if r["kind"] == "verdict"}
     draw(run.fabric, path / "topology.png", marked=marked, named=named)
     write_html(report, path / "index.html")
-    return report
 
 
 def write_html(report: Report, path: Path) -> None:

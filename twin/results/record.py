@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from twin.errors import TwinError
 from twin.events import read_events
 from twin.model import serialize
 from twin.model.fabric import Fabric
+from twin.text import clipped, shown
 
 FORMAT = 1
 RUN_FILE = "run.json"
@@ -96,6 +97,7 @@ class RunFolder:
     records: list[dict]
     faults: list[FaultTiming]
     legacy: bool = False
+    damaged: list[str] = field(default_factory=list)  # what could not be read, in words
 
     @property
     def targets(self) -> dict[str, list[str]]:
@@ -103,24 +105,56 @@ class RunFolder:
 
 
 def load(path: Path) -> RunFolder:
+    """The folder read back. What a crash damaged is skipped and said (`RunFolder.damaged`): a cut
+    or garbage line of events.jsonl, a run.json or model.json that does not read (the report.json
+    of the same run, or the lab file, stands in where it can)."""
     if not path.is_dir():
-        raise TwinError(f"{path} is not a folder", hint="give a results folder, e.g. results/silent-drop-...")
+        raise TwinError(f"{shown(path)} is not a folder", hint="give a results folder, e.g. results/silent-drop-...")
     if not (path / EVENTS_FILE).is_file():
-        raise TwinError(f"{path} has no {EVENTS_FILE}: not a results folder (or the run never started)",
+        raise TwinError(f"{shown(path)} has no {EVENTS_FILE}: not a results folder (or the run never started)",
                         hint="a run writes run.json and events.jsonl first, then the report")
-    records = read_events(path / EVENTS_FILE)
+    records, damage = read_events(path / EVENTS_FILE)
+    damaged = [str(damage)] if damage else []
     if (path / RUN_FILE).is_file():
         try:
-            record = RunRecord.model_validate_json((path / RUN_FILE).read_text())
-            fabric = serialize.load(path / MODEL_FILE)
-        except (ValueError, FileNotFoundError) as exc:
-            raise TwinError(f"{path / RUN_FILE} (or {MODEL_FILE}) cannot be read: {exc}",
-                            hint="the folder was written by another version, or damaged") from None
-        return RunFolder(path, record, fabric, records, fault_timings(record, records))
+            record = RunRecord.model_validate_json((path / RUN_FILE).read_bytes())
+        except ValueError as exc:
+            if not (path / LEGACY_REPORT).is_file():
+                raise TwinError(f"{shown(path / RUN_FILE)} cannot be read ({_first_line(exc)}) and there is no "
+                                f"{LEGACY_REPORT} to stand in for it", hint="the folder was damaged: the events "
+                                "alone do not say what was planned") from None
+            damaged.append(f"{RUN_FILE} does not read ({_first_line(exc)}): the plan is taken from {LEGACY_REPORT}")
+        else:
+            fabric, note = _model(path, record.lab)
+            return RunFolder(path, record, fabric, records, fault_timings(record, records),
+                             damaged=damaged + ([note] if note else []))
     if (path / LEGACY_REPORT).is_file():
-        return _legacy(path, records)
-    raise TwinError(f"{path} has neither {RUN_FILE} nor {LEGACY_REPORT}",
+        run = _legacy(path, records)
+        run.damaged = damaged + run.damaged
+        return run
+    raise TwinError(f"{shown(path)} has neither {RUN_FILE} nor {LEGACY_REPORT}",
                     hint="the run was interrupted before it wrote either: only its events are left")
+
+
+def _first_line(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"it has no '{exc.args[0]}'"
+    return clipped(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 160)
+
+
+def _model(path: Path, lab: str) -> tuple[Fabric, str | None]:
+    """model.json, or the lab rebuilt from its file when model.json is gone or damaged."""
+    try:
+        return serialize.load(path / MODEL_FILE), None
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        problem = _first_line(exc)
+    from twin.lab.files import open_lab
+    try:
+        fabric = open_lab(lab)[1]
+    except TwinError as exc:
+        raise TwinError(f"{shown(path / MODEL_FILE)} cannot be read ({problem}) and lab '{shown(lab)}' cannot be "
+                        f"rebuilt ({exc.message})", hint=f"run `twin report` where labs/{lab}.yaml is") from None
+    return fabric, f"{MODEL_FILE} does not read ({problem}): the lab was rebuilt from its file '{lab}'"
 
 
 def fault_timings(record: RunRecord, records: list[dict]) -> list[FaultTiming]:
@@ -130,7 +164,7 @@ def fault_timings(record: RunRecord, records: list[dict]) -> list[FaultTiming]:
                                  scheduled_clear_s=f.at_s + f.duration_s if f.duration_s else None)
                for f in record.faults}
     for r in records:
-        if r["kind"] != "fault":
+        if r["kind"] != "fault" or not isinstance(r.get("id"), str) or "op" not in r:
             continue
         timing = timings.setdefault(r["id"], FaultTiming(id=r["id"], kind=r.get("fault_kind", ""), scheduled_s=0.0))
         if r["op"] == "applied":
@@ -143,9 +177,19 @@ def fault_timings(record: RunRecord, records: list[dict]) -> list[FaultTiming]:
 def _legacy(path: Path, records: list[dict]) -> RunFolder:
     """A folder of an earlier version: its report.json has the fault timings and the graded
     expectations; the fault events the targets; the lab is rebuilt from its file."""
+    try:
+        old = json.loads((path / LEGACY_REPORT).read_bytes())
+        if not isinstance(old, dict):
+            raise ValueError("not a JSON object")
+        return _from_report(path, records, old)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise TwinError(f"{shown(path / LEGACY_REPORT)} cannot be read ({_first_line(exc)}), and nothing else in "
+                        "the folder says what the run planned", hint="the folder was damaged or cut short") from None
+
+
+def _from_report(path: Path, records: list[dict], old: dict) -> RunFolder:
     from twin.lab.files import open_lab
 
-    old = json.loads((path / LEGACY_REPORT).read_text())
     applied = {r["id"]: r for r in records if r["kind"] == "fault" and r.get("op") == "applied"}
     timings = [FaultTiming(**{k: f[k] for k in FaultTiming.model_fields if f.get(k) is not None}) for f in old["faults"]]
     planned = [PlannedFault(id=t.id, kind=t.kind, at_s=t.scheduled_s,

@@ -13,13 +13,13 @@ the live localizer also reads) is not in probes.jsonl and is not replayed.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from twin.detect.builtins import BUILTINS
 from twin.detect.localizer import DETECTOR
 from twin.errors import TwinError
+from twin.events import read_jsonl
 from twin.probes.mesh import GRACE_S, PathSample
 from twin.results import record as results_record
 from twin.results.analysis import analyse
@@ -43,6 +43,7 @@ class Replay:
     faults: int  # faults the run injected (graded ones)
     live: DetectorScore | None  # what the run graded live, when it ran this detector
     replayed: DetectorScore
+    damaged: list[str] = field(default_factory=list)  # what of the folder could not be read back
 
 
 def replay(folder: Path, detector: str = DETECTOR) -> Replay:
@@ -59,24 +60,23 @@ def replay(folder: Path, detector: str = DETECTOR) -> Replay:
     report_s = probes.get("report_ms", ProbesParams.model_fields["report_ms"].default) / 1000
     localizer = make(run.fabric, report_s)
     records = [r for r in run.records if r["kind"] != "verdict"]
-    intervals = 0
-    with open(probes_file) as handle:
-        for number, line in enumerate(handle, 1):
-            try:
-                interval = json.loads(line)
-                samples = [PathSample(**{**s, "links": tuple(s["links"])}) for s in interval["samples"]]
-            except (ValueError, TypeError, KeyError) as exc:
-                raise TwinError(f"{probes_file}:{number}: not a probe interval ({exc})",
-                                hint="the file was damaged or written by another version") from None
-            intervals += 1
-            counted_at = interval["t"] + report_s + GRACE_S  # scenarios do not set the grace
-            for verdict in localizer.observe(counted_at, samples):
-                records.append({"kind": "verdict", "t": verdict.t, "detector": detector,
-                                "verdict_kind": verdict.kind, "link": verdict.link, "node": verdict.node,
-                                "confidence": verdict.confidence})
+    intervals, rows = 0, read_jsonl(probes_file, ("t", "samples"))
+    damaged = run.damaged + ([str(rows[1])] if rows[1] else [])
+    for interval in rows[0]:
+        try:
+            samples = [PathSample(**{**s, "links": tuple(s["links"])}) for s in interval["samples"]]
+        except (TypeError, KeyError) as exc:
+            raise TwinError(f"{probes_file}: an interval at t={interval['t']} is not a probe interval ({exc})",
+                            hint="the file was written by another version") from None
+        intervals += 1
+        counted_at = interval["t"] + report_s + GRACE_S  # scenarios do not set the grace
+        for verdict in localizer.observe(counted_at, samples):
+            records.append({"kind": "verdict", "t": verdict.t, "detector": detector,
+                            "verdict_kind": verdict.kind, "link": verdict.link, "node": verdict.node,
+                            "confidence": verdict.confidence})
     report = analyse(run)
     scores = grade_detectors(records, report.faults, run.targets, run.record.duration_s)
     empty = DetectorScore(verdicts=0, right=0, wrong=0, precision=None,
                           recall=0.0 if report.faults else None, detect_s={})
     return Replay(folder, detector, intervals, len(report.faults), report.detectors.get(detector),
-                  scores.get(detector, empty))
+                  scores.get(detector, empty), damaged)

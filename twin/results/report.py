@@ -102,6 +102,7 @@ class Report(BaseModel):
     passed: bool = False
     transport_note: str = ""
     fabric_note: str = ""
+    damaged: list[str] = []  # what of the results folder could not be read back (a crash cut it)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=1)

@@ -22,6 +22,8 @@ from twin.detect.specs import DetectorSpec
 from twin.errors import LabFileError, Problem, TwinError, closest
 from twin.faults import engine
 from twin.faults.base import Timing
+from twin.faults.overlap import Span, clashes
+from twin.faults.registry import get_kind
 from twin.lab import runtime
 from twin.lab.files import search_dirs
 from twin.model.build import build_fabric
@@ -32,7 +34,8 @@ from twin.results.record import PlannedFault, RunRecord, this_machine
 from twin.spec.labfile import load_lab, resolve_lab_path
 from twin.spec.quick import shorten
 from twin.spec.scenario import ScenarioSpec
-from twin.spec.yamlsrc import dotted, read_yaml, validate
+from twin.spec.yamlsrc import SourceMap, dotted, read_yaml, validate
+from twin.text import key_note, shown_name
 from twin.collectives.metrics import OPS
 from twin.workloads.registry import WORKLOADS
 
@@ -93,9 +96,10 @@ class Plan:
                          expect=[e.model_dump(exclude_none=True) for e in self.expectations])
 
 
-def load_scenario(path: Path, quick: bool = False) -> Plan:
-    """quick: the shortened timeline of spec/quick.py (CI drills)."""
-    data, source = read_yaml(path)
+def load_scenario(path: Path, quick: bool = False, parsed: tuple[dict, SourceMap] | None = None) -> Plan:
+    """quick: the shortened timeline of spec/quick.py (CI drills), which changes the document;
+    parsed: read_yaml's answer for the file, where the caller has it already."""
+    data, source = parsed or read_yaml(path)
     if quick:
         shorten(data)
     spec = validate(ScenarioSpec, data, str(path), source)
@@ -116,14 +120,17 @@ def load_scenario(path: Path, quick: bool = False) -> Plan:
 
 
 def _lab(spec: ScenarioSpec, path: Path, source) -> tuple[Path, Fabric]:
-    """A name from the lab folders, or a path relative to the scenario's folder."""
-    ref = spec.lab if Path(spec.lab).is_absolute() or "/" not in spec.lab else str(path.parent / spec.lab)
+    """A name from the lab folders, or a path (anything with a / or a .yaml suffix) relative to the
+    scenario's folder."""
+    is_path = "/" in spec.lab or spec.lab.endswith((".yaml", ".yml"))
+    ref = str(path.parent / spec.lab) if is_path and not Path(spec.lab).is_absolute() else spec.lab
     try:
         lab_path = resolve_lab_path(ref, search_dirs())
         return lab_path, build_fabric(load_lab(lab_path, runtime.names()))
     except LabFileError as exc:
         raise LabFileError([Problem(str(path), source.line(("lab",)), "lab",
-                                    f"the lab file does not validate ({len(exc.problems)} problems)",
+                                    f"the lab file does not validate ({len(exc.problems)} problem"
+                                    f"{'s' if len(exc.problems) > 1 else ''})",
                                     "fix the lab file first")] + exc.problems) from None
     except TwinError as exc:
         raise LabFileError([Problem(str(path), source.line(("lab",)), "lab", exc.message, exc.hint)]) from None
@@ -150,18 +157,20 @@ def _workloads(spec: ScenarioSpec, fabric: Fabric, problem) -> list[PlannedWorkl
             params = kind.params.model_validate({k: v for k, v in workload.items() if k != "kind"})
         except ValidationError as exc:
             for error in exc.errors():
-                hint = "see docs/formats.md, workloads"
+                hint, message = "see docs/formats.md, workloads", error["msg"].removeprefix("Value error, ")
                 if error["type"] == "extra_forbidden":
                     guess = closest(str(error["loc"][0]), sorted(kind.params.model_fields))
-                    hint = (f"did you mean '{guess}'? " if guess else "") + \
+                    message = "unknown key"
+                    hint = key_note(error["loc"][0]) + (f"did you mean '{guess}'? " if guess else "") + \
                         f"keys for this kind: {', '.join(sorted(kind.params.model_fields))}"
-                problem(loc + tuple(error["loc"][:1]), error["msg"].lower(), hint)
+                problem(loc + tuple(error["loc"][:1]), message, hint)
             continue
         try:
             kind.check(params, fabric)
         except ValueError as exc:  # may name the parameter it is about in `key`
             key = getattr(exc, "key", None)
-            problem(loc + ((key,) if key in workload else ()), str(exc), "see docs/formats.md, workloads")
+            problem(loc + ((key,) if key in workload else ()), str(exc),
+                    getattr(exc, "hint", None) or "see docs/formats.md, workloads")
             continue
         planned.append(PlannedWorkload(f"{kind_name}-{number}", kind_name, params))
     return planned
@@ -169,12 +178,13 @@ def _workloads(spec: ScenarioSpec, fabric: Fabric, problem) -> list[PlannedWorkl
 
 def _faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]:
     faults: list[ScheduledFault] = []
+    ids: dict[str, int] = {}  # fault id -> its index in the file
     for number, entry in enumerate(spec.faults):
         loc = ("faults", number)
         try:
             timing, params = engine.parse(entry)
         except TwinError as exc:
-            key = next((k for k in entry if f"'{k}'" in exc.message or f" {k}:" in exc.message), "kind")
+            key = next((k for k in entry if f"'{shown_name(k)}'" in exc.message or f" {k}:" in exc.message), "kind")
             problem(loc + (key,), exc.message, exc.hint)
             continue
         try:
@@ -192,15 +202,20 @@ def _faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]
             problem(loc + ("duration_s",), f"ends at {timing.at_s + timing.duration_s} s, after the scenario "
                     f"ends ({spec.duration_s} s)", "shorten it, or omit duration_s to last until the end")
             continue
-        fault = ScheduledFault(timing, params, targets)
-        for other in faults:
-            if other.timing.id == timing.id:
-                problem(loc + ("id",), f"fault id '{timing.id}' is used twice", "give each fault its own id")
-            shared = set(other.targets) & set(targets)
-            if shared and timing.at_s < other.end_s(spec.duration_s) and other.timing.at_s < fault.end_s(spec.duration_s):
-                problem(loc + ("at_s",), f"overlaps fault '{other.timing.id}' on {', '.join(sorted(shared))} "
-                        "while both are active", "two faults on one target cannot both apply: move one in time")
-        faults.append(fault)
+        if timing.id in ids:
+            problem(loc + ("id",), f"fault id '{timing.id}' is used twice (also faults[{ids[timing.id]}])",
+                    "give each fault its own id")
+            continue
+        ids[timing.id] = number
+        lasts_s = timing.duration_s or spec.duration_s - timing.at_s
+        for key, message, hint in get_kind(timing.kind).check(fabric, params, lasts_s):
+            problem(loc + (key,), message, hint)
+        faults.append(ScheduledFault(timing, params, targets))
+    spans = [Span(f.timing.id, f.timing.at_s, f.end_s(spec.duration_s), tuple(f.targets)) for f in faults]
+    for later, earlier, place in clashes(fabric, spans):
+        problem(("faults", ids[later.id], "at_s"), f"overlaps fault '{earlier.id}' on {place} while both "
+                "are active", "two faults on one link or node (or a node and one of its links) cannot both "
+                "apply: move one in time")
     return sorted(faults, key=lambda f: f.timing.at_s)
 
 
@@ -266,8 +281,8 @@ def _valid(model, entries: list, section: str, problem, hint: str):
             where = ".".join(str(x) for x in error["loc"])
             if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
                 guess = closest(str(error["loc"][0]), sorted(model.model_fields))
-                problem((section, number, error["loc"][0]), f"unknown key {where!r}",
+                problem((section, number, error["loc"][0]), "unknown key", key_note(error["loc"][0]) +
                         (f"did you mean '{guess}'? " if guess else "") + f"valid: {', '.join(sorted(model.model_fields))}")
                 continue
             problem((section, number), (f"{where}: " if where else "") +
-                    error["msg"].removeprefix("Value error, ").lower(), hint)
+                    error["msg"].removeprefix("Value error, "), hint)

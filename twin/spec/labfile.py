@@ -13,10 +13,10 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from twin.errors import LabFileError, Problem, TwinError
+from twin.names import LAB_NAME_PATTERN
 from twin.units import parse_rate_bps, parse_size_bytes, parse_time_s
 from twin.spec.yamlsrc import SourceMap, read_yaml, validate
 
-LAB_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,11}$"
 
 
 def _check_rate(value: str) -> str:
@@ -26,8 +26,9 @@ def _check_rate(value: str) -> str:
     return value
 
 
-def _check_time(value: str) -> str:
-    parse_time_s(value)
+def _check_delay(value: str) -> str:
+    if not 0 <= parse_time_s(value) <= 1:
+        raise ValueError("a link's one-way delay is at most 1 s (a scaled fabric's are microseconds), e.g. 20us")
     return value
 
 
@@ -38,7 +39,7 @@ def _check_size(value: str) -> str:
 
 
 Rate = Annotated[str, AfterValidator(_check_rate)]
-Duration = Annotated[str, AfterValidator(_check_time)]
+Delay = Annotated[str, AfterValidator(_check_delay)]
 Size = Annotated[str, AfterValidator(_check_size)]
 
 
@@ -60,13 +61,13 @@ class FabricSpec(_Strict):
 class LinksSpec(_Strict):
     rate: Rate = Field("200mbit", description="line rate of every link, e.g. 200mbit")
     mtu: int = Field(9000, ge=1280, le=9216, description="MTU of every link, 1280 to 9216")
-    delay: Duration | None = Field(None, description="one-way delay per link, e.g. 20us (needs netem)")
+    delay: Delay | None = Field(None, description="one-way delay per link, e.g. 20us (needs netem)")
     pfc: bool = Field(True, description="true: lossless, a filling queue pauses its senders (PFC); "
                                         "false: lossy, a full queue drops")
     buffer: Size | None = Field(None, description="egress queue of every switch port, e.g. 512KB "
                                                   "(default: XOFF plus headroom for each port's senders)")
     pfc_xoff: Size | None = Field(None, description="queue above which the senders are paused, e.g. 50KB "
-                                                    "(default: 2 ms of line rate, at least 4 frames)")
+                                                    "(default: 4 ms of line rate, at least 4 frames)")
     pfc_xon: Size | None = Field(None, description="queue below which they resume (default: half of XOFF)")
     pfc_watchdog_ms: int | None = Field(None, ge=10, le=60000,
                                         description="a queue paused this long stops honouring pauses "
@@ -135,14 +136,8 @@ def _semantic_problems(lab: LabFile, runtimes: list[str]) -> list[Problem]:
         for key in ("pfc_xoff", "pfc_xon", "pfc_watchdog_ms"):
             if getattr(links, key) is not None:
                 problem(("links", key), f"{key} needs a lossless fabric", "remove it, or set `pfc: true`")
-    xoff = parse_size_bytes(links.pfc_xoff) if links.pfc_xoff else None
-    xon = parse_size_bytes(links.pfc_xon) if links.pfc_xon else None
-    if xoff is not None and xon is not None and xon >= xoff:
-        problem(("links", "pfc_xon"), f"pfc_xon ({links.pfc_xon}) must be below pfc_xoff ({links.pfc_xoff})",
-                "resume below the pause threshold, e.g. half of it")
-    if links.buffer and xoff is not None and parse_size_bytes(links.buffer) <= xoff:
-        problem(("links", "buffer"), f"buffer ({links.buffer}) must be larger than pfc_xoff ({links.pfc_xoff})",
-                "the buffer holds XOFF plus what arrives while the pause takes hold")
+    # How the queue settings fit each other and the MTU: model/buffers.py (setting_problems), which
+    # knows the defaults they are weighed against.
     if spec.runtime not in runtimes:
         problem(("runtime",), f"unknown runtime '{spec.runtime}'",
                 f"valid runtimes: {', '.join(runtimes)}")
@@ -208,9 +203,10 @@ def resolve_lab_path(name_or_path: str, search_dirs: list[Path]) -> Path:
                     hint=f"known labs: {', '.join(known) or 'none'}; or give a path to a .yaml file")
 
 
-def load_lab(path: Path, runtimes: list[str]) -> LabFile:
-    """Load and validate a lab file; raises LabFileError listing every problem."""
-    data, source = read_yaml(path)
+def load_lab(path: Path, runtimes: list[str], parsed: tuple[dict, SourceMap] | None = None) -> LabFile:
+    """Load and validate a lab file (`parsed`: read_yaml's answer for it, where the caller has it
+    already); raises LabFileError listing every problem."""
+    data, source = parsed or read_yaml(path)
     spec = validate(LabSpec, data, str(path), source)
     lab = LabFile(path=path, spec=spec, source=source)
     problems = _semantic_problems(lab, runtimes)

@@ -8,7 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from twin.spec.labfile import LAB_NAME_PATTERN
+from twin.names import LAB_NAME_PATTERN
+
+
+# The seed reaches nftables' jhash, whose seed is 32 bits: a larger one was refused mid-run.
+MAX_SEED = (1 << 32) - 1
 
 
 class ScenarioSpec(BaseModel):
@@ -17,7 +21,7 @@ class ScenarioSpec(BaseModel):
                       description="lowercase letters, digits and -, e.g. silent-drop")
     lab: str = Field(description="a lab name from labs/, or a path to a lab file (relative to the scenario's folder)")
     duration_s: float = Field(gt=0, le=3600, description="seconds the scenario runs")
-    seed: int = Field(1, ge=0, description="every random choice derives from it")
+    seed: int = Field(1, ge=0, le=MAX_SEED, description="every random choice derives from it, 0 to 4294967295")
     workloads: list[dict[str, Any]] = Field(default_factory=list, description="traffic to run, e.g. kind: flows")
     faults: list[dict[str, Any]] = Field(default_factory=list, description="faults on the timeline")
     detectors: list[dict[str, Any]] = Field(default_factory=list, description="detection tools to grade")

@@ -1,135 +1,195 @@
 """YAML with line numbers, and pydantic errors turned into located Problems.
 
-Lab files and scenario files share this: the file is parsed once with ruamel's
-round-trip loader (which remembers where every key sits), validated by a pydantic
-model, and every validation error becomes a Problem naming file, line and key.
+Lab files and scenario files share this. The file's text (bounded: spec/filebytes.py) is parsed
+by libyaml (ruamel's C parser; its pure-Python loader took 7 s for a 1 MB file), twice, and
+nothing is built until the first pass has seen the whole event stream (where libyaml, a YAML 1.1
+parser, refuses what YAML 1.2 allows, ruamel's own parser decides, and its message is shown):
 
-Before the loader sees a file, it is bounded: at most MAX_FILE_BYTES, UTF-8 only, one
-document, no anchors or aliases (a few lines of nested aliases expand to gigabytes: they are
-refused from the event stream, before anything is built) and no explicit tags.
+1. the events: one document, no anchors or aliases (a few lines of nested aliases expand to
+   gigabytes), no explicit tags, at most MAX_DEPTH levels of nesting (the loader recursed per
+   level: 700 levels of `[` raised RecursionError), no number longer than MAX_NUMBER_CHARS
+   (Python refuses to convert an int of 4,300 digits) or not finite (`.inf`);
+2. the node tree, turned into plain dicts, lists and scalars here, with the line of every key
+   and list item (SourceMap), and keys that appear twice refused.
+
+The plain document is validated by a pydantic model, and every validation error becomes a
+Problem naming file, line and key.
 """
 
 from __future__ import annotations
 
-import errno
+import math
+import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pydantic
-from ruamel.yaml import YAML, events
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml import YAML, events, nodes
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from twin.errors import closest, LabFileError, Problem
+from twin.errors import MAX_PROBLEMS_LISTED, LabFileError, Problem, closest
+from twin.spec.filebytes import MAX_FILE_BYTES, decoded, read_bounded, refuse
+from twin.text import clipped, key_note, shown_name
+
+__all__ = ["MAX_FILE_BYTES", "SourceMap", "dotted", "parse_yaml", "problems_from_validation", "read_yaml",
+           "validate"]
 
 Loc = tuple[Any, ...]
 
 
 @dataclass
 class SourceMap:
-    """Finds the line (1-based) of a key path such as ('fabric', 'tiers')."""
+    """Finds the line (1-based) of a key path such as ('fabric', 'tiers'): the deepest part of the
+    path the file has."""
 
-    root: Any
+    lines: dict[Loc, int]
 
     def line(self, loc: Loc) -> int | None:
-        node, best = self.root, 1
-        for part in loc:
-            if isinstance(node, CommentedMap) and part in node:
-                best = node.lc.key(part)[0] + 1
-                node = node[part]
-            elif isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node):
-                best = node.lc.item(part)[0] + 1
-                node = node[part]
-            else:
+        best = 1
+        for end in range(1, len(loc) + 1):
+            found = self.lines.get(tuple(loc[:end]))
+            if found is None:
                 break
+            best = found
         return best
 
 
-MAX_FILE_BYTES = 1 << 20  # the largest shipped file is 3 KB; a generated one with every key fits
+# Nothing in either format nests deeper than 5 levels.
+MAX_DEPTH = 32
+# A number longer than this is no setting of ours (seeds are 32-bit).
+MAX_NUMBER_CHARS = 24
+_NUMBER = re.compile(r"[-+]?(\.?[0-9][0-9_]*(\.[0-9_]*)?([eE][-+]?[0-9]+)?|0[xob][0-9a-fA-F_]+)")
+_NOT_FINITE = re.compile(r"[-+]?\.(inf|Inf|INF|nan|NaN|NAN)")
+_TAG = "tag:yaml.org,2002:"
 
 
-def _refuse(path: Path, line: int | None, message: str, hint: str) -> LabFileError:
-    return LabFileError([Problem(str(path), line, "", message, hint)])
+def read_yaml(path: Path, raw: bytes | None = None) -> tuple[dict, SourceMap]:
+    """Parse a YAML file (or `raw`, its bytes read elsewhere: standard input); every problem with
+    the file itself becomes a LabFileError with the line."""
+    return parse_yaml(path, read_bounded(path) if raw is None else raw)
 
 
-def _read_text(path: Path) -> str:
-    """The file's text, or a clear error: missing, not a file, too large, not UTF-8."""
+def parse_yaml(path: Path, raw: bytes) -> tuple[dict, SourceMap]:
+    """Parse a file's bytes (read by read_yaml, or from standard input), named `path` in errors."""
+    text = decoded(path, raw)
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _refuse(path, None, "symbolic link loop", "point the path at a real file") from None
-        raise _refuse(path, None, "file not found", "give a path to a .yaml file or a name from labs/") from None
-    if path.is_dir():
-        raise _refuse(path, None, "is a directory, not a file", "give a path to a .yaml file")
-    if not path.is_file():
-        raise _refuse(path, None, "not a regular file", "give a path to a .yaml file")
-    if size > MAX_FILE_BYTES:
-        raise _refuse(path, None, f"file is {size / 1e6:.1f} MB; lab and scenario files are at most "
-                      f"{MAX_FILE_BYTES >> 10} KiB", "is this the right file?")
-    raw = path.read_bytes()
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise _refuse(path, 1, "the file is UTF-16", "save it as UTF-8")
+        root = _compose(path, text, pure=False)
+    except YAMLError:
+        root = None  # libyaml (YAML 1.1) refuses `[host-g1-h1:nic1]`, which YAML 1.2 allows: ask ruamel's own
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise _refuse(path, line, f"not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
-                      "save the file as UTF-8 (a latin-1 character in a comment is enough)") from None
-    if "\x00" in text:
-        offset = text.index("\x00")
-        raise _refuse(path, text.count("\n", 0, offset) + 1, f"NUL byte at offset {offset}",
-                      "is this a text file?")
-    return text
-
-
-def _check_events(path: Path, text: str) -> None:
-    """Refuse what the loader would expand or misread, from the event stream (linear in the
-    file's size: nothing is built yet)."""
-    documents = 0
-    for event in YAML(typ="rt").parse(text):
-        line = event.start_mark.line + 1 if event.start_mark else None
-        if isinstance(event, events.DocumentStartEvent):
-            documents += 1
-            if documents > 1:
-                raise _refuse(path, line, "a second YAML document (`---`)", "one file holds one lab or one scenario")
-        elif isinstance(event, events.AliasEvent) or getattr(event, "anchor", None):
-            raise _refuse(path, line, "YAML anchors and aliases (&name, *name) are not supported",
-                          "write the value out where it is used")
-        elif getattr(event, "tag", None):  # only explicit tags: plain nodes have none
-            tag = str(event.tag).replace('tag:yaml.org,2002:', '!!')
-            raise _refuse(path, line, f"YAML tag {tag} is not supported", "write the plain value, without the tag")
-
-
-def read_yaml(path: Path) -> tuple[Any, SourceMap]:
-    """Parse a YAML file; every problem with the file itself becomes a LabFileError with the line."""
-    text = _read_text(path)
-    try:
-        _check_events(path, text)
-        data = YAML(typ="rt").load(text)
+        root = root or _compose(path, text, pure=True)
     except MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
         raise LabFileError([Problem(str(path), line, "", f"YAML syntax: {exc.problem}",
                                     "check indentation and quoting on that line")]) from None
-    except YAMLError as exc:  # e.g. a control character the reader refuses
+    except YAMLError as exc:
         mark = getattr(exc, "position", None)
         line = text.count("\n", 0, mark) + 1 if isinstance(mark, int) else None
-        raise _refuse(path, line, f"YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-                      "remove control characters; save as plain UTF-8 text") from None
-    if not isinstance(data, CommentedMap):
-        raise LabFileError([Problem(str(path), 1, "", "the file must be a YAML mapping",
-                                    "start with `name: ...`")])
-    return data, SourceMap(data)
+        raise refuse(path, line, f"YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                     "save the file as plain UTF-8 text") from None
+    if not isinstance(root, nodes.MappingNode):
+        raise LabFileError([Problem(str(path), 1, "", "the file must be a YAML mapping", "start with `name: ...`")])
+    lines: dict[Loc, int] = {}
+    return _plain(path, root, (), lines), SourceMap(lines)
 
 
-def to_plain(data: Any) -> Any:
-    if isinstance(data, dict):
-        return {str(k): to_plain(v) for k, v in data.items()}
-    if isinstance(data, list):
-        return [to_plain(v) for v in data]
-    return data
+def _compose(path: Path, text: str, pure: bool) -> nodes.Node | None:
+    _check_events(path, YAML(typ="safe", pure=pure).parse(text))
+    return YAML(typ="safe", pure=pure).compose(text)
+
+
+def _check_events(path: Path, stream) -> None:
+    """Refuse what the loader would expand, misread or recurse on, from the event stream (linear in
+    the file's size: nothing is built yet)."""
+    documents = depth = 0
+    for event in stream:
+        line = event.start_mark.line + 1 if event.start_mark else None
+        if isinstance(event, events.DocumentStartEvent):
+            documents += 1
+            if documents > 1:
+                raise refuse(path, line, "a second YAML document (`---`)", "one file holds one lab or one scenario")
+        elif isinstance(event, events.AliasEvent) or getattr(event, "anchor", None):
+            raise refuse(path, line, "YAML anchors and aliases (&name, *name) are not supported",
+                         "write the value out where it is used")
+        elif getattr(event, "tag", None) and getattr(event, "tag", None) != "!":  # "!": a quoted scalar's own
+            tag = str(event.tag).replace(_TAG, "!!")
+            raise refuse(path, line, f"YAML tag {tag} is not supported", "write the plain value, without the tag")
+        if isinstance(event, (events.SequenceStartEvent, events.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise refuse(path, line, f"nested more than {MAX_DEPTH} levels deep",
+                             "lab and scenario files nest a few levels: is this the right file?")
+        elif isinstance(event, (events.SequenceEndEvent, events.MappingEndEvent)):
+            depth -= 1
+        elif isinstance(event, events.ScalarEvent) and not event.style:  # plain (None or ""): may be a number
+            _check_number(path, line, event.value)
+
+
+def _check_number(path: Path, line: int | None, value: str) -> None:
+    if _NOT_FINITE.fullmatch(value):
+        raise refuse(path, line, f"{value} is not a finite number", "write a number, e.g. 100")
+    if _NUMBER.fullmatch(value):
+        if len(value) > MAX_NUMBER_CHARS:
+            raise refuse(path, line, f"a number of {len(value)} characters ({clipped(value, 12)})",
+                         f"no setting takes a number longer than {MAX_NUMBER_CHARS} characters")
+        try:
+            if not math.isfinite(float(value.replace("_", ""))):
+                raise refuse(path, line, f"{value} is too large to be a number", "write a smaller number")
+        except ValueError:
+            pass  # hexadecimal, octal: YAML's own rules decide
+
+
+def _plain(path: Path, node: nodes.Node, loc: Loc, lines: dict[Loc, int]) -> Any:
+    """A node as plain data, recording the line of every key and item under `loc`."""
+    if isinstance(node, nodes.MappingNode):
+        result: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, nodes.ScalarNode):
+                raise refuse(path, key_node.start_mark.line + 1, "a key must be a plain name, not a list or mapping",
+                             "write `key: value`")
+            key = str(_scalar(key_node))
+            here = loc + (key,)
+            if key in result:
+                raise refuse(path, key_node.start_mark.line + 1, f"key '{shown_name(key)}' appears twice (also "
+                             f"line {lines[here]})", "keep one of them")
+            lines[here] = key_node.start_mark.line + 1
+            result[key] = _plain(path, value_node, here, lines)
+        return result
+    if isinstance(node, nodes.SequenceNode):
+        items = []
+        for number, item in enumerate(node.value):
+            lines[loc + (number,)] = item.start_mark.line + 1
+            items.append(_plain(path, item, loc + (number,), lines))
+        return items
+    return _scalar(node)
+
+
+def _scalar(node: nodes.ScalarNode) -> Any:
+    """A scalar by the tag YAML 1.2's core schema resolved for it (explicit tags were refused)."""
+    tag, value = node.tag, node.value
+    if tag == _TAG + "null":
+        return None
+    if tag == _TAG + "bool":
+        return value.lower() == "true"
+    if tag == _TAG + "int":
+        digits = value.replace("_", "")
+        base = 0 if digits.lstrip("+-")[:2].lower() in ("0x", "0o", "0b") else 10
+        try:
+            return int(digits, base)
+        except ValueError:
+            return value  # a form Python does not read: validation refuses the text with its key
+    if tag == _TAG + "float":
+        try:
+            return float(value.replace("_", ""))
+        except ValueError:
+            return value
+    return value  # str, and a timestamp or anything else as the text it is
+
+
+def dotted(loc: Loc) -> str:
+    return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[")
 
 
 def _model_at(model: type[pydantic.BaseModel], loc: Loc) -> type[pydantic.BaseModel] | None:
@@ -156,21 +216,19 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
-def dotted(loc: Loc) -> str:
-    return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[")
-
-
 def problems_from_validation(exc: pydantic.ValidationError, model: type[pydantic.BaseModel],
                              path: str, source: SourceMap) -> list[Problem]:
+    """The first MAX_PROBLEMS_LISTED of the errors as located problems (each costs a fuzzy match)."""
     problems = []
-    for err in exc.errors():
+    for err in exc.errors()[:MAX_PROBLEMS_LISTED]:
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         kind = err["type"]
         owner = _model_at(model, loc[:-1])
         if kind == "extra_forbidden":
             valid = sorted(owner.model_fields) if owner else []
             guess = closest(str(loc[-1]), valid)
-            hint = (f"did you mean '{guess}'? " if guess else "") + f"valid keys here: {', '.join(valid)}"
+            hint = key_note(loc[-1]) + (f"did you mean '{guess}'? " if guess else "") + \
+                f"valid keys here: {', '.join(valid)}"
             problems.append(Problem(path, source.line(loc), dotted(loc), "unknown key", hint))
             continue
         field = owner.model_fields.get(loc[-1]) if owner and loc and isinstance(loc[-1], str) else None
@@ -187,6 +245,7 @@ def problems_from_validation(exc: pydantic.ValidationError, model: type[pydantic
 
 def validate(model: type[pydantic.BaseModel], data: Any, path: str, source: SourceMap):
     try:
-        return model.model_validate(to_plain(data))
+        return model.model_validate(data)
     except pydantic.ValidationError as exc:
-        raise LabFileError(problems_from_validation(exc, model, path, source)) from None
+        raise LabFileError(problems_from_validation(exc, model, path, source),
+                           more=max(0, exc.error_count() - MAX_PROBLEMS_LISTED)) from None

@@ -13,6 +13,7 @@ from twin.errors import TwinError
 from twin.lab import deploy
 from twin.lab.handle import Lab, python_module
 from twin.model.fabric import Fabric
+from twin.names import trainee_name
 from twin.procs import alive, terminate
 from twin.progress import Progress
 from twin.seal import new_key
@@ -30,6 +31,7 @@ TRAINER = "train/loop"
 def start(lab_file: LabFile, fabric: Fabric, level: int, seed: int, trainee: str, progress: Progress) -> Session:
     """Bring the lab up with a training job and a pingmesh, hide the level's faults in it, and
     return the session once its briefing is written. A failure tears the lab down."""
+    trainee = trainee_name(trainee)  # names a scores file: checked before anything is built
     entries = pools.draw(fabric, level, seed)  # before anything is built: a bad lab changes nothing
     name = fabric.name
     lab = deploy.up(lab_file, fabric, progress)

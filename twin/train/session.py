@@ -19,6 +19,7 @@ from pathlib import Path
 
 from twin.errors import TwinError
 from twin.model.fabric import link_key
+from twin.names import trainee_name
 from twin.seal import key_of, seal, unseal
 from twin.lab.state import lab_dir
 from twin.train.pools import Answer, answer_of
@@ -131,7 +132,7 @@ def record_score(session: Session, sealed: dict) -> Path:
     entries = sealed["faults"]
     directory = scores_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{session.trainee}.json"
+    path = directory / f"{trainee_name(session.trainee)}.json"
     history = json.loads(path.read_text()) if path.exists() else []
     history.append({
         "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(session.started)), "lab": session.lab,
@@ -146,6 +147,7 @@ def record_score(session: Session, sealed: dict) -> Path:
 
 
 def load_scores(trainee: str | None) -> dict[str, list[dict]]:
+    trainee = trainee_name(trainee) if trainee is not None else None  # names a file: checked first
     directory = scores_dir()
     if not directory.is_dir():
         return {}

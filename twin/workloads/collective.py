@@ -11,6 +11,7 @@ have re-created their process group.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Literal
@@ -19,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from twin.collectives.groups import ring_order, select_nics
 from twin.collectives.launcher import Job, JobSpec
-from twin.collectives.metrics import aligned_size, bus_factor
+from twin.collectives.metrics import ELEMENT_BYTES, aligned_size, bus_factor
 from twin.roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
 from twin.errors import TwinError
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
@@ -73,8 +74,35 @@ class TrainParams(CollectiveParams):
     compute_ms: float = Field(200.0, ge=0, le=60000, description="simulated compute per step")
 
 
+class SizeError(ValueError):
+    key = "size"
+
+    def __init__(self, message: str, hint: str):
+        super().__init__(message)
+        self.hint = hint
+
+
+# Every rank holds its tensor, the received chunk and torch's working copies (about 3x `size`);
+# all ranks share this machine's memory, so the sum is what must fit (with room for the lab).
+RANK_COPIES = 3
+MEMORY_SHARE = 0.5
+
+
 def check_ranks(params: CollectiveParams, fabric) -> None:
-    select_nics(fabric, params.ranks)  # RankSpecError is a ValueError naming the bad part
+    nics = select_nics(fabric, params.ranks)  # RankSpecError is a ValueError naming the bad part
+    size, world = parse_size_bytes(params.size), len(nics) * params.channels
+    if size < ELEMENT_BYTES * world:
+        raise SizeError(f"size {params.size} is less than one {ELEMENT_BYTES}-byte element per rank and channel "
+                        f"({world}): there is nothing to reduce", f"at least {ELEMENT_BYTES * world} B, e.g. 8MiB")
+    need, have = size * RANK_COPIES * len(nics), physical_memory()
+    if need > have * MEMORY_SHARE:
+        raise SizeError(f"size {params.size} on {len(nics)} ranks needs about {need / 2**30:.1f} GiB "
+                        f"({RANK_COPIES} copies a rank), over half of this machine's {have / 2**30:.1f} GiB",
+                        "a smaller size (the twin scales rates down; sizes of 1-64 MiB show the same shape)")
+
+
+def physical_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 class Collective:

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from twin.probes.mesh import Interval, ProbeMesh
-from twin.probes.plan import PATHS_PER_LINK, fewest_flows, plan, probe_load
+from twin.probes.plan import MAX_PLANNED_PATHS, PATHS_PER_LINK, fewest_flows, plan, plan_size_bound, probe_load
 from twin.workloads.base import WorkloadContext
 
 REFRESH_SETTLE_S = 0.5  # rediscover once route changes have been quiet this long
@@ -42,9 +42,22 @@ class ProbesParams(BaseModel):
 class ProbeLoadError(ValueError):
     key = "interval_ms"
 
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
+
 
 def _cheaper(params: ProbesParams) -> str:
     return "lower paths_per_link" if params.pairs == "cover" else "use pairs: cover (cost grows with links)"
+
+
+def check_plan_size(fabric, pairs: str, paths_per_link: int) -> None:
+    """Refuse a mesh whose plan would be too large to build, from the counts (before building it)."""
+    bound = plan_size_bound(fabric, pairs, paths_per_link)
+    if bound > MAX_PLANNED_PATHS:
+        raise ProbeLoadError(f"the {pairs} mesh of this lab lists up to {bound:,} paths, more than a plan "
+                             f"holds ({MAX_PLANNED_PATHS:,})", "use pairs: cover (every link probed; its cost "
+                             "grows with the links, not the NIC pairs)")
 
 
 def check_load(params: ProbesParams, fabric) -> None:
@@ -54,6 +67,7 @@ def check_load(params: ProbesParams, fabric) -> None:
                              f"{least:.0f} probes/s, over max_pps {params.max_pps}; raise interval_ms to "
                              f"{int(params.interval_ms * least / params.max_pps) + 1} or more, {_cheaper(params)}, "
                              "or raise max_pps")
+    check_plan_size(fabric, params.pairs, params.paths_per_link)
     load = probe_load(plan(fabric, params.pairs, k=params.paths_per_link), params.interval_ms)
     if load["probes_per_s"] > params.max_pps:
         raise ProbeLoadError(f"the {params.pairs} mesh at interval_ms {params.interval_ms} sends "

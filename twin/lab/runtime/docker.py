@@ -30,6 +30,7 @@ from pyroute2 import netns as pr_netns
 from twin.errors import RuntimeBackendError
 from twin.lab.runtime.images import SOURCE_LABEL, image_for, image_kind, source_digest
 from twin.model.fabric import Node
+from twin.names import is_lab_name
 from twin.lab.nsutil import pids_in_netns
 from twin.procs import alive, children, terminate
 from twin.lab.state import lab_dir
@@ -78,7 +79,7 @@ def labelled_containers(lab: str | None = None) -> list:
 
 
 def container_labs() -> set[str]:
-    return {c.labels[LABEL_LAB] for c in labelled_containers()}
+    return {c.labels[LABEL_LAB] for c in labelled_containers() if is_lab_name(c.labels[LABEL_LAB])}
 
 
 def check_image(api: docker.DockerClient, kind: str) -> str:

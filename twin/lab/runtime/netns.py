@@ -12,6 +12,7 @@ from pyroute2 import netns as pr_netns
 
 from twin.errors import RuntimeBackendError
 from twin.model.fabric import Link, Node
+from twin.names import is_lab_name, lab_name
 from twin.lab.nsutil import pids_in_netns
 from twin.procs import terminate
 from twin.lab.runtime.base import ExecResult
@@ -29,7 +30,7 @@ class NetnsRuntime:
     kind = "netns"
 
     def __init__(self, lab: str):
-        self.lab = lab
+        self.lab = lab_name(lab)  # prefixes every namespace this runtime creates, lists and deletes
         self.prefix = namespace_prefix(lab)
 
     def resource_name(self, node: str) -> str:
@@ -114,4 +115,5 @@ def orphan_labs() -> set[str]:
         names = os.listdir(NETNS_DIR)
     except FileNotFoundError:
         return set()
-    return {n[len(PREFIX):].split(".", 1)[0] for n in names if n.startswith(PREFIX) and "." in n}
+    found = {n[len(PREFIX):].split(".", 1)[0] for n in names if n.startswith(PREFIX) and "." in n}
+    return {lab for lab in found if is_lab_name(lab)}  # another tool's `ftw-..x` is not a lab of ours
