@@ -8,9 +8,12 @@ child process forked per case with its memory and CPU capped, and is classified:
     unclear     refused, but without saying where or what to do
     traceback   a Python traceback or an internal error (exit 3)
     wrong       accepted although it cannot work, or refused although it is valid
-    slow        over LIMIT_S seconds or LIMIT_MB of memory (or killed at the caps)
-    leaked      something was created on the machine (files in the case's folder or run directory
-                other than what the case asked for, a network namespace)
+    slow        over LIMIT_S seconds of CPU or LIMIT_MB of memory (or killed at the caps); CPU time,
+                not the clock, so that the other test worker's load cannot make a case slow
+    leaked      something was created on the machine: files in the case's folder or run directory
+                other than what the case asked for (a lab records itself in its run directory before
+                it creates anything, so a namespace or process would show there first; the machine's
+                namespaces themselves are not compared: the other test worker creates its own)
     destroyed   something was removed: a file of the case's folder, or of `victim/` beside the run
                 directory (where `twin lab down ../victim` once pointed)
 
@@ -441,6 +444,7 @@ class Outcome:
     max_rss_mb: float
     created: list[str]
     removed: list[str]
+    cpu_s: float = 0.0
     verdict: str = ""
     why: str = ""
 
@@ -536,7 +540,7 @@ def run_case(case: Case, scratch: Path) -> Outcome:
     victim.mkdir()
     (victim / "keep").write_text("not the lab's")
     _prepare(case, folder)
-    before, netns_before = _listing(folder, run_dir, victim), _netns()
+    before = _listing(folder, run_dir, victim)
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:
@@ -555,18 +559,11 @@ def run_case(case: Case, scratch: Path) -> Outcome:
     after = _listing(folder, run_dir, victim)
     created = sorted(p.removeprefix(str(scratch) + "/") for p in after - before)
     removed = sorted(p.removeprefix(str(scratch) + "/") for p in before - after)
-    created += [f"netns {n}" for n in _netns() - netns_before]
     text = output.read_text(errors="replace") if output.exists() else ""
-    outcome = Outcome(case, code, text, seconds, usage.ru_maxrss / 1024, created, removed)
+    outcome = Outcome(case, code, text, seconds, usage.ru_maxrss / 1024, created, removed,
+                      cpu_s=usage.ru_utime + usage.ru_stime)
     outcome.verdict, outcome.why = classify(outcome)
     return outcome
-
-
-def _netns() -> set[str]:
-    try:
-        return set(os.listdir("/run/netns"))
-    except OSError:
-        return set()
 
 
 ALLOWED_OUTPUTS = {"command/ok-schema": ("case/s.json",), "command/ok-export": ("case/clab",),
@@ -579,8 +576,8 @@ def classify(o: Outcome) -> tuple[str, str]:
         return "traceback", text.strip().splitlines()[-1] if text.strip() else f"exit {o.exit}"
     if o.exit is None or o.exit < 0:
         return "slow", f"killed (exit {o.exit}) after {o.seconds:.1f} s"
-    if o.seconds > LIMIT_S or o.max_rss_mb > LIMIT_MB:
-        return "slow", f"{o.seconds:.1f} s, {o.max_rss_mb:.0f} MB"
+    if o.cpu_s > LIMIT_S or o.max_rss_mb > LIMIT_MB:
+        return "slow", f"{o.cpu_s:.1f} s of CPU ({o.seconds:.1f} s), {o.max_rss_mb:.0f} MB"
     if o.removed:
         return "destroyed", ", ".join(o.removed[:3])
     allowed = ALLOWED_OUTPUTS.get(name, ()) + ALLOWED_OUTPUTS.get(name.split("/")[0], ())
