@@ -9,10 +9,15 @@ VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' twin/__init__.py)
 # Debian packages the twin runs on (FRR for routing, iproute2/nftables/ethtool for the data
 # plane and faults, iperf3 for rate checks, util-linux for unshare, python3-venv for the venv,
 # gcc to build the fixes preloaded into FRR).
-SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util-linux python3-venv gcc libc6-dev
+SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util-linux python3-venv gcc libc6-dev \
+	clang libbpf-dev libbpf1 bpftool
 # Preloaded into FRR's daemons: its event loop spins before every timer, bgpd wipes idle ring
 # buffers into memory (see each source).
 FRR_PRELOADS := $(patsubst %.c,%.so,$(wildcard twin/lab/native/frr_*.c))
+# The data-plane programs (clang -target bpf, CO-RE against the kernel's own BTF, dumped into
+# vmlinux.h by bpftool; loaded with libbpf, twin/lab/ebpf/libbpf.py).
+BPF_OBJECTS := $(patsubst %.c,%.o,$(wildcard twin/lab/ebpf/*.bpf.c))
+BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -mcpu=v3
 # The dashboard's test drives a real headless browser.
 TEST_PACKAGES := chromium chromium-driver
 
@@ -33,7 +38,13 @@ help:
 
 deps:
 	@$(MAKE) -s packages PACKAGES="$(SYSTEM_PACKAGES)"
-	@$(MAKE) -s $(FRR_PRELOADS)
+	@$(MAKE) -s $(FRR_PRELOADS) $(BPF_OBJECTS)
+
+twin/lab/ebpf/vmlinux.h:
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+twin/lab/ebpf/%.bpf.o: twin/lab/ebpf/%.bpf.c twin/lab/ebpf/queues.h twin/lab/ebpf/vmlinux.h
+	clang $(BPF_CFLAGS) -c $< -o $@
 
 twin/lab/native/frr_%.so: twin/lab/native/frr_%.c
 	cc -shared -fPIC -O2 -Wall -Werror -o $@ $< -ldl
@@ -120,6 +131,9 @@ bench: deps venv
 	$(VENV)/bin/python bench/workloads.py --labs rail4 rail8 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/drills.py --out docs/benchmarks.md
 	$(VENV)/bin/python bench/lossless.py --labs rail4 rail8:100mbit --out docs/benchmarks.md
+	$(VENV)/bin/python bench/congestion.py --lab rail8:100mbit --seconds 60 --incast-s 20 --out docs/benchmarks.md
+	$(VENV)/bin/python bench/stress.py --incasts 10 --out docs/benchmarks.md
+	$(VENV)/bin/python bench/marking_cost.py --out docs/benchmarks.md
 	$(VENV)/bin/python bench/transport.py --lab rail4 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/probe_cover.py --run mini rail4 rail8 --plan-only gen:3,4,8,2,2,4 gen:3,8,8,2,4,8 gen:3,16,8,2,8,16 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/generated_drills.py --count 49 --seed 1 --out docs/benchmarks.md
@@ -128,4 +142,4 @@ bench: deps venv
 	else echo "no Docker daemon: skipped bench/runtimes.py (docker against netns)"; fi
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache build $(FRR_PRELOADS)
+	rm -rf $(VENV) *.egg-info .pytest_cache build $(FRR_PRELOADS) $(BPF_OBJECTS) twin/lab/ebpf/vmlinux.h

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 from lab_lifecycle import machine  # noqa: E402
-from sections import write_section  # noqa: E402
+from sections import emit  # noqa: E402
 
 BEGIN, END = "<!-- adversarial:begin -->", "<!-- adversarial:end -->"
 VERDICTS = ("clear", "unclear", "traceback", "wrong", "slow", "leaked", "destroyed")
@@ -86,11 +86,7 @@ def main() -> None:
     lines.append("| most memory (MB) | " + " | ".join(str(c[1]["largest_mb"]) for c in columns.values()) + " |")
     for name, (_counts, _figures, bad) in columns.items():
         notes += [f"- {name}: {line}" for line in bad[:60]]
-    lines += ["", *notes, END]
-    section = "\n".join(lines) + "\n"
-    print(section)
-    if args.out:
-        write_section(args.out, BEGIN, END, section)
+    emit(lines + ["", *notes], args.out, BEGIN, END)
 
 
 if __name__ == "__main__":

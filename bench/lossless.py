@@ -25,6 +25,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from ruamel.yaml import YAML
@@ -112,13 +113,15 @@ def collective_row(label: str, report: dict, rate_bps: int) -> str:
                        f"{controller.get('cpu_s', '-')}" if controller else "-", report["cpu_busy"]])
 
 
-def incast(lab_path: Path, seconds: float) -> dict:
+def measured_incast(lab_path: Path, send) -> dict:
+    """Bring the lab up, run `send(lab, senders, receiver)` (8 NICs of other hosts into the first
+    NIC), and say what the queues did meanwhile: drops, pauses, paused seconds, ECN marks, the
+    controller's reaction, how busy the cores were; with what `send` returned."""
     from twin.lab import deploy
+    from twin.lab.counters import CounterReader
     from twin.lab.files import open_lab
     from twin.lab.pfc import counters as pfc_counters
     from twin.lab.reach import fabric_nics
-    from twin.lab.counters import CounterReader
-    from twin.lab.traffic import tcp_incast
 
     lab_file, fabric = open_lab(str(lab_path))
     lab = deploy.up(lab_file, fabric)
@@ -130,19 +133,28 @@ def incast(lab_path: Path, seconds: float) -> dict:
             drops0 = sum(v.get("qdisc_drops", 0) for v in reader.read(checksums=False).interfaces.values())
             pfc0 = pfc_counters.ports(pfc_counters.read(lab.paths.root))
             started = cpu_times()
-            result = tcp_incast(lab, senders, receiver, seconds, flows_per_sender=2)
+            sent = send(lab, senders, receiver)
             cores = busy(started, cpu_times())
             drops = sum(v.get("qdisc_drops", 0) for v in reader.read(checksums=False).interfaces.values()) - drops0
+        time.sleep(0.3)  # the controller publishes what moved within 100 ms
         document = pfc_counters.read(lab.paths.root)
         pfc = pfc_counters.ports(document)
-        pauses = sum(c.rx_pause - pfc0[k].rx_pause for k, c in pfc.items())
-        paused = sum(c.paused_s - pfc0[k].paused_s for k, c in pfc.items())
-        return {"senders": len(senders), "receiver": receiver.label, "drops": drops, "pauses": pauses,
-                "paused_s": round(paused, 2), "retransmits": sum(result.retransmits),
-                "goodput_line": round(result.goodput_bps / fabric.rate_bps, 3), "cpu_busy": cores,
-                "reaction": (document or {}).get("controller", {}).get("reaction", {})}
+        return {"senders": len(senders), "receiver": receiver.label, "drops": drops,
+                "pauses": sum(c.rx_pause - pfc0[k].rx_pause for k, c in pfc.items()) if pfc0 else 0,
+                "paused_s": round(sum(c.paused_s - pfc0[k].paused_s for k, c in pfc.items()), 2) if pfc0 else 0.0,
+                "marks": sum(c.ecn_marked - pfc0[k].ecn_marked for k, c in pfc.items()) if pfc0 else 0,
+                "cpu_busy": cores, "reaction": (document or {}).get("controller", {}).get("reaction", {}), **sent}
     finally:
         deploy.down(fabric.name)
+
+
+def incast(lab_path: Path, seconds: float) -> dict:
+    from twin.lab.traffic import tcp_incast
+
+    def send(lab, senders, receiver) -> dict:
+        result = tcp_incast(lab, senders, receiver, seconds, flows_per_sender=2)
+        return {"retransmits": sum(result.retransmits), "goodput_line": round(result.goodput_bps / lab.fabric.rate_bps, 3)}
+    return measured_incast(lab_path, send)
 
 
 def main() -> None:

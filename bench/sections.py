@@ -14,3 +14,11 @@ def write_section(path: Path, begin: str, end: str, section: str) -> None:
         new = old.rstrip("\n") + "\n\n" + section
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(new)
+
+
+def emit(lines: list[str], out: Path | None, begin: str, end: str) -> None:
+    """A benchmark's section (its lines between the markers): printed, and written to `out`."""
+    section = "\n".join([*lines, end]) + "\n"
+    print(section)
+    if out:
+        write_section(out, begin, end, section)

@@ -78,3 +78,20 @@ def lab_copy(tmp_path: Path, source: str, name: str) -> Path:
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)
     return path
+
+
+@contextmanager
+def marking(lab, kmin: int = 0, kmax: int | None = None, pmax: float | None = None):
+    """Every switch queue's ECN marking changed for a block (kmin 0: off, the lab on PFC alone),
+    through the controller, as a fault would change it; the lab's own settings come back after."""
+    from twin.lab.pfc import client as pfc_client
+    from twin.model.ports import ports
+
+    settings = {"kmin": kmin, **({"kmax": kmax} if kmax is not None else {}),
+                **({"pmax": pmax} if pmax is not None else {})}
+    for port in [p for p in ports(lab.fabric) if lab.fabric.nodes[p.node].is_switch]:
+        pfc_client.tune(lab.paths.root, "test-marking", port, **settings)
+    try:
+        yield
+    finally:
+        pfc_client.release(lab.paths.root, "test-marking")

@@ -160,25 +160,29 @@ def print_idle(cost: idle.IdleCost) -> None:
 
 
 def print_queues(queues) -> None:
-    if not queues.lossless:
-        out.print("queues: lossy (links.pfc: false): a full queue drops")
-    elif not queues.controller:
-        out.print("queues: lossless, but [red]the PFC controller is not running[/]: ports are neither paused "
-                  "nor resumed (`twin lab down` and up again)")
+    marking = (f"; ECN marking from {queues.marking[0]} to {queues.marking[1]} bytes (p {queues.marking[2]:g})"
+               if queues.marking else "; no ECN marking")
+    if (queues.lossless or queues.marking) and not queues.controller:
+        out.print("queues: [red]the PFC controller is not running[/]: ports are neither paused nor resumed, "
+                  "marks are not counted (`twin lab down` and up again)")
+    elif not queues.lossless:
+        out.print("queues: lossy (links.pfc: false): a full queue drops" + marking)
     else:
         reaction = queues.reaction
-        out.print(f"queues: lossless (PFC); controller reaction p50 {reaction.get('p50_us', '-')} us, "
+        out.print(f"queues: lossless (PFC){marking}; controller reaction p50 {reaction.get('p50_us', '-')} us, "
                   f"p99 {reaction.get('p99_us', '-')} us over {reaction.get('events', 0)} events")
     if queues.ports:
-        table = Table(title="ports that paused, were paused, went above XOFF or dropped (since the lab came up)")
+        table = Table(title="ports that paused, were paused, went above XOFF, marked or dropped (since the lab "
+                            "came up)")
         for column in ("port", "pauses received", "XOFF sent", "paused s", "held now", "queue now",
-                       "queue peak", "above XOFF", "queue drops", "watchdog"):
+                       "queue peak", "above XOFF", "ECN marked", "queue drops", "watchdog"):
             table.add_column(column)
         for row in queues.ports:
             drops = row["queue_drops"]
             table.add_row(row["port"], str(row["rx_pause"]), str(row["tx_pause"]), f"{row['paused_s']:.3f}",
                           "[yellow]yes[/]" if row["paused"] else "", str(row["queue"]), str(row["queue_peak"]),
-                          str(row["xoff_times"]), f"[red]{drops}[/]" if drops else "0", str(row["watchdog"] or ""))
+                          str(row["xoff_times"]), str(row["ecn_marked"]), f"[red]{drops}[/]" if drops else "0",
+                          str(row["watchdog"] or ""))
         out.print(table)
     for error in queues.errors[-3:]:
         out.print(f"PFC controller: {error}")

@@ -53,7 +53,7 @@ def run_bench(lab: Lab, op: str | list[str], sizes: list[int],
               ranks: str | list[str] = "all", order: str = "topo", channels: int = 1, iters: int = 5,
               warmup: int = 1, timeout_s: float = 60.0, progress: Progress | None = None,
               transport: str = "tcp", roce: dict | None = None) -> BenchResult:
-    """roce: the transport's settings (ib_timeout, retry_cnt, qps_per_connection, time_scale)."""
+    """roce: the transport's settings (ib_timeout, retry_cnt, qps_per_connection, time_scale, cc)."""
     progress = progress or NullProgress()
     fabric = lab.fabric
     ops = [op] if isinstance(op, str) else list(op)
@@ -63,7 +63,7 @@ def run_bench(lab: Lab, op: str | list[str], sizes: list[int],
     sizes = sorted({aligned_size(size, world * channels) for size in sizes})
     spec = JobSpec(name=f"bench-{ops[0]}-{os.getpid()}-{next(_job_numbers)}", ops=ops, nics=nics, sizes=sizes, mode="bench",
                    iters=iters, warmup=warmup, channels=channels, timeout_s=timeout_s, transport=transport,
-                   roce={**(roce or {}), "mtu": fabric.mtu})
+                   roce={"cc": "dcqcn", **(roce or {}), "mtu": fabric.mtu, "line_bps": fabric.rate_bps})
     progress.phase(f"{op} over {world} ranks", len(sizes) * len(ops))
     measurements: list[Measurement] = []
 

@@ -106,6 +106,15 @@ class Rank:
         self.transport_seen = totals
         return {key: delta[key] for key in TRANSPORT_FIELDS}
 
+    def transport_levels(self) -> dict:
+        """What the RoCE transport runs at now: the rate its congestion control allows (mean share of
+        line rate over this rank's QPs); empty on gloo."""
+        if self.backend != "roce":
+            return {}
+        default = self.dist.distributed_c10d._get_default_group()
+        groups = [default] + [g for g in self.groups if g is not None]
+        return {"rate_share": round(sum(g.rate_share() for g in groups) / len(groups), 4)}
+
     def run_op(self, buffers: Buffers) -> float:
         """One collective, split over the channels; returns seconds."""
         start = time.perf_counter()
@@ -159,7 +168,7 @@ class Rank:
                 continue
             self.emit(event="iter", iter=iteration, t=step_start, comm_s=round(comm_s, 5),
                       step_s=round(time.monotonic() - step_start, 5), size=size, wrong=buffers.wrong(),
-                      **self.transport_delta())
+                      **self.transport_delta(), **self.transport_levels())
             iteration += 1
 
     def _recover(self) -> None:
@@ -199,7 +208,8 @@ def main() -> None:
             "FABRIC_TWIN_ROCE_ADDRESS": nic["address"], "FABRIC_TWIN_ROCE_IFNAME": nic["ifname"],
             "FABRIC_TWIN_ROCE_LABEL": f"{nic['host']}:{nic['ifname']}", "FABRIC_TWIN_ROCE_MTU": str(roce["mtu"]),
             "FABRIC_TWIN_ROCE_TIME_SCALE": str(roce["time_scale"]), "NCCL_IB_TIMEOUT": str(roce["ib_timeout"]),
-            "NCCL_IB_RETRY_CNT": str(roce["retry_cnt"]), "NCCL_IB_QPS_PER_CONNECTION": str(roce["qps_per_connection"])})
+            "NCCL_IB_RETRY_CNT": str(roce["retry_cnt"]), "NCCL_IB_QPS_PER_CONNECTION": str(roce["qps_per_connection"]),
+            "FABRIC_TWIN_ROCE_CC": roce.get("cc", "none"), "FABRIC_TWIN_ROCE_LINE_BPS": str(roce.get("line_bps", 0))})
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     set_priority(LOAD_NICE)  # the load, whatever the priority of the runner that started it

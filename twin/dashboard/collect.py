@@ -51,6 +51,7 @@ class Collector:
         self.faults: list[dict] | None = None
         self.training = False
         self.paused: dict[str, float] = {}  # link -> share of the last second its busier direction was held
+        self.marks: dict[str, float] = {}  # link -> ECN marks a second
         self.paused_series: deque = deque()  # (t, directions held on average)
         self.resent: deque = deque()  # (t, MB a RoCE job's rank 0 resent in that step)
         self.queue_drops = 0
@@ -119,6 +120,7 @@ class Collector:
         self._drop_base = self._drop_base if self._drop_base is not None else drops
         last, self._last_pfc = self._last_pfc, (now, ports)
         paused: dict[str, float] = {}
+        marks: dict[str, float] = {}  # link -> ECN marks a second, both directions
         average = 0.0
         if last is not None and now > last[0]:
             for port, counter in ports.items():
@@ -128,8 +130,11 @@ class Collector:
                 link = self._link_of.get(Port(*port))
                 if link:
                     paused[link] = round(max(paused.get(link, 0.0), min(share, 1.0)), 3)
+                    if before:
+                        marks[link] = marks.get(link, 0.0) + (counter.ecn_marked - before.ecn_marked) / (now - last[0])
         with self._lock:
             self.paused = paused
+            self.marks = {k: round(v, 1) for k, v in marks.items()}
             self.queue_drops = sum(max(0, n - self._drop_base.get(k, 0)) for k, n in drops.items())
             if last is not None:
                 self.paused_series.append((now, average))
@@ -219,10 +224,12 @@ class Collector:
                 "lab": self.state.lab, "updated": time.time(), "training": self.training,
                 "links": {l.name: {"util": self.util.get(l.name, 0.0), "loss_pct": self.loss.get(l.name),
                                    "paused": self.paused.get(l.name, 0.0),
+                                   "marks_per_s": self.marks.get(l.name, 0.0),
                                    "down": any(s["link"] == l.name and s["bgp"] != "Established"
                                                for s in self.sessions)}
                           for l in self.fabric.links},
-                "pfc": {"lossless": self.fabric.pfc, "paused_share": PAUSED_SHARE,
+                "pfc": {"lossless": self.fabric.pfc, "paused_share": PAUSED_SHARE, "marking": self.fabric.ecn,
+                        "marks_per_s": round(sum(self.marks.values()), 1),
                         "paused_links": sum(1 for v in self.paused.values() if v > PAUSED_SHARE),
                         "queue_drops": self.queue_drops,
                         "series": [[round(t - now, 1), round(v, 3)] for t, v in self.paused_series]},

@@ -121,9 +121,9 @@ def _build(lab: Lab, progress: Progress, timeout_s: float, all_pairs: bool) -> N
                     netconf.configure_host_routing(ipr, fabric, node, indexes)
                 offload.segment_in_software(lab.netns(node.name), list(indexes))
             progress.advance()
-    if fabric.pfc:
+    if fabric.queue_programs:
         with _timed(state, "pfc"):
-            progress.phase("PFC: queue programs and controller", None)
+            progress.phase("queue programs (PFC, ECN) and controller", None)
             pfc_client.start(lab)
     switches = fabric.switches
     with _timed(state, "frr-start"):

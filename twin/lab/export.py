@@ -23,7 +23,7 @@ from twin.model.build import rail_network
 from twin.lab.identity import rank_uid
 from twin.model.fabric import IFNAMSIZ, Fabric, Link, Node
 from twin.model.partition import split
-from twin.lab.netconf import HOST_TABLE_BASE, node_sysctls
+from twin.lab.netconf import HOST_TABLE_BASE, HOST_TCP_CC, node_sysctls
 from twin.model.buffers import queue_limit
 from twin.model.ports import Port
 from twin.model.render import START_ORDER, render_bfd_binding, render_switch
@@ -98,12 +98,12 @@ def _host_routing(fabric: Fabric, node: Node) -> list[str]:
     commands = []
     for rail, nic, leaf_end in nics:
         table, gateway, uid = HOST_TABLE_BASE + rail, leaf_end.address.ip, rank_uid(rail)
-        commands += [f"ip route add default via {gateway} dev {nic.ifname} table {table}",
+        commands += [f"ip route add default via {gateway} dev {nic.ifname} table {table} congctl {HOST_TCP_CC}",
                      f"ip rule add from {nic.address.ip}/32 table {table} priority {1000 + rail}",
                      f"ip rule add uidrange {uid}-{uid} table {table} priority {900 + rail}",
-                     f"ip route add {rail_network(rail)} via {gateway} dev {nic.ifname}"]
+                     f"ip route add {rail_network(rail)} via {gateway} dev {nic.ifname} congctl {HOST_TCP_CC}"]
     _rail, first_nic, first_leaf = nics[0]
-    commands.append(f"ip route add default via {first_leaf.address.ip} dev {first_nic.ifname}")
+    commands.append(f"ip route add default via {first_leaf.address.ip} dev {first_nic.ifname} congctl {HOST_TCP_CC}")
     return commands
 
 

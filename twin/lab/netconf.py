@@ -57,9 +57,21 @@ def node_sysctls(fabric: Fabric, node: Node) -> dict[str, str]:
                      # every other packet of the host would wait behind.
                      "net.ipv4.tcp_limit_output_bytes": str(host_tcp_queue_bytes(fabric)),
                      "net.ipv4.conf.all.arp_announce": "2",
+                     # Where the switches mark, hosts ask for ECN on their connections (RFC 3168:
+                     # gloo's TCP cuts its window on a mark); else the kernel's default (2): ECN
+                     # only when the peer asks. The congestion control that reacts is the routes'
+                     # (HOST_TCP_CC, configure_host_routing).
+                     "net.ipv4.tcp_ecn": "1" if fabric.ecn else "2",
                      # The twin's own listening ports (flows, probes) are never handed out as
                      # ephemeral source ports (flows, gloo), which would make a later bind fail.
                      "net.ipv4.ip_local_reserved_ports": TWIN_PORTS}
+
+
+# Hosts' TCP congestion control: Linux's own default, cubic, set on every host route (RTAX_CC_ALGO),
+# not the machine's default, which namespaces inherit: BBR (this machine's) ignores ECN marks, so
+# a marking fabric would not slow gloo down. A route's algorithm needs no place in the machine's
+# tcp_allowed_congestion_control (a namespace's sysctl refuses one that is not there).
+HOST_TCP_CC = "cubic"
 
 
 def host_tcp_queue_bytes(fabric: Fabric) -> int:
@@ -116,19 +128,22 @@ def configure_host_routing(ipr: IPRoute, fabric: Fabric, node: Node, indexes: di
     - rule `from <NIC r address> lookup 100+r`, table 100+r: default via leaf (g, r)
     - rule `uidrange RANK_UID_BASE+r lookup 100+r`: collective ranks of rail r use their NIC
     - main table: the rail-r block via NIC r (unbound traffic stays rail-aligned), default via NIC 1
+    Every route carries the hosts' TCP congestion control (HOST_TCP_CC).
     """
+    cc = {"cc_algo": HOST_TCP_CC}
     nics = sorted((link.rail, link.endpoint(node.name), link.peer(node.name))
                   for link in fabric.links_of(node.name))
     for rail, nic, leaf_end in nics:
         table = HOST_TABLE_BASE + rail
         gateway = str(leaf_end.address.ip)
-        ipr.route("add", dst="0.0.0.0/0", gateway=gateway, oif=indexes[nic.ifname], table=table)
+        ipr.route("add", dst="0.0.0.0/0", gateway=gateway, oif=indexes[nic.ifname], table=table, metrics=cc)
         ipr.rule("add", src=str(nic.address.ip), src_len=32, table=table, priority=1000 + rail)
         uid = rank_uid(rail)  # collective ranks of this rail: see collectives/identity.py
         ipr.rule("add", uid_range=f"{uid}:{uid}", table=table, priority=900 + rail)
         block = rail_network(rail)
-        ipr.route("add", dst=str(block), gateway=gateway, oif=indexes[nic.ifname])
+        ipr.route("add", dst=str(block), gateway=gateway, oif=indexes[nic.ifname], metrics=cc)
     first_rail, first_nic, first_leaf = nics[0]
-    ipr.route("add", dst="0.0.0.0/0", gateway=str(first_leaf.address.ip), oif=indexes[first_nic.ifname])
+    ipr.route("add", dst="0.0.0.0/0", gateway=str(first_leaf.address.ip), oif=indexes[first_nic.ifname],
+              metrics=cc)
 
 

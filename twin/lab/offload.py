@@ -35,10 +35,11 @@ def set_checksum_offload(netns_path: str, settings: dict[str, dict[str, bool]]) 
         ethtool.close()
 
 
-def snmp(netns_path: str) -> dict[str, int]:
-    """/proc/net/snmp of the namespace as {'Udp.InCsumErrors': n, ...}."""
+def snmp(netns_path: str, table: str = "snmp") -> dict[str, int]:
+    """/proc/net/snmp of the namespace as {'Udp.InCsumErrors': n, ...}; table "netstat": the
+    TcpExt counters ({'TcpExt.TCPDeliveredCE': n, ...})."""
     with in_netns(netns_path):
-        with open("/proc/thread-self/net/snmp") as handle:
+        with open(f"/proc/thread-self/net/{table}") as handle:
             lines = handle.read().splitlines()
     counters = {}
     for header, values in zip(lines[::2], lines[1::2]):

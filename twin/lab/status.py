@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from twin.lab.converge import fib_next_hops
+from twin.model.buffers import lab_marking
 from twin.model.ecmp import expected_next_hops
 from twin.errors import RuntimeBackendError
 from twin.lab.frr import daemon_health, vtysh_json
@@ -71,25 +72,27 @@ def as_dict(statuses: list[SwitchStatus]) -> list[dict]:
 @dataclass
 class QueueStatus:
     lossless: bool
-    controller: bool  # the PFC controller runs (lossless labs)
+    controller: bool  # the PFC controller runs (lossless or marking labs)
+    marking: tuple[int, int, float] | None = None  # ECN: kmin, kmax (bytes), pmax; None: no marking
     reaction: dict = field(default_factory=dict)  # the controller's reaction times
     errors: list[str] = field(default_factory=list)
     ports: list[dict] = field(default_factory=list)  # ports with pauses, a held egress or queue drops
 
     @property
     def healthy(self) -> bool:
-        return self.controller or not self.lossless
+        return self.controller or not (self.lossless or self.marking)
 
 
 def queue_status(lab: Lab) -> QueueStatus:
-    """Per port: PFC pauses received and sent, paused time, held now, queue now and at most, and the
-    packets its queue dropped (qdisc counters) since the lab came up."""
+    """Per port: PFC pauses received and sent, paused time, held now, queue now and at most, ECN
+    marks, and the packets its queue dropped (qdisc counters) since the lab came up."""
     document = pfc_counters.read(lab.state.directory)
     pfc = pfc_counters.ports(document)
     with CounterReader(lab) as reader:
         drops = {key: values.get("qdisc_drops", 0)
                  for key, values in reader.read(checksums=False, qdiscs=True).interfaces.items()}
-    status = QueueStatus(lossless=lab.fabric.pfc, controller=pfc_client.running(lab.state))
+    status = QueueStatus(lossless=lab.fabric.pfc, controller=pfc_client.running(lab.state),
+                         marking=lab_marking(lab.fabric) if lab.fabric.ecn else None)
     if document:
         status.reaction = document["controller"].get("reaction", {})
         status.errors = document["controller"].get("errors", [])
@@ -97,6 +100,6 @@ def queue_status(lab: Lab) -> QueueStatus:
         counter = pfc.get(key, pfc_counters.PortCounters())
         row = {"port": f"{key[0]} {key[1]}", "queue_drops": drops.get(key, 0), **asdict(counter)}
         if counter.rx_pause or counter.tx_pause or counter.paused or row["queue_drops"] or counter.watchdog \
-                or counter.xoff_times:
+                or counter.xoff_times or counter.ecn_marked:
             status.ports.append(row)
     return status

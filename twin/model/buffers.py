@@ -19,6 +19,21 @@ a 2 ms queue here is a 1 us queue there, 2000 times faster).
   same buffer simply drops when full, so the two modes differ only in PFC.
 Host NICs hold HOST_QUEUE_BYTES: a paused NIC keeps what its host sends (the host's sockets block
 long before), as a real NIC's host memory does.
+
+ECN marking (RED-like, as switch ASICs mark for DCQCN), below XOFF so that senders slow down
+before a queue pauses them:
+- Kmin: 0.5 ms of line rate, at least 3 frames: a queue of a frame or two is two senders' packets
+  meeting for an instant, not congestion (27 KB at MTU 9000; 0.5 ms is 12.5 KB at 200 Mbit/s).
+  At 2 frames, a RoCE allreduce on rail4 at 100 Mbit/s ran at 0.29 of line with DCQCN, at 3
+  frames 0.45 (docs/benchmarks.md): every transient meeting cost a rate cut.
+- Kmax: 2 ms of line rate, half of XOFF, at least Kmin + 2 frames and at most XOFF - half a frame:
+  the queue is marked hard well before it pauses anyone (50 KB at 200 Mbit/s, XOFF 100 KB; 45 KB
+  at 100 Mbit/s, XOFF 50 KB).
+- Pmax 0.1: at 200 Mbit/s a sender at line rate puts about 28 jumbo frames into one DCQCN CNP
+  interval (10 ms here, roce/dcqcn.py); a 10 % chance near Kmax gives it a few marks in each, so
+  it hears of a building queue in about one interval, and a queue above Kmax marks every packet.
+The DCQCN paper's 40 Gbit/s values (Kmin 5 KB, Kmax 200 KB, Pmax 1 %) would sit above the twin's
+XOFF: its queues are bytes at a line rate 200 times lower, so marking follows XOFF, not the paper.
 """
 
 from __future__ import annotations
@@ -29,6 +44,11 @@ from twin.model.fabric import Fabric
 from twin.model.ports import Port, feeders
 
 XOFF_MS = 4.0
+ECN_KMIN_MS = 0.5
+ECN_KMAX_MS = 2.0
+MIN_ECN_FRAMES = 3  # Kmin
+ECN_BAND_FRAMES = 2  # Kmax - Kmin, at least
+ECN_PMAX = 0.1
 MIN_XOFF_FRAMES = 4
 MIN_HYSTERESIS_FRAMES = 2
 REACTION_MS = 10.0
@@ -42,6 +62,9 @@ class Thresholds:
     xoff: int  # bytes
     xon: int
     buffer: int
+    kmin: int = 0  # ECN marking between kmin and kmax bytes (0: off)
+    kmax: int = 0
+    pmax: float = 0.0
 
     @property
     def headroom(self) -> int:
@@ -72,6 +95,18 @@ def lab_xoff(fabric: Fabric) -> int:
     return fabric.pfc_xoff_bytes or default_xoff(fabric.rate_bps, fabric.mtu)
 
 
+def lab_marking(fabric: Fabric) -> tuple[int, int, float]:
+    """(kmin, kmax, pmax) of every switch queue, lab settings over the derived defaults; (0, 0, 0)
+    without marking."""
+    if not fabric.ecn:
+        return 0, 0, 0.0
+    frame, xoff = frame_bytes(fabric.mtu), lab_xoff(fabric)
+    kmin = fabric.ecn_kmin_bytes or max(line_bytes(fabric.rate_bps, ECN_KMIN_MS), MIN_ECN_FRAMES * frame)
+    kmax = fabric.ecn_kmax_bytes or min(max(line_bytes(fabric.rate_bps, ECN_KMAX_MS), kmin + ECN_BAND_FRAMES * frame),
+                                        max(kmin + frame, xoff - frame // 2))
+    return kmin, kmax, fabric.ecn_pmax if fabric.ecn_pmax is not None else ECN_PMAX
+
+
 def for_port(fabric: Fabric, port: Port) -> Thresholds:
     """A switch port's thresholds (lab settings win over the derived defaults; `setting_problems`
     refused the ones no port could honour, so none is rewritten here)."""
@@ -79,7 +114,8 @@ def for_port(fabric: Fabric, port: Port) -> Thresholds:
     xon = fabric.pfc_xon_bytes if fabric.pfc_xon_bytes is not None else default_xon(xoff, fabric.mtu)
     senders = len(feeders(fabric, port.node, port.ifname))
     buffer = fabric.buffer_bytes or xoff + headroom(fabric.rate_bps, fabric.mtu, max(1, senders))
-    return Thresholds(xoff=xoff, xon=xon, buffer=buffer)
+    kmin, kmax, pmax = lab_marking(fabric)
+    return Thresholds(xoff=xoff, xon=xon, buffer=buffer, kmin=kmin, kmax=kmax, pmax=pmax)
 
 
 def setting_problems(fabric: Fabric) -> list[tuple[str, str, str]]:
@@ -103,6 +139,13 @@ def setting_problems(fabric: Fabric) -> list[tuple[str, str, str]]:
                              " arrives while the pause takes hold" if fabric.pfc else
                              f"one frame ({frame} B at MTU {fabric.mtu}): every full-size frame would drop"),
                           f"at least {floor} B, or omit it (XOFF plus headroom per port)"))
+    if fabric.ecn:
+        kmin, kmax, _pmax = lab_marking(fabric)
+        if kmin >= kmax:
+            key = "ecn_kmax" if fabric.ecn_kmax_bytes is not None else "ecn_kmin"
+            found.append((key, f"ecn_kmin ({kmin} B) must be below ecn_kmax ({kmax} B"
+                          + (")" if fabric.ecn_kmax_bytes and fabric.ecn_kmin_bytes else ", derived)"),
+                          "marking rises from kmin to kmax: give both, kmin the lower"))
     return found
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from ipaddress import IPv4Interface, IPv4Network
 
 from twin.errors import LabFileError, Problem
-from twin.spec.labfile import LabFile, fits_two_byte_asns
+from twin.spec.labfile import LabFile, ecn_on, fits_two_byte_asns
 from twin.model.buffers import setting_problems
 from twin.model.fabric import IFNAMSIZ, Endpoint, Fabric, Link, Node
 from twin.units import parse_rate_bps, parse_size_bytes, parse_time_s
@@ -186,6 +186,10 @@ def build_fabric(lab: LabFile) -> Fabric:
         buffer_bytes=parse_size_bytes(spec.links.buffer) if spec.links.buffer else None,
         pfc_xoff_bytes=parse_size_bytes(spec.links.pfc_xoff) if spec.links.pfc_xoff else None,
         pfc_xon_bytes=parse_size_bytes(spec.links.pfc_xon) if spec.links.pfc_xon else None,
+        ecn=ecn_on(spec.links),
+        ecn_kmin_bytes=parse_size_bytes(spec.links.ecn_kmin) if spec.links.ecn_kmin else None,
+        ecn_kmax_bytes=parse_size_bytes(spec.links.ecn_kmax) if spec.links.ecn_kmax else None,
+        ecn_pmax=spec.links.ecn_pmax,
     )
     for _name, step in STEPS:
         step(fabric, lab)

@@ -114,6 +114,11 @@ class Fabric(_Freezable):
     pfc_xoff_bytes: int | None = None
     pfc_xon_bytes: int | None = None
     pfc_watchdog_ms: int | None = None
+    # ECN marking at every switch queue (ebpf/queues.bpf.c); False in models saved before it existed
+    ecn: bool = False
+    ecn_kmin_bytes: int | None = None  # None = derived (model/buffers.py)
+    ecn_kmax_bytes: int | None = None
+    ecn_pmax: float | None = None
     nodes: Mapping[str, Node] = field(default_factory=dict)  # a read-only view once frozen
     links: Sequence[Link] = field(default_factory=list)  # a tuple once frozen
     graph: nx.Graph = field(default_factory=nx.Graph)  # nx.freeze()d
@@ -140,6 +145,11 @@ class Fabric(_Freezable):
     @property
     def frozen(self) -> bool:
         return self._frozen
+
+    @property
+    def queue_programs(self) -> bool:
+        """Whether switch queues are measured in the kernel (PFC, ECN): the controller runs."""
+        return self.pfc or self.ecn
 
     def with_runtime(self, runtime: str | None) -> Fabric:
         """The same fabric on another runtime (`--runtime`); None keeps the lab file's."""

@@ -10,8 +10,8 @@ from twin.results.report import Report
 
 
 def write_timeline(run: RunFolder, report: Report, path: Path) -> None:
-    """Loss, delay, probe loss, step time, RoCE resends and PFC pauses over the run; faults shaded,
-    route changes and BGP/BFD downs marked."""
+    """Loss, delay, probe loss, step time, RoCE resends, the rate DCQCN allowed and PFC pauses over
+    the run; faults shaded, route changes and BGP/BFD downs marked."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -27,7 +27,8 @@ def write_timeline(run: RunFolder, report: Report, path: Path) -> None:
     paused_t, paused_n = workloads.paused_series(records)
     show_pfc = any(paused_n)
     resent = {w: series for w, series in workloads.retransmission_series(records).items() if any(series[1])}
-    panels = 2 * bool(flows) + bool(probe_rows) + bool(steps) + show_pfc + bool(resent) or 1
+    rates = workloads.rate_series(records)
+    panels = 2 * bool(flows) + bool(probe_rows) + bool(steps) + show_pfc + bool(resent) + bool(rates) or 1
     fig, axes = plt.subplots(panels, 1, figsize=(11, 2.75 * panels + 0.5), sharex=True, squeeze=False)
     axes = list(axes[:, 0])
     top, bottom = axes[0], axes[-1]
@@ -59,6 +60,13 @@ def write_timeline(run: RunFolder, report: Report, path: Path) -> None:
             ax.bar(ts, ys, width=0.45, align="edge", label=workload)
         ax.set_ylabel("RoCE resent MB / 0.5 s")
         ax.legend(fontsize=7, loc="upper left")
+    if rates:  # DCQCN pacing: the sending rate its CNPs left the ranks' QPs
+        ax = next(free)
+        for workload, (ts, ys) in rates.items():
+            ax.plot(ts, ys, drawstyle="steps-post", label=workload)
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("RoCE rate / line (DCQCN)")
+        ax.legend(fontsize=7, loc="lower left")
     if show_pfc:  # congestion spreading: how many link directions PFC holds
         ax = next(free)
         ax.plot(paused_t, paused_n, color="#8c564b", drawstyle="steps-post")

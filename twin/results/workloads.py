@@ -123,6 +123,23 @@ def step_series(records: list[dict]) -> dict[str, tuple[list[float], list[float]
     return series
 
 
+def rate_series(records: list[dict]) -> dict[str, tuple[list[float], list[float]]]:
+    """workload -> (iteration start times, the mean sending rate DCQCN allowed its ranks' QPs, as a
+    share of line rate) for the timeline; only workloads whose rate was ever cut."""
+    by_step: dict[tuple[str, int, int], list] = {}
+    for r in records:
+        if r["kind"] == "collective" and "rate_share" in r:
+            entry = by_step.setdefault((r["workload"], r["gen"], r["iter"]), [r["t"], []])
+            entry[0] = min(entry[0], r["t"])
+            entry[1].append(r["rate_share"])
+    series: dict[str, tuple[list[float], list[float]]] = {}
+    for (workload, _g, _i), (t, shares) in sorted(by_step.items(), key=lambda kv: kv[1][0]):
+        ts, ys = series.setdefault(workload, ([], []))
+        ts.append(t)
+        ys.append(round(statistics.fmean(shares), 4))
+    return {w: s for w, s in series.items() if min(s[1], default=1.0) < 1.0}
+
+
 def mitigation(records: list[dict]) -> dict | None:
     """Hash dodging moves and isolation (drains, restores) seen in the run."""
     dodges = [r for r in records if r["kind"] == "dodge"]
@@ -140,7 +157,7 @@ def mitigation(records: list[dict]) -> dict | None:
 
 
 def fabric(records: list[dict], windows: list[tuple[float, float]], lossless: bool) -> dict | None:
-    """Queue drops and PFC pauses over the run and per fault window (from the `fabric` events:
+    """Queue drops, PFC pauses and ECN marks over the run and per fault window (from the `fabric` events:
     running totals, telemetry/fabric.py). A window runs from the last count before its onset to the
     first count after its clear (both are taken when the fault is applied and cleared)."""
     from twin.telemetry.fabric import replay
@@ -148,7 +165,7 @@ def fabric(records: list[dict], windows: list[tuple[float, float]], lossless: bo
     series = replay(records)
     if not series:
         return None
-    zero = {"queue_drops": 0, "pause_s": {}, "pauses": {}}
+    zero = {"queue_drops": 0, "pause_s": {}, "pauses": {}, "marks": {}}
 
     def before(t: float) -> dict:
         earlier = [totals for at, totals in series if at < t]
@@ -161,7 +178,8 @@ def fabric(records: list[dict], windows: list[tuple[float, float]], lossless: bo
         pause = {k: round(v - a["pause_s"].get(k, 0.0), 4) for k, v in b["pause_s"].items()
                  if v - a["pause_s"].get(k, 0.0) > 0}
         return {"queue_drops": b["queue_drops"] - a["queue_drops"], "pause_s": dict(sorted(pause.items())),
-                "pauses": sum(b["pauses"].values()) - sum(a["pauses"].values())}
+                "pauses": sum(b["pauses"].values()) - sum(a["pauses"].values()),
+                "ecn_marked": sum(b["marks"].values()) - sum(a["marks"].values())}
 
     final = series[-1][1]
     return {
@@ -171,6 +189,7 @@ def fabric(records: list[dict], windows: list[tuple[float, float]], lossless: bo
         "pause_s": dict(sorted(final["pause_s"].items())),
         "pauses": sum(final["pauses"].values()),
         "paused_directions": len(final["pause_s"]),
+        "ecn_marked": {"total": sum(final["marks"].values()), "by_port": dict(sorted(final["marks"].items()))},
         "host_socket_drops": final["host_socket_drops"],
         "kernel_backlog_drops": final["kernel_backlog_drops"],
         "fault_windows": [delta(before(start), after(end)) for start, end in windows],

@@ -5,6 +5,7 @@ calls the gloo jobs make) run over it.
 Configured like NCCL, from the environment of the rank process:
     NCCL_IB_TIMEOUT (20), NCCL_IB_RETRY_CNT (7), NCCL_IB_QPS_PER_CONNECTION (1)
     FABRIC_TWIN_ROCE_ADDRESS, _IFNAME, _LABEL (the rank's host NIC), _MTU, _TIME_SCALE (1)
+    FABRIC_TWIN_ROCE_CC (dcqcn | none), _LINE_BPS (the NIC's line rate, which DCQCN scales to)
 At creation every rank opens its QPs toward every other rank (QPS_PER_CONNECTION each, each its
 own UDP source port), publishes their ports in the group's store, and connects to the others'.
 A message to a peer is cut into as many parts as QPs (NCCL splits a message over its QPs).
@@ -20,6 +21,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
 from twin.roce import algorithms
+from twin.roce.dcqcn import DcqcnParams
 from twin.roce.nic import CollectiveTimeout, Nic, PeerAborted
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT, Timers, TransportError, ib_timeout_s
 
@@ -37,7 +39,8 @@ def settings() -> dict:
             "time_scale": float(env.get("FABRIC_TWIN_ROCE_TIME_SCALE", "1")),
             "ib_timeout": int(env.get("NCCL_IB_TIMEOUT", DEFAULT_IB_TIMEOUT)),
             "retry_cnt": int(env.get("NCCL_IB_RETRY_CNT", DEFAULT_RETRY_CNT)),
-            "qps": int(env.get("NCCL_IB_QPS_PER_CONNECTION", "1"))}
+            "qps": int(env.get("NCCL_IB_QPS_PER_CONNECTION", "1")),
+            "cc": env.get("FABRIC_TWIN_ROCE_CC", "none"), "line_bps": float(env.get("FABRIC_TWIN_ROCE_LINE_BPS", "0"))}
 
 
 def _done(result) -> dist.Work:
@@ -54,9 +57,10 @@ class RoceGroup(dist.ProcessGroup):
         config = settings()
         self.qps = config["qps"]
         self.timeout_s = timeout.total_seconds()
+        dcqcn = DcqcnParams().for_line_rate(config["line_bps"]) if config["cc"] == "dcqcn" else None
         self.nic = Nic(config["address"], config["ifname"], config["mtu"],
                        Timers(ib_timeout_s(config["ib_timeout"], config["time_scale"]), config["retry_cnt"]),
-                       config["label"])
+                       config["label"], dcqcn)
         ports = {}
         for peer in range(size):
             if peer != rank:
@@ -147,6 +151,9 @@ class RoceGroup(dist.ProcessGroup):
 
     def transport_stats(self) -> dict:
         return vars(self.nic.stats()) | {"qp_errors": self.nic.errors()}
+
+    def rate_share(self) -> float:
+        return self.nic.rate_share()
 
     def shutdown(self) -> None:
         self.nic.close()

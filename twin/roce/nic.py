@@ -7,7 +7,12 @@ thread that moves their packets, as an RDMA NIC does beside the application.
   datagram on the wire, which the fabric's faults act on). The socket's send buffer is small, so
   the host NIC's queue holds about what a NIC has in flight: when PFC pauses the NIC, sends
   stop instead of piling up. No slow start: a QP sends whenever the wire takes it (the host NIC's
-  shaper paces at line rate).
+  shaper paces at line rate), at most at the rate its congestion control allows.
+- Congestion control (`cc`, DCQCN: dcqcn.py): data packets are ECN-capable (ECT(0)); a packet
+  that arrives marked CE is answered with a CNP, at most one per QP per CNP interval; a CNP cuts
+  its QP's rate, which then recovers on timers and bytes sent. A QP below line rate is paced by a
+  token bucket of a few packets; at line rate the host NIC's shaper alone paces it. Without cc
+  (`cc: none`) packets are not ECN-capable, so no switch marks them.
 - Receiving: UDP GRO hands over runs of datagrams at once; each is a packet for the QP state
   machine (qp.py), whose ACKs and NAKs go straight back.
 - Timers: the retransmission timers and coalesced ACKs of every QP.
@@ -22,13 +27,17 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from twin.roce.dcqcn import NotificationPoint, Pacer, ReactionPoint, ScaledParams
 from twin.roce.qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
-from twin.roce.wire import ACK, DATA, HEADER, NAK, Header, payload_per_packet, unpack
+from twin.roce.wire import ACK, CNP, DATA, HEADER, IP_UDP_HEADERS, NAK, Header, payload_per_packet, unpack
 
 SO_BINDTODEVICE = 25
 UDP_SEGMENT, UDP_GRO = 103, 104
+ECT0, ECN_MASK, ECN_CE = 0x02, 0x03, 0x03
+PACED_PACKETS = 4  # a paced QP's burst: few packets, so a cut rate shows at once on the wire
 SEND_BUFFER = 128 * 1024  # about what a NIC holds in flight on the host side
 RECEIVE_BUFFER = 4 << 20
 MAX_GSO_BYTES = 65000
@@ -53,13 +62,23 @@ class Endpoint:
     sock: socket.socket
     peer: str = ""  # who is at the other end, for error messages
     writable: bool = True
+    rate: ReactionPoint | None = None  # DCQCN's sending side (None: no congestion control)
+    notify: NotificationPoint | None = None  # and its receiving side
+    pacer: Pacer | None = None
+    send_at: float = 0.0  # paced: not before this
 
 
 class Nic:
-    def __init__(self, address: str, ifname: str, mtu: int, timers: Timers, label: str = ""):
+    def __init__(self, address: str, ifname: str, mtu: int, timers: Timers, label: str = "",
+                 dcqcn: ScaledParams | None = None, new_socket: Callable[[], socket.socket] | None = None):
+        """new_socket: where a QP's UDP socket comes from (default: this process's namespace, as a
+        rank's; a tool driving several hosts' NICs from one process opens them in theirs)."""
         self.address, self.ifname, self.label = address, ifname, label
+        self.new_socket = new_socket or (lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+        self.dcqcn = dcqcn
         self.payload = payload_per_packet(mtu)
         self.segment = HEADER.size + self.payload
+        self.wire_packet = self.segment + IP_UDP_HEADERS  # what a full packet costs at the rate
         self.max_segments = max(1, min(64, MAX_GSO_BYTES // self.segment))
         self.timers = timers
         self.endpoints: dict[int, Endpoint] = {}  # local QP number -> endpoint
@@ -76,15 +95,23 @@ class Nic:
     # --- set-up ----------------------------------------------------------------------------------
     def open_qp(self, qpn: int) -> int:
         """A QP's socket on this NIC; returns its UDP port (the peer connects to it)."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock = self.new_socket()
         sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, self.ifname.encode())
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         sock.setsockopt(socket.SOL_UDP, UDP_GRO, 1)
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+        if self.dcqcn is not None:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
         sock.bind((self.address, 0))
         sock.setblocking(False)
         with self.cond:
             endpoint = Endpoint(QueuePair(qpn, -1, self.payload, self.timers), sock)
+            if self.dcqcn is not None:
+                now = time.monotonic()
+                endpoint.rate = ReactionPoint(self.dcqcn, now)
+                endpoint.notify = NotificationPoint(self.dcqcn.cnp_interval_s)
+                endpoint.pacer = Pacer(burst=PACED_PACKETS * self.wire_packet, at=now)
             self.endpoints[qpn] = endpoint
             self.by_fd[sock.fileno()] = endpoint
         return sock.getsockname()[1]
@@ -143,6 +170,13 @@ class Nic:
         with self.cond:
             return sum(1 for e in self.endpoints.values() if e.qp.error)
 
+    def rate_share(self) -> float:
+        """The mean sending rate its congestion control allows this NIC's QPs, as a share of line
+        rate (1.0 without congestion control)."""
+        with self.cond:
+            rates = [e.rate.rate_bps / e.rate.params.line_bps for e in self.endpoints.values() if e.rate]
+        return round(sum(rates) / len(rates), 4) if rates else 1.0
+
     def close(self) -> None:
         if self.closed:
             return
@@ -160,6 +194,7 @@ class Nic:
         while not self.closed:
             with self.cond:
                 deadlines = [d for d in (e.qp.next_deadline() for e in self.endpoints.values()) if d is not None]
+                deadlines += [e.send_at for e in self.endpoints.values() if e.qp.sending and e.send_at]
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else 0.1
             events = self.poller.poll(min(timeout, 0.1))
             with self.cond:
@@ -190,16 +225,22 @@ class Nic:
                     ack = qp.poll_ack(now)
                     if ack is not None:
                         self._control(endpoint, ack)
-                    if qp.sending and endpoint.writable:
+                    if qp.sending and endpoint.writable and now >= endpoint.send_at:
                         self._send(endpoint, now)
                 self.cond.notify_all()
 
     def _send(self, endpoint: Endpoint, now: float) -> None:
         qp = endpoint.qp
+        endpoint.send_at = 0.0
         while qp.sending:
             packets = qp.peek(self.max_segments)
             cut = next((i + 1 for i, (_h, piece) in enumerate(packets) if len(piece) != self.payload), len(packets))
             packets = packets[:cut]  # only the batch's last datagram may be short (GSO)
+            paced = self._paced(endpoint, now)
+            if paced is not None:
+                if paced < 1:
+                    return
+                packets = packets[:paced]
             data = b"".join(part for header, piece in packets for part in (header.pack(), piece))
             try:
                 if len(packets) == 1:
@@ -214,30 +255,58 @@ class Nic:
                 qp.commit(packets, now)
                 return
             qp.commit(packets, now)
+            if endpoint.rate is not None:
+                wire = len(data) + IP_UDP_HEADERS * len(packets)
+                endpoint.rate.on_sent(wire, now)
+                if paced is not None:
+                    endpoint.pacer.spend(wire)
+
+    def _paced(self, endpoint: Endpoint, now: float) -> int | None:
+        """How many full packets a QP below line rate may send now (0: none; then `send_at` says
+        when); None: it runs at line rate, unpaced."""
+        rate = endpoint.rate
+        if rate is None:
+            return None
+        rate.advance(now)
+        if rate.rate_bps >= rate.params.line_bps:
+            endpoint.pacer.tokens, endpoint.pacer.at = 0.0, now  # nothing saved up while unpaced
+            return None
+        fit = int(endpoint.pacer.allowed(rate.rate_bps, now) // self.wire_packet)
+        if fit < 1:
+            endpoint.send_at = endpoint.pacer.ready_at(rate.rate_bps, self.wire_packet)
+        return max(0, fit)
 
     def _control(self, endpoint: Endpoint, header: Header) -> None:
+        """ACK, NAK and CNP: not ECN-capable (a NIC sends them at a high priority, unmarked)."""
         try:
-            endpoint.sock.send(header.pack())
-        except OSError:  # a lost ACK or NAK is what the timers are for
+            if endpoint.rate is None:
+                endpoint.sock.send(header.pack())
+            else:
+                endpoint.sock.sendmsg([header.pack()], [(socket.IPPROTO_IP, socket.IP_TOS, bytes([0]))])
+        except OSError:  # a lost ACK or NAK is what the timers are for; a lost CNP, the next mark's
             pass
 
     def _receive(self, endpoint: Endpoint, now: float) -> None:
         for _ in range(READS_PER_TURN):
             try:
-                data, ancillary, _flags, _address = endpoint.sock.recvmsg(1 << 16, socket.CMSG_SPACE(4))
+                data, ancillary, _flags, _address = endpoint.sock.recvmsg(1 << 16, 2 * socket.CMSG_SPACE(4))
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:  # an ICMP error queued on the socket (the peer's port is gone)
                 continue
-            size = len(data)
+            if not data:
+                continue
+            size, marked = len(data), False
             for level, kind, value in ancillary:
                 if level == socket.SOL_UDP and kind == UDP_GRO:
                     size = struct.unpack("i", value[:4])[0]
+                elif level == socket.IPPROTO_IP and kind == socket.IP_TOS:
+                    marked = value[0] & ECN_MASK == ECN_CE  # GRO merges only packets of one TOS
             view = memoryview(data)
             for start in range(0, len(data), size or len(data)):
-                self._packet(endpoint, view[start:start + size], now)
+                self._packet(endpoint, view[start:start + size], now, marked)
 
-    def _packet(self, endpoint: Endpoint, datagram: memoryview, now: float) -> None:
+    def _packet(self, endpoint: Endpoint, datagram: memoryview, now: float, marked: bool = False) -> None:
         header = unpack(datagram)
         if header is None:
             return
@@ -246,6 +315,15 @@ class Nic:
             controls, _done = qp.on_data(header, datagram[HEADER.size:], now)
             for control in controls:
                 self._control(endpoint, control)
+            if marked:
+                qp.stats.ecn_marked += 1
+                if endpoint.notify is not None and endpoint.notify.on_marked(now):
+                    qp.stats.cnps_sent += 1
+                    self._control(endpoint, Header(CNP, qp.remote, 0))
+        elif header.opcode == CNP:
+            qp.stats.cnps_received += 1
+            if endpoint.rate is not None:
+                endpoint.rate.on_cnp(now)
         elif header.opcode == ACK:
             qp.on_ack(header.psn, now)
         elif header.opcode == NAK:

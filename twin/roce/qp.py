@@ -71,6 +71,9 @@ class Stats:
     out_of_order: int = 0  # packets dropped for a gap before them
     duplicates: int = 0
     acks_sent: int = 0
+    ecn_marked: int = 0  # data packets that arrived marked Congestion Experienced
+    cnps_sent: int = 0
+    cnps_received: int = 0  # each one a rate cut (DCQCN)
 
     def add(self, other: Stats) -> None:
         for name, value in vars(other).items():
@@ -78,7 +81,8 @@ class Stats:
 
 
 # What ranks report per iteration (and the report sums per fault window).
-REPORTED_FIELDS = ("retrans_bytes", "retrans_packets", "naks_sent", "naks_received", "timeouts", "qp_errors")
+REPORTED_FIELDS = ("retrans_bytes", "retrans_packets", "naks_sent", "naks_received", "timeouts", "qp_errors",
+                   "ecn_marked", "cnps_sent", "cnps_received")
 
 
 class TransportError(RuntimeError):

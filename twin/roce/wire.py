@@ -5,6 +5,7 @@
           whole message; `last` flag on its final piece
     ACK   cumulative: every PSN below `psn` has arrived in order
     NAK   sequence error: `psn` is the one expected; resend from it (go-back-N)
+    CNP   congestion notification: the receiver saw a packet of this QP marked CE (DCQCN)
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 HEADER = struct.Struct("!BBHIIIII")  # magic, opcode, flags, qpn, psn, msg, offset, msg_len
 MAGIC = 0xC5
-DATA, ACK, NAK = 1, 2, 3
+DATA, ACK, NAK, CNP = 1, 2, 3, 4
 LAST = 1
 IP_UDP_HEADERS = 20 + 8
 

@@ -72,6 +72,15 @@ class LinksSpec(_Strict):
     pfc_watchdog_ms: int | None = Field(None, ge=10, le=60000,
                                         description="a queue paused this long stops honouring pauses "
                                                     "and drops (a PFC watchdog); omitted = off")
+    ecn: bool | None = Field(None, description="switch queues mark ECN-capable packets (CE) as they fill, "
+                                                "so DCQCN and TCP slow down before PFC pauses; default: "
+                                                "as pfc (on when lossless)")
+    ecn_kmin: Size | None = Field(None, description="no marks at or below this queue, e.g. 20KB (default: "
+                                                    "0.5 ms of line rate, at least 3 frames)")
+    ecn_kmax: Size | None = Field(None, description="every ECN-capable packet marked above this, e.g. 50KB "
+                                                    "(default: 2 ms of line rate, half of XOFF)")
+    ecn_pmax: float | None = Field(None, gt=0, le=1, description="marking probability just below ecn_kmax, "
+                                                                 "0 < p <= 1 (default: 0.1)")
 
 
 class BfdSpec(_Strict):
@@ -91,7 +100,7 @@ class LabSpec(_Strict):
     name: str = Field(pattern=LAB_NAME_PATTERN,
                       description="lowercase letter, then up to 11 of a-z 0-9 -; prefixes every object")
     fabric: FabricSpec = Field(description="tiers, groups, rails, hosts_per_group, spines_per_plane")
-    links: LinksSpec = Field(default_factory=LinksSpec, description="rate, mtu, pfc, buffer")
+    links: LinksSpec = Field(default_factory=LinksSpec, description="rate, mtu, pfc, buffer, ecn")
     routing: RoutingSpec = Field(default_factory=RoutingSpec, description="bfd, ecmp_hash")
     runtime: str = Field("netns", description="netns (default) or docker")
 
@@ -136,12 +145,21 @@ def _semantic_problems(lab: LabFile, runtimes: list[str]) -> list[Problem]:
         for key in ("pfc_xoff", "pfc_xon", "pfc_watchdog_ms"):
             if getattr(links, key) is not None:
                 problem(("links", key), f"{key} needs a lossless fabric", "remove it, or set `pfc: true`")
+    if not ecn_on(links):
+        for key in ("ecn_kmin", "ecn_kmax", "ecn_pmax"):
+            if getattr(links, key) is not None:
+                problem(("links", key), f"{key} needs ECN marking", "remove it, or set `ecn: true`")
     # How the queue settings fit each other and the MTU: model/buffers.py (setting_problems), which
     # knows the defaults they are weighed against.
     if spec.runtime not in runtimes:
         problem(("runtime",), f"unknown runtime '{spec.runtime}'",
                 f"valid runtimes: {', '.join(runtimes)}")
     return found
+
+
+def ecn_on(links: LinksSpec) -> bool:
+    """Marking is on where the lab says so, and by default on a lossless fabric."""
+    return links.pfc if links.ecn is None else links.ecn
 
 
 # What one machine models: ten times rail8 (40 nodes, 128 links), the largest lab measured here

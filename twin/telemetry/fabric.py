@@ -1,13 +1,14 @@
 """What the fabric's queues did during a run: packets dropped by any queue (every port's qdisc, switch
-and host) and, on a lossless lab, the PFC pauses of every link direction.
+and host), the PFC pauses of every link direction on a lossless lab, and the packets each switch
+queue marked ECN Congestion Experienced where the lab marks.
 
 A watcher thread in the runner reads them and emits `fabric` events holding running totals since
 the run began, so the report can take any window's figures from two of them:
 
     {"kind": "fabric", "t": 12.3, "queue_drops": 0, "drops": {"leaf-g1-r1 hs-g1h1": 3},
-     "pause_s": {"spine-1 -> leaf-g1-r1": 0.42}, "pauses": {...}, "paused": [...], ...}
+     "pause_s": {"spine-1 -> leaf-g1-r1": 0.42}, "pauses": {...}, "marks": {...}, "paused": [...], ...}
 
-`drops`, `pause_s` and `pauses` list only directions whose total changed since the previous event
+`drops`, `pause_s`, `pauses` and `marks` list only directions whose total changed since the previous event
 (replaying the events rebuilds the totals at any time). PFC counters come from the controller's
 file every 250 ms (a file read); qdisc drops from netlink every second (less often where a dump
 of every port takes more than 5 % of a core) and at once when asked (a fault applied or cleared).
@@ -26,7 +27,7 @@ from twin.lab.handle import Lab
 from twin.lab.counters import CounterReader
 
 PFC_EVERY_S = 0.25
-PFC_COLUMNS = ("paused_s", "rx_pause", "paused")
+PFC_COLUMNS = ("paused_s", "rx_pause", "paused", "ecn_marked")
 DROPS_EVERY_S = 1.0
 DROPS_BUDGET = 0.05  # share of a core the periodic drop counts may take
 HOST_SOCKET_COUNTERS = ("Udp.RcvbufErrors", "Udp.SndbufErrors")
@@ -47,9 +48,9 @@ class FabricWatch:
                            for link in fabric.links for end in (link.a, link.b)}
         self._reader = CounterReader(lab)
         self._base_drops: dict[Port, int] = {}
-        self._base_pfc: dict[tuple[str, str], tuple] = {}  # (paused_s, rx_pause, paused) at the start
+        self._base_pfc: dict[tuple[str, str], tuple] = {}  # (paused_s, rx_pause, paused, marked) at the start
         self._base_host = self._base_softnet = 0
-        self._last: dict[str, dict] = {"drops": {}, "pause_s": {}, "pauses": {}}
+        self._last: dict[str, dict] = {"drops": {}, "pause_s": {}, "pauses": {}, "marks": {}}
         self._last_paused: list[str] = []
         self._drops: dict[Port, int] = {}
         self._host_drops = self._softnet = 0
@@ -112,16 +113,18 @@ class FabricWatch:
                 self._host_drops = self._read_host_drops() - self._base_host
                 self._softnet = softnet_drops() - self._base_softnet
             document = pfc_counters.read(self.state.directory)
-            totals = {"drops": {str(p): n for p, n in self._drops.items()}, "pause_s": {}, "pauses": {}}
+            totals = {"drops": {str(p): n for p, n in self._drops.items()}, "pause_s": {}, "pauses": {}, "marks": {}}
             paused = []
-            for port, (paused_s, rx_pause, held) in pfc_counters.columns(document, *PFC_COLUMNS).items():
-                base_s, base_pauses, _held = self._base_pfc.get(port, (0.0, 0, False))
+            for port, (paused_s, rx_pause, held, marked) in pfc_counters.columns(document, *PFC_COLUMNS).items():
+                base_s, base_pauses, _held, base_marked = self._base_pfc.get(port, (0.0, 0, False, 0))
                 name = self.directions.get(port)
                 if name is None:
                     continue
                 if paused_s - base_s > 0:
                     totals["pause_s"][name] = round(paused_s - base_s, 4)
                     totals["pauses"][name] = rx_pause - base_pauses
+                if marked - base_marked > 0:
+                    totals["marks"][name] = marked - base_marked
                 if held:
                     paused.append(name)
             changed = {key: {k: v for k, v in totals[key].items() if self._last[key].get(k) != v}
@@ -136,7 +139,7 @@ class FabricWatch:
 
 def replay(records: list[dict]) -> list[tuple[float, dict]]:
     """The `fabric` events as (t, totals) with every direction's running totals filled in."""
-    state = {"drops": {}, "pause_s": {}, "pauses": {}}
+    state = {"drops": {}, "pause_s": {}, "pauses": {}, "marks": {}}  # "marks": absent before ECN
     out = []
     for record in records:
         if record["kind"] != "fabric":

@@ -13,7 +13,8 @@ COUNTERS = {"rx_bytes": "Bytes received", "tx_bytes": "Bytes sent", "rx_packets"
             "tx_dropped": "Packets dropped on send", "rx_errors": "Receive errors", "tx_errors": "Send errors",
             "qdisc_drops": "Packets the root qdisc dropped",
             "pfc_rx_pause": "PFC pauses this port received (its egress was held)",
-            "pfc_tx_pause": "PFC XOFF this interface sent (it held its peer's egress)"}
+            "pfc_tx_pause": "PFC XOFF this interface sent (it held its peer's egress)",
+            "ecn_marked": "Packets the port's egress queue marked ECN Congestion Experienced"}
 GAUGES = {"backlog_bytes": ("fabric_twin_qdisc_backlog_bytes", "Bytes queued in the root qdisc"),
           "pfc_queue_bytes": ("fabric_twin_pfc_queue_bytes", "Bytes in the port's PFC-managed egress queue")}
 

@@ -20,7 +20,7 @@ from twin.lab.handle import Lab
 from twin.lab.counters import NET_DEV_FIELDS, CounterReader, Snapshot
 
 PFC_FIELDS = {"pfc_rx_pause": "rx_pause", "pfc_tx_pause": "tx_pause", "pfc_paused_ms": "paused_s",
-              "pfc_queue_bytes": "queue"}
+              "pfc_queue_bytes": "queue", "ecn_marked": "ecn_marked"}
 FIELDS = (*NET_DEV_FIELDS, "backlog_bytes", "qdisc_drops", *PFC_FIELDS)
 FAULT_COUNTERS_EVERY_S = 1.0
 QDISCS_EVERY = 5  # qdisc backlog every 5th sample (500 ms at 100 ms): a rail8 read drops from 50 ms to ~15
@@ -110,7 +110,8 @@ class Sampler:
 
 
 def _add_pfc(snap: Snapshot, ports: dict) -> None:
-    """The PFC counters of every port (a file the lab's controller rewrites; none on a lossy lab)."""
+    """The PFC and ECN counters of every port (a file the lab's controller rewrites; none on a lab
+    without queue programs)."""
     for key, counter in ports.items():
         entry = snap.interfaces.get(key)
         if entry is not None:

@@ -30,7 +30,7 @@ from twin.workloads.base import WorkloadContext
 POLL_S = 0.2
 
 
-ROCE_KEYS = ("ib_timeout", "retry_cnt", "qps_per_connection", "time_scale")
+ROCE_KEYS = ("ib_timeout", "retry_cnt", "qps_per_connection", "time_scale", "cc")
 
 
 class CollectiveParams(BaseModel):
@@ -49,6 +49,9 @@ class CollectiveParams(BaseModel):
     qps_per_connection: int = Field(1, ge=1, le=8, description="roce: NCCL_IB_QPS_PER_CONNECTION, QPs per rank "
                                                                "pair (each its own ECMP path)")
     time_scale: float = Field(1.0, gt=0, le=1e6, description="roce: multiplies the transport's timers")
+    cc: Literal["dcqcn", "none"] = Field("dcqcn", description="roce: congestion control; dcqcn: packets are "
+                                         "ECN-capable, a CE mark comes back as a CNP that cuts the QP's rate "
+                                         "(twin/roce/dcqcn.py); none: line rate always, PFC alone holds it")
 
     @field_validator("size")
     @classmethod
@@ -64,9 +67,10 @@ class CollectiveParams(BaseModel):
                 raise ValueError(f"{', '.join(set_here)} apply to transport: roce (this collective runs on tcp)")
         return self
 
-    def roce(self, mtu: int) -> dict:
+    def roce(self, mtu: int, line_bps: int) -> dict:
         return {"ib_timeout": self.ib_timeout, "retry_cnt": self.retry_cnt,
-                "qps_per_connection": self.qps_per_connection, "time_scale": self.time_scale, "mtu": mtu}
+                "qps_per_connection": self.qps_per_connection, "time_scale": self.time_scale, "mtu": mtu,
+                "cc": self.cc, "line_bps": line_bps}
 
 
 class TrainParams(CollectiveParams):
@@ -115,7 +119,7 @@ class Collective:
                             sizes=[aligned_size(parse_size_bytes(params.size), self.world * params.channels)],
                             channels=params.channels, timeout_s=params.timeout_s,
                             compute_ms=getattr(params, "compute_ms", 0.0), duration_s=24 * 3600,
-                            transport=params.transport, roce=params.roce(ctx.lab.fabric.mtu))
+                            transport=params.transport, roce=params.roce(ctx.lab.fabric.mtu, ctx.lab.fabric.rate_bps))
         self.job = Job(self.spec, ctx.lab)
         self.connected = 0
         self._stop = threading.Event()
@@ -169,7 +173,7 @@ class Collective:
                 events.emit("collective", t=t, workload=self.name, rank=record["rank"], nic=nic,
                             iter=record["iter"], step_s=record["step_s"], comm_s=record["comm_s"],
                             busbw_Bps=round(busbw), gen=record["gen"], wrong=record["wrong"],
-                            **{k: record[k] for k in TRANSPORT_FIELDS if k in record})
+                            **{k: record[k] for k in (*TRANSPORT_FIELDS, "rate_share") if k in record})
             elif kind in ("hang", "recovered", "connected", "rejoin_failed"):
                 if kind == "connected" and record["gen"] == 0:
                     self.connected += 1

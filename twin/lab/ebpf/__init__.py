@@ -1,7 +1,9 @@
-"""Just enough eBPF to count a queue in the kernel: an instruction encoder, the bpf() system
-call (maps, program load), and a ring buffer reader.
+"""The lab's data-plane programs: C (`*.bpf.c`, one shared layout in `queues.h`), compiled by clang
+at `make deps` and loaded with libbpf (`libbpf.py`, ctypes over Debian's libbpf1).
 
-No clang, libbpf or bcc: the programs the twin needs are a few dozen instructions, written in
-`pfc/programs.py` with the encoder here, verified by the kernel when loaded. pyroute2 attaches
-them (cls_bpf on a clsact qdisc, by file descriptor).
+    queues.bpf.c  every switch queue counted per packet (PFC's XOFF/XON events on a ring buffer)
+                  and ECN-marked (RED-like, kmin..kmax); attached by pfc/queues.py
+    layout.py     the same structures as Python reads them from the maps (checked against the
+                  object's BTF by tests/unit/test_bpf_layout.py)
+    ringbuf.py    a reader of the ring buffer map
 """

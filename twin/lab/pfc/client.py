@@ -46,7 +46,8 @@ def hold(lab_dir: Path, fault_id: str, ports: list[Port], pause_ms: float | None
 
 
 def tune(lab_dir: Path, fault_id: str, port: Port, **settings) -> None:
-    """Change a queue's xoff/xon (bytes) or a port's watchdog_ms for the fault's lifetime."""
+    """Change a queue's xoff/xon or kmin/kmax (bytes) and pmax, or a port's watchdog_ms, for the
+    fault's lifetime (`release` undoes it)."""
     request(lab_dir, {"op": "tune", "id": fault_id, "port": [port.node, port.ifname], **settings})
 
 

@@ -8,7 +8,8 @@ It loads the queue programs (queues.py), then sleeps on their ring buffer and ac
   each port left without a reason. A paused port's own queue fills in turn, so pauses spread
   hop by hop back to the senders, as PFC does.
 - Faults hold ports through the control socket (client.py): `hold` (pfc_pause, pfc_storm) adds a
-  reason of their own, timed or for good; `tune` changes a queue's thresholds or watchdog.
+  reason of their own, timed or for good; `tune` changes a queue's thresholds, its ECN marking or
+  a port's watchdog.
 - The PFC watchdog: a port held longer than its watchdog time stops honouring pauses: its gate
   opens and an nftables egress rule drops what it sends, until its pauses end.
 - Twice a second, queues above XOFF and counts that did not move are checked against their
@@ -43,7 +44,7 @@ from twin.lab.handle import Lab
 from twin.lab.pfc import counters as published
 from twin.lab.pfc.backlog import BacklogReader
 from twin.lab.pfc.gate import Gates
-from twin.lab.pfc.programs import EVENT, XOFF, XON
+from twin.lab.ebpf.layout import EVENT, XOFF, XON
 from twin.lab.pfc.queues import Queues
 from twin.model.buffers import frame_bytes
 from twin.model.ports import Port, ports
@@ -73,11 +74,12 @@ class Hold:
 
 @dataclass
 class Tuning:
-    """A fault's change to one queue (pfc_storm), undone at its release."""
+    """A fault's change to one queue (pfc_storm, ECN settings), undone at its release."""
     queue_id: int | None
     port: Port
     thresholds: tuple[int, int] | None  # the queue's (xoff, xon) before
     watchdog_ms: float | None
+    marking: tuple[int, int, float] | None = None  # its (kmin, kmax, pmax) before
 
 
 class Latencies:
@@ -150,6 +152,7 @@ class Controller:
         self.phases_ended_early = 0
         self.busy_s = self.longest_turn_s = self.publish_s = 0.0
         self.dirty = True
+        self.marks_published = 0  # ECN marks counted at the last publication
         self.stopping = False
         self.orphaned = False  # the lab's state disappeared: stop, leaving its files alone
 
@@ -298,6 +301,11 @@ class Controller:
             before = self.queues.thresholds(queue_.id)
             tuning.thresholds = before
             self.queues.set_thresholds(queue_.id, request.get("xoff", before[0]), request.get("xon", before[1]))
+        if queue_ is not None and any(k in request for k in ("kmin", "kmax", "pmax")):
+            before = self.queues.marking(queue_.id)
+            tuning.marking = before
+            self.queues.set_marking(queue_.id, request.get("kmin", before[0]), request.get("kmax", before[1]),
+                                    request.get("pmax", before[2]))
         if request.get("watchdog_ms"):
             self.watchdog_ms[port] = request["watchdog_ms"]
         self.tunings.setdefault(request["id"], []).append(tuning)
@@ -316,6 +324,8 @@ class Controller:
         for tuning in reversed(self.tunings.pop(fault, [])):
             if tuning.thresholds is not None and tuning.queue_id is not None:
                 self.queues.set_thresholds(tuning.queue_id, *tuning.thresholds)
+            if tuning.marking is not None and tuning.queue_id is not None:
+                self.queues.set_marking(tuning.queue_id, *tuning.marking)
             if tuning.watchdog_ms is None:
                 self.watchdog_ms.pop(tuning.port, None)
             else:
@@ -412,6 +422,7 @@ class Controller:
                 occ, phase, peak = self.queues.read(queue_.id)
                 counter.queue, counter.queue_peak = max(0, occ), max(counter.queue_peak, peak)
                 counter.xoff, counter.xoff_times = bool(phase & 1), (phase + 1) // 2
+                counter.ecn_marked = self.queues.marked(queue_.id)
             since = self.paused_since.get(port)
             held_for = now - since if since is not None else 0.0
             counter.paused_for_s = round(held_for, 4)
@@ -426,6 +437,8 @@ class Controller:
             "phases_ended_before_their_xon": self.phases_ended_early, "errors": (self.errors + self.gates.errors())[-20:]})
         self.publish_s = time.monotonic() - started
         self.dirty = bool(self.paused_since)  # paused times grow while ports are held
+        if self.fabric.ecn:
+            self.marks_published = self.queues.total_marked()
 
     # --- the loop -----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -442,7 +455,7 @@ class Controller:
         while not self.stopping:
             now = time.monotonic()
             timed = bool(self.paused_since) or any(h.next_change != float("inf") for h in self.holds.values())
-            deadline = min(next_flush if self.dirty else now + RESYNC_S, next_check,
+            deadline = min(next_flush if self.dirty or self.fabric.ecn else now + RESYNC_S, next_check,
                            now if self.pending_checks else float("inf"), now + TICK_S if timed else float("inf"))
             ready = poller.poll(max(0.0, deadline - now))
             awake = time.monotonic()
@@ -469,7 +482,12 @@ class Controller:
             if self.children:
                 self._reap()
             self.gates.flush()
-            # At most one slower step per turn, so the next events never wait long.
+            # At most one slower step per turn, so the next events never wait long. Marks move
+            # without an event: a lab that marks publishes when they did.
+            if not self.dirty and self.fabric.ecn and now >= next_flush:
+                self.dirty = self.queues.total_marked() != self.marks_published
+                if not self.dirty:
+                    next_flush = now + FLUSH_S
             if self.dirty and now >= next_flush:
                 self.publish(now)
                 next_flush = now + FLUSH_S

@@ -12,6 +12,7 @@ per-port PFC counters:
     xoff        its queue is above XOFF: it is pausing the ports that feed it; xoff_times how
                 often it went above
     watchdog    times the PFC watchdog turned its pause into drops
+    ecn_marked  packets its queue marked Congestion Experienced (ECN)
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class PortCounters:
     xoff: bool = False
     xoff_times: int = 0
     watchdog: int = 0
+    ecn_marked: int = 0
 
 
 def directory(lab_dir: Path) -> Path:

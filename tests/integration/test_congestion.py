@@ -1,0 +1,90 @@
+"""Congestion control on a real lab (issue 29): switch queues mark ECN-capable packets above kmin
+and not below; TCP hears of the marks (ECN negotiated by the hosts) and slows down before PFC has
+to pause it; a RoCE incast with DCQCN pauses far less than without and drops nothing."""
+
+import time
+
+import pytest
+
+from twin.collectives.incast import roce_incast
+from twin.lab.offload import snmp
+from twin.lab.pfc import counters as pfc_counters
+from twin.lab.pfc.controller import FLUSH_S
+from twin.lab.reach import fabric_nics
+from twin.lab.traffic import tcp_incast
+
+from .helpers import lab_running, marking
+from .test_pfc import queue_drops
+
+pytestmark = pytest.mark.integration
+SECONDS = 4.0
+BOTTLENECK = ("leaf-g1-r1", "hs-g1h1")  # the queue toward the incast's receiver
+
+
+@pytest.fixture(scope="module")
+def mini():
+    with lab_running("mini", "netns") as lab:
+        yield lab
+
+
+def _senders(lab):
+    nics = {n.label: n for n in fabric_nics(lab.fabric)}
+    return [nics["host-g1-h2:nic1"], nics["host-g2-h1:nic1"], nics["host-g2-h2:nic1"]], nics["host-g1-h1:nic1"]
+
+
+def _settled(lab) -> dict:
+    """The counters once the controller has published what the traffic that just ended left in
+    the queues: it publishes marks and pauses within FLUSH_S of their moving (and nothing when
+    nothing moved)."""
+    time.sleep(3 * FLUSH_S)
+    return pfc_counters.ports(pfc_counters.read(lab.paths.root))
+
+
+def _delivered_ce(lab, senders) -> int:
+    return sum(snmp(lab.netns(n.host), "netstat").get("TcpExt.TCPDeliveredCE", 0) for n in senders)
+
+
+def _tcp_incast(lab) -> dict:
+    """Pauses, marks (all queues, and the bottleneck's), CE marks TCP's senders heard of, drops.
+    One flow a sender: TCP never sends less than two segments a flow, so a dozen jumbo-frame flows
+    into one port hold 216 KB in flight, over XOFF, however hard they are marked."""
+    senders, receiver = _senders(lab)
+    before, ce, drops = _settled(lab), _delivered_ce(lab, senders), queue_drops(lab)
+    result = tcp_incast(lab, senders, receiver, SECONDS, flows_per_sender=1)
+    after = _settled(lab)
+    return {"pauses": sum(c.rx_pause - before[k].rx_pause for k, c in after.items()),
+            "marks": sum(c.ecn_marked - before[k].ecn_marked for k, c in after.items()),
+            "bottleneck_marks": after[BOTTLENECK].ecn_marked - before[BOTTLENECK].ecn_marked,
+            "delivered_ce": _delivered_ce(lab, senders) - ce, "drops": queue_drops(lab) - drops,
+            "goodput": result.goodput_bps / lab.fabric.rate_bps}
+
+
+def test_tcp_incast_is_marked_above_kmin_and_pauses_less_than_pfc_alone(mini):
+    assert mini.fabric.ecn  # marking on by default on a lossless lab
+    with marking(mini, kmin=0):  # PFC alone
+        alone = _tcp_incast(mini)
+    marked = _tcp_incast(mini)  # the lab as shipped: PFC and ECN
+    with marking(mini, kmin=50_000_000, kmax=60_000_000):  # above anything a queue holds: no mark
+        unreachable = _tcp_incast(mini)
+    assert alone["marks"] == 0 and unreachable["marks"] == 0 and unreachable["delivered_ce"] == 0, (alone, unreachable)
+    assert marked["bottleneck_marks"] > 0 and marked["delivered_ce"] > 0, marked  # TCP heard of them
+    assert alone["pauses"] > 0 and marked["pauses"] < alone["pauses"] / 2, (alone, marked)
+    assert marked["drops"] == alone["drops"] == 0
+    assert marked["goodput"] >= 0.9, marked  # slowing down cost the bottleneck nothing
+
+
+def _roce_incast(lab, cc: str) -> tuple[int, int, object]:
+    senders, receiver = _senders(lab)
+    before, drops = _settled(lab), queue_drops(lab)
+    result = roce_incast(lab, senders, receiver, SECONDS, cc=cc)
+    after = _settled(lab)
+    return sum(c.rx_pause - before[k].rx_pause for k, c in after.items()), queue_drops(lab) - drops, result
+
+
+def test_a_roce_incast_with_dcqcn_pauses_far_less_than_without_and_drops_nothing(mini):
+    none_pauses, none_drops, none = _roce_incast(mini, "none")
+    dcqcn_pauses, dcqcn_drops, dcqcn = _roce_incast(mini, "dcqcn")
+    assert none_drops == dcqcn_drops == 0 and none.stats["retrans_packets"] == dcqcn.stats["retrans_packets"] == 0
+    assert none.stats["cnps_received"] == 0 and dcqcn.stats["cnps_received"] > 0, (none.stats, dcqcn.stats)
+    assert none_pauses > 0 and dcqcn_pauses < none_pauses / 5, (none_pauses, dcqcn_pauses)
+    assert dcqcn.goodput_bps() >= 0.85 * mini.fabric.rate_bps, dcqcn.goodput_bps()
