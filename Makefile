@@ -21,13 +21,14 @@ BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -mcpu=v3
 # The dashboard's test drives a real headless browser.
 TEST_PACKAGES := chromium chromium-driver
 
-.PHONY: help deps test-deps packages venv lab down status test unit integration e2e e2e-generated images bench golden architecture clean
+.PHONY: help deps test-deps packages venv lab down status lint test unit integration e2e e2e-generated images bench golden architecture clean
 
 help:
 	@echo "make lab SCENARIO=silent-drop   run a fault drill (see scenarios/), results in results/"
 	@echo "make lab LAB=rail4        bring a lab up and leave it running (see labs/)"
 	@echo "  ... RUNTIME=docker      on containers instead of namespaces (needs make images)"
 	@echo "make down LAB=rail4       remove it, and everything it owns"
+	@echo "make lint                 the house rules (ruff: pyproject.toml [tool.ruff])"
 	@echo "make test                 unit + integration tests (integration needs root)"
 	@echo "make e2e [QUICK=1]        every shipped scenario, graded; fails if an expectation fails"
 	@echo "make e2e-generated [GENERATED=7] [SEED=1]  random labs and fault drills, graded per fault kind"
@@ -92,6 +93,11 @@ unit: venv
 integration: deps test-deps venv
 	$(PYTEST) -q $(PARALLEL) -m "integration and not machine_wide" tests
 	$(PYTEST) -q -m "integration and machine_wide" tests
+
+# The house rules (pyproject.toml [tool.ruff]: pyflakes, pycodestyle at 120 columns, import
+# order, bugbear, pyupgrade); .ci/run runs it before the tests.
+lint: venv
+	$(VENV)/bin/ruff check .
 
 test: deps test-deps venv
 	$(PYTEST) -q $(PARALLEL) -m "not machine_wide" tests

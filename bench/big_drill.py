@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=Path("results"))
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds for the lab to converge")
     args = parser.parse_args()
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     folder = args.results / f"big-drill-{started:%Y%m%dT%H%M%SZ}"
     command = [*TWIN, "run", str(args.scenario), "--results", str(folder), "--timeout", str(args.timeout)]
     exit_code = subprocess.run(command).returncode

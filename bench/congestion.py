@@ -87,12 +87,14 @@ def row(fabric: str, transport: str, cc: str, report: dict, rate_bps: int, secon
     reaction = (queues.get("controller") or {}).get("reaction", {})
     p99 = report.get("queue_p99")
     return " | ".join([fabric, transport + (f" ({cc})" if transport == "roce" else ""), str(queues.get("queue_drops")),
-                       f"{queues.get('pauses', 0) * 60 / seconds:,.0f}", f"{sum(queues.get('pause_s', {}).values()):.2f}",
+                       f"{queues.get('pauses', 0) * 60 / seconds:,.0f}",
+                       f"{sum(queues.get('pause_s', {}).values()):.2f}",
                        f"{(queues.get('ecn_marked') or {}).get('total', 0):,}",
                        "-" if not busbw else f"{busbw * 8 / rate_bps:.2f}",
                        "-" if p99 is None else f"{p99 / 1000:.1f}",
                        str(totals.get("cnps_received", "-")) if transport == "roce" else "-",
-                       f"{reaction.get('p99_us', '-')} / {reaction.get('max_us', '-')}" if reaction.get("events") else "-",
+                       (f"{reaction.get('p99_us', '-')} / {reaction.get('max_us', '-')}"
+                        if reaction.get("events") else "-"),
                        report["cpu_busy"]])
 
 
@@ -142,10 +144,12 @@ def main() -> None:
              f"on {machine()}, {now}.", "",
              f"All-ranks allreduce of 8 MiB for {args.seconds:g} s. Pauses per minute and paused seconds over all link "
              "directions; marks: packets switch queues marked CE; queue p99: the fullest switch queue at each 100 ms "
-             "sample (qdisc backlog, every 500 ms), its 99th percentile; CNPs: received by the senders; reaction: the PFC "
+             "sample (qdisc backlog, every 500 ms), its 99th percentile; CNPs: received by the senders; "
+             "reaction: the PFC "
              "controller's, p99 / max us.",
              "", "| fabric | transport | queue drops | pauses / min | paused s | ECN marks | busbw / line | "
-             "queue p99 KB | CNPs | reaction | cores busy |", "| --- |" + " --- |" * 10, *[f"| {r} |" for r in rows], "",
+             "queue p99 KB | CNPs | reaction | cores busy |", "| --- |" + " --- |" * 10,
+             *[f"| {r} |" for r in rows], "",
              f"8:1 RoCE incast for {args.incast_s:g} s on the lossless fabric with ECN (goodput at the receiver over "
              "line rate, Jain's index of the senders over 1 s windows, after 1 s):", "",
              "| cc | senders | goodput / line | Jain min / median | pauses | ECN marks | CNPs | queue drops | "

@@ -37,20 +37,24 @@ def rows(report: dict) -> list[str]:
     dodges = (mitigation.get("dodges") or {}).get("moved")
     drains = [s for s in mitigation.get("isolation", []) if s["op"] == "drained"]
     for number, f in enumerate(report["faults"]):
-        detected = "; ".join(f"{name} {fmt(d['detect_s'].get(f['id']))}" for name, d in detectors.items()) or "no detector"
+        detected = ("; ".join(f"{name} {fmt(d['detect_s'].get(f['id']))}" for name, d in detectors.items())
+                    or "no detector")
         scores = "; ".join(f"{d['precision']} / {d['recall']}" for d in detectors.values()) or "-"
         wrong = sum(d["wrong"] for d in detectors.values()) if detectors else "-"
         slow = []
         for name, c in report.get("collectives", {}).items():
             window = c["fault_windows"][number]
-            slow.append(f"{name} x{window.get('slowdown', 'stalled')}" + (f", {c['hangs']} hang(s)" if c["hangs"] else ""))
+            slow.append(f"{name} x{window.get('slowdown', 'stalled')}"
+                        + (f", {c['hangs']} hang(s)" if c["hangs"] else ""))
         done = [f"{dodges} flow moves"] if dodges else []
         done += [f"drained {d['link']} at {d['t'] - (f['applied_s'] or 0):.2f} s" for d in drains]
         out.append(" | ".join([
-            report["scenario"], f"{f['id']} ({f['kind']})", "pass" if report["passed"] else "**fail**", detected, scores,
+            report["scenario"], f"{f['id']} ({f['kind']})", "pass" if report["passed"] else "**fail**", detected,
+            scores,
             str(wrong), f"{fmt(f.get('first_bfd_down_s'))} / {fmt(f['first_route_change_s'])} / "
                         f"{fmt(f['last_route_change_s'])}",
-            "never" if f["flows_recovered_after_s"] is None and f["flows"]["sent"] else fmt(f["flows_recovered_after_s"]),
+            ("never" if f["flows_recovered_after_s"] is None and f["flows"]["sent"]
+             else fmt(f["flows_recovered_after_s"])),
             "; ".join(slow) or "-", "; ".join(done) or "-"]))
     if not report["faults"]:
         wrong = sum(d["wrong"] for d in detectors.values())
@@ -66,7 +70,8 @@ def tabulate(folder: Path) -> tuple[list[dict], list[str]]:
     """The reports of the runs under `folder` and their table (header and one row per fault)."""
     reports = [json.loads(p.read_text()) for p in sorted(folder.glob("*/report.json"))]
     table = ["| scenario | fault | expectations | detected after (per detector) | precision / recall | "
-             "wrong verdicts | BFD down / first / last route change | all flows loss-free after | collective | mitigation |",
+             "wrong verdicts | BFD down / first / last route change | all flows loss-free after | collective | "
+             "mitigation |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for report in reports:
         table += rows(report)
@@ -81,10 +86,10 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=Path("results"), help="the runs' results go here")
     parser.add_argument("--tabulate", type=Path, metavar="DIR", help="only tabulate the runs already in DIR")
     args = parser.parse_args()
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     if args.tabulate:
         folder, exit_code = args.tabulate, None
-        started = datetime.datetime.fromtimestamp(folder.stat().st_mtime, datetime.timezone.utc)
+        started = datetime.datetime.fromtimestamp(folder.stat().st_mtime, datetime.UTC)
     else:
         folder = args.results / f"drills-{started:%Y%m%dT%H%M%SZ}"
         command = [*TWIN, "e2e", *args.scenarios, "--results", str(folder)] + (["--quick"] if args.quick else [])

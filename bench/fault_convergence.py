@@ -14,9 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from twin.run import runner
 from twin.results import record
 from twin.results.analysis import analyse
+from twin.run import runner
 from twin.run.plan import load_scenario
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -103,13 +103,14 @@ def main() -> None:
                 print(label, r, flush=True)
                 errors += r["schedule_errors"]
             rows.append((label, runs))
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [BEGIN, "## Faults: convergence and BFD (issue 3)", "",
              f"Measured {now} on {machine()}.",
              f"Command: `python bench/fault_convergence.py --runs {args.runs}`. Each run: rail4 up, UDP flows on "
              "every host NIC pair (50 packets/s, 100 ms intervals), the fault at 5 s for 6 s, torn down. "
              "Seconds after the fault was applied; median (min-max) over the runs.", "",
-             "| fault | BFD down | first route change | last route change | all flows loss-free again | flow loss while active |",
+             "| fault | BFD down | first route change | last route change | all flows loss-free again "
+             "| flow loss while active |",
              "| --- | --- | --- | --- | --- | --- |"]
     for label, runs in rows:
         lines.append(f"| {label} | {fmt([r['bfd_down_s'] for r in runs])} | {fmt([r['first_route_s'] for r in runs])} "

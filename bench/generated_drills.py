@@ -28,20 +28,23 @@ BEGIN, END = "<!-- generated-drills:begin -->", "<!-- generated-drills:end -->"
 
 
 def render(drills, outcomes, command: str) -> str:
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [BEGIN, f"## Generated drills: detection on labs nobody tuned it on (issue 17, {now[:10]})", "",
              f"Measured {now} on {machine()}.", f"Command: `{command}` (= `twin e2e --generated N --seed S`)", "",
-             f"{len(drills)} drills, {sum(o.passed for o in outcomes)} passed every expectation. Precision counts every "
-             "verdict of the detector in the run (healthy runs included); recall the injected faults it named; after end: verdicts "
+             f"{len(drills)} drills, {sum(o.passed for o in outcomes)} passed every expectation. Precision counts "
+             "every verdict of the detector in the run (healthy runs included); recall the injected faults it named; "
+             "after end: verdicts "
              "received after the run's end, not graded (a runner behind its agents delivers a verdict late).", ""]
     for detector in DETECTORS:
         lines += [f"**{detector}**", "",
-                  "| kind | drills | faults found | precision | recall | detect s (median, max) | healthy s | after end |",
+                  "| kind | drills | faults found | precision | recall | detect s (median, max) | healthy s "
+                  "| after end |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for row in score(drills, outcomes, detector):
             times = f"{row.median_s()}, {max(row.detect_s):.2f}" if row.detect_s else "-"
             lines.append(f"| {row.kind} | {row.drills} | {row.found} of {row.faults} | {row.precision} | "
-                         f"{row.recall} | {times} | {f'{row.healthy_s:g}' if row.kind == 'healthy' else '-'} | {row.after_end} |")
+                         f"{row.recall} | {times} | {f'{row.healthy_s:g}' if row.kind == 'healthy' else '-'} "
+                         f"| {row.after_end} |")
         lines.append("")
     failed = [(d, o) for d, o in zip(drills, outcomes) if not o.passed]
     if failed:

@@ -20,10 +20,11 @@ import time
 from pathlib import Path
 
 from sections import write_section
+
 from twin.lab import deploy, idle
 from twin.lab.files import open_lab
-from twin.progress import NullProgress
 from twin.procs import alive
+from twin.progress import NullProgress
 
 REST_SETTLE_S, REST_WINDOW_S = 10.0, 20.0  # after convergence: let BGP and BFD settle, then sample
 
@@ -75,7 +76,7 @@ def machine() -> str:
 
 
 def render(results: dict[str, list[dict]], runs: int, command: str) -> str:
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [BEGIN, "## Lab lifecycle (issues 2 and 18)", "",
              f"Measured {now} on {machine()}.", f"Command: `{command}` ({runs} runs per lab; median, max).", "",
              "| lab | switches / nodes / links | BFD | up to converged (median, max) | per switch | down (median) "
@@ -85,7 +86,8 @@ def render(results: dict[str, list[dict]], runs: int, command: str) -> str:
         ups, downs = [r["up_s"] for r in rows], [r["down_s"] for r in rows]
         lines.append(
             f"| {lab} | {rows[0]['switches']} / {rows[0]['nodes']} / {rows[0]['links']} | {rows[0]['bfd']} "
-            f"| {statistics.median(ups):.1f} s, {max(ups):.1f} s | {statistics.median(ups) / rows[0]['switches']:.2f} s "
+            f"| {statistics.median(ups):.1f} s, {max(ups):.1f} s "
+            f"| {statistics.median(ups) / rows[0]['switches']:.2f} s "
             f"| {statistics.median(downs):.2f} s | {statistics.mean(r['mem_mean'] for r in rows):.1f} MiB, "
             f"{max(r['mem_max'] for r in rows):.1f} MiB | {sum(r['bfd_resets'] for r in rows)} in {len(rows)} runs |")
     lines += ["", f"At rest ({REST_SETTLE_S:.0f} s after convergence, sampled over {REST_WINDOW_S:.0f} s; cores "

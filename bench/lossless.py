@@ -153,7 +153,8 @@ def incast(lab_path: Path, seconds: float) -> dict:
 
     def send(lab, senders, receiver) -> dict:
         result = tcp_incast(lab, senders, receiver, seconds, flows_per_sender=2)
-        return {"retransmits": sum(result.retransmits), "goodput_line": round(result.goodput_bps / lab.fabric.rate_bps, 3)}
+        return {"retransmits": sum(result.retransmits),
+                "goodput_line": round(result.goodput_bps / lab.fabric.rate_bps, 3)}
     return measured_incast(lab_path, send)
 
 
@@ -223,19 +224,22 @@ def main() -> None:
         "busiest link: the most any interface sent per second over the run (counters, 100 ms), against line rate; "
         "reaction: the PFC controller's kernel-event-to-gate times (p50 / p99 / max, us) and its CPU seconds.",
         "",
-        "| run | queue drops | pauses | paused s | busbw / line | busiest link / line | iterations | hangs | reaction us | controller CPU s | cores busy |",
+        "| run | queue drops | pauses | paused s | busbw / line | busiest link / line | iterations | hangs "
+        "| reaction us | controller CPU s | cores busy |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *[f"| {row} |" for row in collective_rows],
         "",
         f"8:1 incast of bulk TCP into one NIC, {args.incast_s:g} s:",
         "",
-        "| lab | senders | queue drops | TCP retransmits | pauses | paused s | receiver goodput / line | reaction us | cores busy |",
+        "| lab | senders | queue drops | TCP retransmits | pauses | paused s | receiver goodput / line "
+        "| reaction us | cores busy |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *[f"| {row} |" for row in incast_rows],
         "",
         f"Healthy {first}, all-ranks allreduce 8 MiB and the probe mesh (100 ms) with the probe-localizer, "
         f"{args.healthy_s:g} s: {probes['sent']} probes sent, **{probes['lost']} lost**, **{verdicts} verdicts**; "
-        f"queue drops {healthy['fabric']['queue_drops']}, pauses {healthy['fabric']['pauses']}; cores {healthy['cpu_busy']}.",
+        f"queue drops {healthy['fabric']['queue_drops']}, pauses {healthy['fabric']['pauses']}; "
+        f"cores {healthy['cpu_busy']}.",
         "",
         f"pfc-storm drill (`scenarios/pfc-storm.yaml`): probe-localizer precision **{detector.get('precision')}**, "
         f"recall {detector.get('recall')}, named {detector.get('detect_s')} s after onset; queue drops "

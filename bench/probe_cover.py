@@ -78,23 +78,26 @@ def measured(lab_path: str, seconds: float) -> dict:
 
 
 def render(rows: list[dict], command: str, seconds: float) -> str:
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [BEGIN, f"## Probe mesh by link coverage: cost against lab size (issue 17, {now[:10]})", "",
              f"Measured {now} on {machine()}.", f"Command: `{command}`", "",
              f"`pairs: cover`, paths_per_link {PATHS_PER_LINK}, interval {INTERVAL_MS} ms. Model columns come from the "
              "plan (the selection run on paths drawn from the model with the plan's seed); measured columns from a "
              f"real mesh of {seconds:g} s on the lab (the selection on the paths the agents discovered).", "",
              "| lab | switches / links / link directions | flows (per direction) | candidate ports | probes/s | "
-             "per link direction, fewest / median | short / unreachable | every same-rail NIC pair instead (quadratic; superspines not crossed) | plan CPU | "
+             "per link direction, fewest / median | short / unreachable "
+             "| every same-rail NIC pair instead (quadratic; superspines not crossed) | plan CPU | "
              "measured: flows, probes/s, short | agents' CPU per 1000 probes/s | lost |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         m = row.get("measured")
-        real = (f"{m['coverage']['flows']}, {m['achieved_pps']:.0f}, {m['coverage']['hops_short']}", f"{m['cpu_per_kpps']} core-s",
+        real = (f"{m['coverage']['flows']}, {m['achieved_pps']:.0f}, {m['coverage']['hops_short']}",
+                f"{m['cpu_per_kpps']} core-s",
                 f"{m['lost']} of {m['sent']}") if m else ("not run", "", "")
         lines.append(f"| {row['lab']} | {row['switches']} / {row['links']} / {row['hops']} | {row['flows']} "
                      f"({row['flows'] / row['hops']:.2f}) | {row['candidates']} | {row['pps']:.0f} | "
-                     f"{row['link_pps_min']:.0f} / {row['link_pps_median']:.0f} | {row['short']} / {row['unreachable']} | "
+                     f"{row['link_pps_min']:.0f} / {row['link_pps_median']:.0f} "
+                     f"| {row['short']} / {row['unreachable']} | "
                      f"{row['same_rail_pps'] if row['same_rail_pps'] is not None else 'not planned'} | "
                      f"{row['plan_cpu_s']} s | {real[0]} | {real[1]} | {real[2]} |")
     costs = [r["measured"]["cpu_per_kpps"] for r in rows if r.get("measured")]
@@ -104,7 +107,8 @@ def render(rows: list[dict], command: str, seconds: float) -> str:
         fits = [r for r in rows if r["pps"] <= budget]
         largest = max(fits, key=lambda r: r["hops"]) if fits else None
         lines += ["", f"Largest lab covered at {INTERVAL_MS} ms within {PROBE_CPU_SHARE:.0%} of a core: the agents "
-                  f"cost at most {worst} core-s per 1000 probes/s, so about {budget:.0f} probes/s fit; of the labs above "
+                  f"cost at most {worst} core-s per 1000 probes/s, so about {budget:.0f} probes/s fit; "
+                  "of the labs above "
                   + (f"that is {largest['lab']} ({largest['switches']} switches, {largest['pps']:.0f} probes/s). "
                      if largest else "none. ")
                   + "Larger labs keep every link covered by raising interval_ms (the cost per link direction is "

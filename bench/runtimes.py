@@ -19,11 +19,12 @@ from pathlib import Path
 
 from lab_lifecycle import machine, pss_kib
 from sections import write_section
+
 from twin.lab import deploy
 from twin.lab.files import open_lab
 from twin.lab.nsutil import pids_in_netns
-from twin.progress import NullProgress
 from twin.lab.runtime.docker import DockerRuntime
+from twin.progress import NullProgress
 
 BEGIN, END = "<!-- runtimes:begin -->", "<!-- runtimes:end -->"
 
@@ -56,7 +57,7 @@ def run_once(ref: str, kind: str) -> dict:
 
 
 def render(lab: str, results: dict[str, list[dict]], runs: int, command: str) -> str:
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [BEGIN, "## Runtimes: docker against netns (issue 6)", "",
              f"Measured {now} on {machine()}.", f"Command: `{command}` ({runs} runs each; median, max).", "",
              f"| {lab} on | up to converged | creating the nodes | down | per switch (mean) | per host (mean) "
@@ -65,7 +66,7 @@ def render(lab: str, results: dict[str, list[dict]], runs: int, command: str) ->
     for kind, rows in results.items():
         ups, downs, nodes = ([r[k] for r in rows] for k in ("up_s", "down_s", "nodes_s"))
 
-        def mean(part: str) -> str:
+        def mean(part: str, rows: list = rows) -> str:
             values = [v for r in rows for v in r["memory"][part]]
             return f"{statistics.mean(values):.1f} MiB" if values else "-"
         lines.append(f"| {kind} ({rows[0]['nodes']} nodes) | {statistics.median(ups):.1f} s, {max(ups):.1f} s "

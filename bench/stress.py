@@ -88,6 +88,7 @@ def stop_load(procs: list[subprocess.Popen]) -> None:
 def measure(load: str, incasts: int, folder: Path) -> dict:
     sys.path.insert(0, str(ROOT / "tests"))
     from integration.helpers import marking
+
     from twin.lab import deploy
     from twin.lab.counters import CounterReader
     from twin.lab.files import open_lab
@@ -137,14 +138,16 @@ def main() -> None:
             print(rows[-1], flush=True)
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [BEGIN, f"## Lossless under stress (issue 29, {now[:10]})", "",
-             f"`python bench/stress.py --incasts {args.incasts}` on {machine()}, {now}. mini, PFC alone, a 3:1 TCP incast "
-             f"(12 flows, {SECONDS:g} s) {args.incasts} times per load; reaction: kernel event to gate message, us.", "",
+             f"`python bench/stress.py --incasts {args.incasts}` on {machine()}, {now}. mini, PFC alone, "
+             f"a 3:1 TCP incast (12 flows, {SECONDS:g} s) {args.incasts} times per load; reaction: kernel event "
+             "to gate message, us.", "",
              "| load | incasts | queue drops | pauses | reaction p50 / p99 / max | count corrections | lost events | "
              "longest turn ms | cores busy |", "| --- |" + " --- |" * 8]
     for r in rows:
         reaction = r["reaction"]
-        lines.append(f"| {r['load']} | {r['incasts']} | {r['drops']} | {r['pauses']:,} | {reaction.get('p50_us', '-')} / "
-                     f"{reaction.get('p99_us', '-')} / {reaction.get('max_us', '-')} | {r['corrections']} | {r['lost']} | "
+        lines.append(f"| {r['load']} | {r['incasts']} | {r['drops']} | {r['pauses']:,} "
+                     f"| {reaction.get('p50_us', '-')} / {reaction.get('p99_us', '-')} / {reaction.get('max_us', '-')} "
+                     f"| {r['corrections']} | {r['lost']} | "
                      f"{r['longest_turn_ms']} | {r['cores']} |")
     emit(lines + [""], args.out, BEGIN, END)
 

@@ -82,9 +82,9 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "transport")
     args = parser.parse_args()
     args.results.mkdir(parents=True, exist_ok=True)
-    from twin.lab import deploy
     from twin.faults import engine
     from twin.faults.base import FaultContext
+    from twin.lab import deploy
     from twin.lab.files import open_lab
     from twin.roce.qp import last_retry_s, retry_budget_s
     from twin.units import parse_size_bytes

@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from twin.lab import deploy
 from twin.collectives.bench import run_bench
 from twin.collectives.metrics import human_size, size_sweep
+from twin.lab import deploy
 from twin.lab.files import open_lab
 from twin.probes.run import run_probe_mesh
 from twin.progress import NullProgress
@@ -83,7 +83,7 @@ def _cpu(result) -> str:
 
 
 def render(labs: list[dict], command: str) -> str:
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [BEGIN, "## Workloads: collectives, probes, telemetry (issue 4)", "",
              f"Measured {now} on {machine()}.", f"Command: `{command}`. Labs at their shipped line rate "
              "(200 Mbit/s per link, the stand-in for 400G); gloo allreduce, one rank per host NIC, results "
@@ -98,7 +98,9 @@ def render(labs: list[dict], command: str) -> str:
             for m in result.measurements:
                 lines.append(f"| {lab['lab']} | {label} ({len(result.ranks)}) | {human_size(m.size)} | "
                              f"{m.busbw / 1e6:.1f} | {m.line_fraction(lab['rate_bps']):.2f} | {_cpu(result)} |")
-    lines += ["", "### Ring order: naive (round-robin over leaves; host-major for all NICs) vs topology-aware (NICs under one leaf adjacent)", "",
+    lines += ["",
+              "### Ring order: naive (round-robin over leaves; host-major for all NICs) vs topology-aware "
+              "(NICs under one leaf adjacent)", "",
               "Bytes that entered the spine and superspine tiers during the run (interface counters; warm-up "
               "and barrier traffic included). The topology-aware ring halves the spine bytes and its few "
               "spine-crossing hops leave from different leaves toward different leaves, so they never share "

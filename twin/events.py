@@ -96,7 +96,8 @@ class Damage:
         return bool(self.lines)
 
     def __str__(self) -> str:
-        shown = ", ".join(map(str, self.lines[:10])) + (f" and {len(self.lines) - 10} more" if len(self.lines) > 10 else "")
+        shown = ", ".join(map(str,
+                              self.lines[:10])) + (f" and {len(self.lines) - 10} more" if len(self.lines) > 10 else "")
         cut = " (the last one cut off: the run was killed while writing it)" if self.cut_last else ""
         return f"{self.path.name}: {len(self.lines)} damaged line(s) skipped: line {shown}{cut}"
 

@@ -10,6 +10,7 @@ pattern it must match, and nothing is read, written or removed.
 from __future__ import annotations
 
 import re
+
 from twin.errors import TwinError
 from twin.text import shown_name
 

@@ -40,7 +40,8 @@ class Registry(Generic[T]):
             valid = self.names()
             guess = closest(str(name), valid)
             raise UnknownKind(f"unknown {self.what} '{shown_name(name)}'",
-                              hint=key_note(name).replace("the key", "the name") + (f"did you mean '{guess}'? " if guess else "")
+                              hint=key_note(name).replace("the key",
+                                                          "the name") + (f"did you mean '{guess}'? " if guess else "")
                               + f"valid {self.plural}: {', '.join(valid)}")
         return self._entries[name]
 

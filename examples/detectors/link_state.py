@@ -18,7 +18,8 @@ with open(os.environ["FABRIC_TWIN_TOPOLOGY"]) as maps:  # also in FABRIC_TWIN_NO
 nodes = topology["nodes"]  # node -> network namespace
 links = topology["links"]  # name, a, a_if, b, b_if
 start = float(os.environ["FABRIC_TWIN_START_EPOCH"])
-port_link = {(l["a"], l["a_if"]): l["name"] for l in links} | {(l["b"], l["b_if"]): l["name"] for l in links}
+port_link = ({(link["a"], link["a_if"]): link["name"] for link in links}
+             | {(link["b"], link["b_if"]): link["name"] for link in links})
 switches = sorted({node for node, _ in port_link if not node.startswith("host-")})
 named = set()
 while True:

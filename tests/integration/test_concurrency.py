@@ -43,7 +43,7 @@ def test_concurrent_commands_lose_no_fault(runtime, lab_ref, tmp_path):
         pytest.skip("the lab state's locking and merge do not depend on the runtime (netns tier only)")
     with lab_running(lab_ref("mini"), runtime) as lab:
         name = lab.name
-        links = sorted(l.name for l in lab.fabric.links if l.kind == "fabric")
+        links = sorted(link.name for link in lab.fabric.links if link.kind == "fabric")
         background = [
             subprocess.Popen([*TWIN, "probe", name, "--duration", "20"], cwd=ROOT, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True),
@@ -57,7 +57,8 @@ def test_concurrent_commands_lose_no_fault(runtime, lab_ref, tmp_path):
         seen_loss = []
         flap = twin_cli("fault", "inject", name, "flap", "--link", links[-1], "-p", "period_s=2", "--id", "flapper")
         assert flap.returncode == 0, flap.stderr
-        stays = twin_cli("fault", "inject", name, "silent_drop", "--link", links[0], "-p", "loss_pct=2", "--id", "stays")
+        stays = twin_cli("fault", "inject", name, "silent_drop", "--link", links[0], "-p", "loss_pct=2", "--id",
+                         "stays")
         assert stays.returncode == 0, stays.stderr
         kept = {"flapper", "stays"}  # these two stay while others come and go
         for i in range(12):

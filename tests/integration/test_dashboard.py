@@ -55,7 +55,7 @@ def _classes(driver, link: str) -> set[str]:
 def test_dashboard_draws_the_fabric_and_shows_a_silent_drop(browser, runtime, lab_ref):
     with lab_running(lab_ref("mini"), runtime) as lab:
         fabric = lab.fabric
-        lossy = next(l.name for l in fabric.links if {l.a.node, l.b.node} == LOSSY_ENDS)
+        lossy = next(link.name for link in fabric.links if {link.a.node, link.b.node} == LOSSY_ENDS)
         mesh = ProbeMesh(lab, "dashboard-test", interval_ms=50, report_ms=500)
         mesh.start()
         board = Dashboard(Collector(lab), fabric)
@@ -71,7 +71,7 @@ def test_dashboard_draws_the_fabric_and_shows_a_silent_drop(browser, runtime, la
             assert drawn == set(fabric.nodes)
             assert len(browser.find_elements("css selector", "[data-link]")) == len(fabric.links)
             time.sleep(3)  # healthy: a few seconds of clean probes
-            assert not any("loss" in _classes(browser, l.name) for l in fabric.links)
+            assert not any("loss" in _classes(browser, link.name) for link in fabric.links)
 
             timing, params = engine.parse({"id": "dash-drop", "kind": "silent_drop", "link": lossy,
                                            "direction": "both", "loss_pct": 30})
@@ -86,7 +86,7 @@ def test_dashboard_draws_the_fabric_and_shows_a_silent_drop(browser, runtime, la
             assert "fault" in _classes(browser, lossy)  # the fault marker, outside training
             assert "dash-drop (silent_drop)" in browser.find_element("id", "status").text
             # Links on no lossy path keep their colour (the spine-2 plane carries none of them).
-            assert not any("loss" in _classes(browser, l.name) for l in fabric.links if "spine-2" in l.name)
+            assert not any("loss" in _classes(browser, link.name) for link in fabric.links if "spine-2" in link.name)
             print(f"loss colour {took:.1f} s after the drop")  # shown with -s; the screenshot is in artifacts/
         finally:
             if lab.state.faults:

@@ -152,8 +152,8 @@ def test_docker_kill_9_during_up_then_down_leaves_no_container(tmp_path, docker_
 @pytest.mark.docker
 @pytest.mark.machine_wide
 def test_docker_cleanup_finds_a_lab_by_its_labels_and_spares_other_containers(tmp_path, docker_images):
-    from twin.lab.runtime.images import image_for
     from twin.lab.runtime.docker import client
+    from twin.lab.runtime.images import image_for
     api = client()
     # Named like ours but not labelled: not ours.
     foreign = api.containers.run(image_for("switch"), name=f"ftw-notours.{os.getpid()}", detach=True,

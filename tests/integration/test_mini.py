@@ -99,7 +99,8 @@ def test_ports_are_shaped_as_pyroute2_shapes_them(mini):
             ipr.link("del", index=index)
     shaped = tree(port)
     # the lab's port also carries the PFC programs (clsact), which the spare has not
-    assert "htb 1:" in reference and reference == shaped.replace(shaped[shaped.find("qdisc clsact"):shaped.find("\n", shaped.find("qdisc clsact")) + 1], "")
+    clsact = shaped.find("qdisc clsact")
+    assert "htb 1:" in reference and reference == shaped.replace(shaped[clsact:shaped.find("\n", clsact) + 1], "")
 
 
 def test_frr_runs_with_its_fixes_and_sessions_survive_a_reset(mini):

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from twin.model.fabric import link_key
 from twin.lab.state import load_state
 from twin.lab.status import lab_status
+from twin.model.fabric import link_key
 
 from .helpers import lab_name, lab_running, leftovers, twin_cli
 

@@ -2,10 +2,10 @@
 
 import socket
 import subprocess
-from contextlib import contextmanager
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -14,9 +14,9 @@ from twin.collectives.bench import run_bench
 from twin.collectives.metrics import OPS
 from twin.faults import engine
 from twin.faults.base import FaultContext
+from twin.lab.counters import CounterReader
 from twin.probes.mesh import ProbeMesh
 from twin.probes.run import run_probe_mesh
-from twin.lab.counters import CounterReader
 
 from .helpers import ROOT, lab_running
 

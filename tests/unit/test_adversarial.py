@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from adversarial import LIMIT_MB, LIMIT_S, all_cases, counts, mutated_cases, run_all
 
 # Forks a child per case: one worker runs the module (its cases share a scratch folder).

@@ -1,10 +1,9 @@
 """Rank selection and ring order on the shipped labs' models."""
 
 import pytest
+from test_model import fabric_of
 
 from twin.collectives.groups import RankSpecError, ring_hops_through_spines, ring_order, select_nics
-
-from test_model import fabric_of
 
 
 def test_selections_on_rail4():
@@ -50,11 +49,13 @@ def test_hops_inside_a_host_do_not_count_as_crossing_spines():
 
 
 def test_a_size_the_machine_cannot_hold_is_refused(monkeypatch):
+    from test_model import fabric_of
+
     from twin.workloads import collective
     from twin.workloads.collective import CollectiveParams, SizeError, check_ranks
-    from test_model import fabric_of
     monkeypatch.setattr(collective, "physical_memory", lambda: 8 << 30)
     mini = fabric_of("mini")  # 4 ranks: 3 copies of 1 GiB each need 12 GiB, over half of 8
-    with pytest.raises(SizeError, match=r"needs about 12.0 GiB \(3 copies a rank\), over half of this machine's 8.0 GiB"):
+    with pytest.raises(SizeError,
+                       match=r"needs about 12.0 GiB \(3 copies a rank\), over half of this machine's 8.0 GiB"):
         check_ranks(CollectiveParams(size="1GiB"), mini)
     check_ranks(CollectiveParams(size="256MiB"), mini)  # 3 GiB: fits

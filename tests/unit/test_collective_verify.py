@@ -9,8 +9,8 @@ torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
-from twin.collectives.metrics import OPS  # noqa: F401
-from twin.collectives.verify import Buffers  # noqa: F401
+from twin.collectives.metrics import OPS  # noqa: E402, F401
+from twin.collectives.verify import Buffers  # noqa: E402, F401
 
 WORLD = 3
 

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from twin.lab import deploy, runtime
 from twin.errors import LabStateError, RuntimeBackendError
+from twin.lab import deploy, runtime
 from twin.lab.files import open_lab
-from twin.procs import alive
 from twin.lab.state import LabState, Resource, lab_dir, load_state
+from twin.procs import alive
 
 LAB = """name: fakelab
 fabric: {tiers: 2, groups: 2, rails: 1, hosts_per_group: 2, spines_per_plane: 2}

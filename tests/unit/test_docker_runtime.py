@@ -4,9 +4,8 @@ import sys
 
 import pytest
 
-from twin.lab.runtime import images
 from twin.errors import RuntimeBackendError
-from twin.lab.runtime import get_runtime, names
+from twin.lab.runtime import get_runtime, images, names
 from twin.lab.runtime.docker import IMAGE_PYTHON, DockerRuntime, check_image
 
 

@@ -112,7 +112,7 @@ def test_split_export_is_schema_valid_and_stitches_every_link_once(lab, machines
                 veths.add(frozenset(e.split(":")[0] for e in link["endpoints"]))
     assert set(placed) == set(fabric.nodes) and set(placed.values()) == {1}
     assert len(stitched) + len(veths) == len(fabric.links)
-    for vni, ends in stitched.items():
+    for _vni, ends in stitched.items():
         (m1, a, a_if, remote1), (m2, b, b_if, remote2) = ends
         assert m1 != m2 and remote1 == addresses[m2] and remote2 == addresses[m1]
         link = fabric.find_link(a, b)

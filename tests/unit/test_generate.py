@@ -44,7 +44,8 @@ def test_scores_per_kind_count_faults_verdicts_and_times():
     graded = NS(right=2, wrong=1, detect_s={"a": 1.5, "b": 2.5}, after_end=0)
     drills = [Drill(None, "two_faults", "gen-01"), Drill(None, "healthy", "gen-02"), Drill(None, "bitflip", "gen-03")]
     outcomes = [_Outcome(NS(faults=[1, 2], duration_s=20.0, detectors={"probe-localizer": graded})),
-                _Outcome(NS(faults=[], duration_s=40.0, detectors={"probe-localizer": NS(right=0, wrong=0, detect_s={}, after_end=3)})),
+                _Outcome(NS(faults=[], duration_s=40.0,
+                            detectors={"probe-localizer": NS(right=0, wrong=0, detect_s={}, after_end=3)})),
                 _Outcome(None)]  # a drill that errored counts as run, with nothing graded
     rows = {row.kind: row for row in score(drills, outcomes, "probe-localizer")}
     two = rows["two_faults"]

@@ -11,8 +11,8 @@ import pytest
 from twin.lab import runtime
 from twin.model.build import build_fabric
 from twin.model.describe import describe
-from twin.spec.labfile import load_lab
 from twin.model.render import render_bfd_binding, render_switch
+from twin.spec.labfile import load_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"

@@ -15,7 +15,8 @@ HOPS = ("host-g1-h1 -- leaf-g1-r1>leaf-g1-r1", "leaf-g1-r1 -- spine-r1-s1>spine-
 def test_a_path_is_its_hops_in_the_direction_crossed_its_links_routes_and_switches():
     found = Hypotheses(SWITCHES).of_path(SRC, LINKS, DST)
     assert tuple(h for h in found if is_hop(h)) == HOPS
-    assert {h for h in found if on_link(h) and not is_hop(h)} == {" -- ".join(sorted(l.split(" -- "))) for l in LINKS}
+    named = {h for h in found if on_link(h) and not is_hop(h)}
+    assert named == {" -- ".join(sorted(link.split(" -- "))) for link in LINKS}
     routes = {h for h in found if is_route(h)}
     # toward the NIC: not at its own leaf (there it is the hop leaf>host); toward the host: everywhere
     assert routes == {f"{s}@{DST}" for s in SWITCHES - {"leaf-g2-r2"}} | {f"{s}@host-g2-h1" for s in SWITCHES}

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from twin.lab import runtime
 from twin.errors import LabFileError
+from twin.lab import runtime
 from twin.model.build import build_fabric
 from twin.spec.labfile import load_lab
 

@@ -37,13 +37,13 @@ ALLOWED = {
 MAX_TOP_MODULES = 12
 
 
-def _module(path: Path) -> str:
-    parts = path.relative_to(TWIN.parent).with_suffix("").parts
+def _module(path: Path, root: Path = TWIN) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _modules() -> dict[str, Path]:
-    return {_module(p): p for p in TWIN.rglob("*.py")}
+def _modules(root: Path = TWIN) -> dict[str, Path]:
+    return {_module(p, root): p for p in root.rglob("*.py")}
 
 
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
@@ -72,8 +72,8 @@ def _layer(module: str, modules: dict[str, Path]) -> str:
     return parts[1] if len(parts) > 1 else CORE
 
 
-def _graph() -> nx.DiGraph:
-    modules = _modules()
+def _graph(root: Path = TWIN) -> nx.DiGraph:
+    modules = _modules(root)
     graph = nx.DiGraph()
     for name, path in modules.items():
         graph.add_node(name)
@@ -88,14 +88,20 @@ def test_every_package_has_a_layer():
         "a new package needs its place in ALLOWED and in docs/architecture.md"
 
 
-def test_no_import_points_up_or_sideways():
-    modules = _modules()
+def _upward(root: Path = TWIN) -> list[str]:
+    """Every import of a package the layers do not allow it."""
+    modules = _modules(root)
     wrong = []
-    for source, target in _graph().edges:
+    for source, target in _graph(root).edges:
         a, b = _layer(source, modules), _layer(target, modules)
         if a != b and b != CORE and b not in ALLOWED[a]:
             wrong.append(f"{source} -> {target} ({a} may not import {b})")
-    assert not wrong, "\n".join(sorted(wrong))
+    return sorted(wrong)
+
+
+def test_no_import_points_up_or_sideways():
+    wrong = _upward()
+    assert not wrong, "\n".join(wrong)
 
 
 def test_no_import_cycle():
@@ -113,3 +119,19 @@ def test_the_checks_see_a_violation(tmp_path):
     graph = _graph()
     assert graph.has_edge("twin.lab.deploy", "twin.lab.state")
     assert graph.has_edge("twin.run.runner", "twin.lab.deploy")
+
+
+def test_a_planted_violation_is_caught(tmp_path):
+    """A tree with one upward import (the model importing the run engine, in a function, as a
+    relative import) and the cycle it closes: both checks name exactly them."""
+    root = tmp_path / "twin"
+    for package in ("model", "run"):
+        (root / package).mkdir(parents=True)
+        (root / package / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "errors.py").write_text("")
+    (root / "model" / "build.py").write_text("from twin import errors\n\n\ndef build():\n"
+                                             "    from ..run import engine\n    return engine\n")
+    (root / "run" / "engine.py").write_text("from twin.model import build\n")
+    assert _upward(root) == ["twin.model.build -> twin.run.engine (model may not import run)"]
+    assert [sorted(c) for c in nx.simple_cycles(_graph(root))] == [["twin.model.build", "twin.run.engine"]]

@@ -96,7 +96,7 @@ def test_two_faults_far_apart_are_both_named(make):
 def test_a_dead_switch_is_named_as_the_switch(make):
     fabric, paths = mesh_paths()
     dead = "spine-r1-s1"
-    losses = {link_key(l.name): 1.0 for l in fabric.links_of(dead)}
+    losses = {link_key(link.name): 1.0 for link in fabric.links_of(dead)}
     verdicts = run(make(switch_links(fabric)), paths, losses, rounds=3)
     assert [(v.node, v.kind) for v in verdicts] == [(dead, "switch_down")]
 
@@ -148,14 +148,14 @@ def test_a_loss_two_links_share_waits_for_a_path_that_tells_them_apart(make):
     of their spine: the localizer must not guess the less probed one; a later loss on a
     cross-rail path through only one of them names it."""
     fabric, paths = mesh_paths()
-    keys = [(src, dst, sport, links, {link_key(l) for l in links}) for src, dst, sport, links in paths]
+    keys = [(src, dst, sport, links, {link_key(link) for link in links}) for src, dst, sport, links in paths]
 
     def hosts(p):
         return {p[0].split(":")[0], p[1].split(":")[0]}
 
     def setting():  # a same-rail path over both leaf links of its spine, cross-rail paths over one
         for both in keys:
-            uplinks = [link_key(l) for l in both[3][1:-1] if "leaf" in l and "superspine" not in l]
+            uplinks = [link_key(link) for link in both[3][1:-1] if "leaf" in link and "superspine" not in link]
             if len(uplinks) != 2:
                 continue
             for bad, rival in (uplinks, uplinks[::-1]):
@@ -193,7 +193,8 @@ def test_intervals_during_a_routing_transition_are_set_aside(make):
         localizer, rng = make(switch_links(fabric)), random.Random(1)
         verdicts = []
         for number in range(4):
-            samples = [ReroutingSample(*vars(s).values(), rerouting=rerouting) for s in interval(paths, {bad: 1.0}, rng)]
+            samples = [ReroutingSample(*vars(s).values(), rerouting=rerouting)
+                       for s in interval(paths, {bad: 1.0}, rng)]
             verdicts += localizer.observe(number * 0.5, samples)
         assert [v.link and link_key(v.link) for v in verdicts] == expected
 
@@ -215,12 +216,14 @@ def test_two_sparse_faults_are_named_and_not_the_link_their_paths_share(faults):
 
 def rerouted(paths, dead: str, survivor: str):
     """The same flows after routing moved them off `dead` onto `survivor` (a switch of the same tier)."""
-    return [(src, dst, sport, tuple(link.replace(dead, survivor) for link in links)) for src, dst, sport, links in paths]
+    return [(src, dst, sport,
+             tuple(link.replace(dead, survivor) for link in links)) for src, dst, sport, links in paths]
 
 
 def swapped(paths, link: str, other: str):
     """The same flows with one link's crossings moved to another link."""
-    return [(s, d, p, tuple(other if link_key(l) == link_key(link) else l for l in links)) for s, d, p, links in paths]
+    return [(s, d, p,
+             tuple(other if link_key(each) == link_key(link) else each for each in links)) for s, d, p, links in paths]
 
 
 def feed(localizer, phases):
@@ -251,11 +254,13 @@ def test_paths_that_stop_crossing_a_link_name_it_and_only_when_it_is_the_one_thi
     fabric, paths = mesh_paths()
     cut = "leaf-g1-r1 -- spine-r1-s1"
     one = swapped(paths, cut, "leaf-g1-r1 -- spine-r1-s2")
-    verdicts = feed(make.for_interval(switch_links(fabric), 0.25), [(paths, False, 4), (paths, True, 2), (one, False, 4)])
+    verdicts = feed(make.for_interval(switch_links(fabric), 0.25),
+                    [(paths, False, 4), (paths, True, 2), (one, False, 4)])
     assert [(v.kind, v.link and link_key(v.link)) for v in verdicts] == [("link_down", link_key(cut))]
     # two links of different switches gone at once: no switch explains them, nothing is named
     two = swapped(one, "leaf-g2-r2 -- spine-r2-s2", "leaf-g2-r2 -- spine-r2-s1")
-    assert feed(make.for_interval(switch_links(fabric), 0.25), [(paths, False, 4), (paths, True, 2), (two, False, 4)]) == []
+    assert feed(make.for_interval(switch_links(fabric), 0.25),
+                [(paths, False, 4), (paths, True, 2), (two, False, 4)]) == []
 
 
 def test_paths_missing_without_a_routing_transition_name_nothing(make):
@@ -300,7 +305,8 @@ def test_a_dead_switch_the_paths_cannot_separate_from_another_is_named_once():
     links = {"leaf-a": {"leaf-a -- h1", "leaf-a -- h2", "leaf-a -- s1", "leaf-a -- s2"},
              "leaf-b": {"leaf-b -- h3", "leaf-b -- h4", "leaf-b -- s1", "leaf-b -- s2"},
              "s1": {"leaf-a -- s1", "leaf-b -- s1"}, "s2": {"leaf-a -- s2", "leaf-b -- s2"}}
-    flows = [(f"h{a}", f"h{b}", spine, (f"leaf-a -- h{a}", f"leaf-a -- s{spine}", f"leaf-b -- s{spine}", f"leaf-b -- h{b}"))
+    flows = [(f"h{a}", f"h{b}", spine,
+              (f"leaf-a -- h{a}", f"leaf-a -- s{spine}", f"leaf-b -- s{spine}", f"leaf-b -- h{b}"))
              for a in (1, 2) for b in (3, 4) for spine in (1, 2)]
     localizer = LikelihoodLocalizer.for_interval(links, 0.25)
     verdicts = []

@@ -4,12 +4,12 @@ takes, which links a drain refuses; and the quick drill's shortened timelines.""
 import pytest
 from test_model import fabric_of
 
-from twin.spec.quick import QUICK_LEAD_S, QUICK_PLAIN_S, QUICK_TAIL_S, shorten
 from twin.lab.handle import Lab
-from twin.model.targets import TargetError
+from twin.lab.state import LabState
 from twin.mitigate.dodge import links_to_avoid, pick
 from twin.mitigate.drain import DrainError, drain
-from twin.lab.state import LabState
+from twin.model.targets import TargetError
+from twin.spec.quick import QUICK_LEAD_S, QUICK_PLAIN_S, QUICK_TAIL_S, shorten
 
 HOST_A, HOST_B = "leaf-g1-r1 -- host-g1-h1", "leaf-g2-r1 -- host-g2-h1"
 VIA_S1 = (HOST_A, "spine-r1-s1 -- leaf-g1-r1", "spine-r1-s1 -- leaf-g2-r1", HOST_B)

@@ -8,8 +8,8 @@ import pytest
 from twin.lab import runtime
 from twin.model.build import build_fabric, rail_network
 from twin.model.ecmp import expected_next_hops
-from twin.spec.labfile import load_lab
 from twin.model.fabric import IFNAMSIZ
+from twin.spec.labfile import load_lab
 
 LABS = Path(__file__).resolve().parents[2] / "labs"
 
@@ -41,13 +41,13 @@ def test_rail_wiring_3_tier():
             assert a.role == "spine" and a.rail == b.rail
         else:
             assert (a.role, b.role) == ("superspine", "spine")
-    spines_per_superspine = Counter(l.a.node for l in fabric.links if l.a.node.startswith("superspine"))
+    spines_per_superspine = Counter(link.a.node for link in fabric.links if link.a.node.startswith("superspine"))
     assert set(spines_per_superspine.values()) == {8}
 
 
 def test_2_tier_full_mesh():
     fabric = fabric_of("mini")
-    pairs = {(l.a.node, l.b.node) for l in fabric.links if l.kind == "fabric"}
+    pairs = {(link.a.node, link.b.node) for link in fabric.links if link.kind == "fabric"}
     assert pairs == {(s, leaf) for s in ("spine-1", "spine-2") for leaf in ("leaf-g1-r1", "leaf-g2-r1")}
 
 

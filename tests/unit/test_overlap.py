@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_model import fabric_of  # a shipped lab, built
 
 from twin.faults.overlap import Span, clash_with_active, clashes
 from twin.model.fabric import link_key
-from test_model import fabric_of  # a shipped lab, built
 
 MINI = fabric_of("mini")
 PLACES = sorted(link_key(link.name) for link in MINI.links) + sorted(n.name for n in MINI.switches)

@@ -31,8 +31,8 @@ def test_rail_planes_stay_whole_when_they_divide_evenly(lab, machines):
     where = split(fabric, machines)
     for rail in range(1, fabric.rails + 1):
         assert len({where[n.name] for n in fabric.switches if n.rail == rail}) == 1
-    leaf_spine = [l for l in crossing_links(fabric, where)
-                  if {fabric.nodes[l.a.node].role, fabric.nodes[l.b.node].role} == {"leaf", "spine"}]
+    leaf_spine = [link for link in crossing_links(fabric, where)
+                  if {fabric.nodes[link.a.node].role, fabric.nodes[link.b.node].role} == {"leaf", "spine"}]
     assert leaf_spine == []  # only spine-superspine and host links cross machines
 
 

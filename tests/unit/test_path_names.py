@@ -8,7 +8,7 @@ from twin.probes.mesh import PathNames, ProbeMesh
 
 def ingress(fabric, a: str, b: str) -> str:
     """The address with which switch `b` answers a TTL probe that came in from `a`."""
-    link = next(l for l in fabric.links_of(b) if l.peer(b).node == a)
+    link = next(each for each in fabric.links_of(b) if each.peer(b).node == a)
     return str(link.endpoint(b).address.ip)
 
 

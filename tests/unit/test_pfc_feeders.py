@@ -1,7 +1,7 @@
 """PFC pauses (congestion and storms) follow valley-free (up-down) routing, which cannot deadlock."""
 
-from twin.model.ports import TIER, feeders
 from twin.lab.files import open_lab
+from twin.model.ports import TIER, feeders
 
 
 def test_feeders_of_a_downward_port_are_all_other_neighbours():

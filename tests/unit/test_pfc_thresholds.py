@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 
 from twin.lab import runtime
-from twin.model.build import build_fabric
-from twin.spec.labfile import load_lab
 from twin.lab.files import open_lab
 from twin.model import buffers as thresholds
+from twin.model.build import build_fabric
 from twin.model.ports import Port, feeders, ports
+from twin.spec.labfile import load_lab
 
 
 def lab(tmp_path: Path, links: str):

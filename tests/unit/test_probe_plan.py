@@ -5,6 +5,7 @@ import random
 from collections import Counter
 
 import pytest
+from test_model import fabric_of
 
 from twin.lab import runtime
 from twin.model.build import build_fabric
@@ -12,8 +13,6 @@ from twin.probes.cover import Leaves
 from twin.probes.mesh import address_links
 from twin.probes.plan import _all_paths_probability, cover_plan, fewest_flows, plan, ports_needed, probe_load
 from twin.spec.labfile import load_lab
-
-from test_model import fabric_of
 
 
 def test_probability_matches_enumeration():

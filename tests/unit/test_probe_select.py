@@ -1,8 +1,8 @@
 """Which discovered flows the cover mesh probes (select.py), and how a discovered path is oriented."""
 
-from twin.probes.select import Directions, select
-
 from test_model import fabric_of
+
+from twin.probes.select import Directions, select
 
 
 def hops(*names):

@@ -3,9 +3,8 @@ clock: loss, reordering, duplicates, NAK, timeout, retry exhaustion."""
 
 import pytest
 
-from twin.roce.wire import Header
 from twin.roce.qp import QueuePair, Timers, ib_timeout_s, retry_budget_s
-from twin.roce.wire import ACK, DATA, NAK
+from twin.roce.wire import ACK, DATA, NAK, Header
 
 PAYLOAD = 1000
 

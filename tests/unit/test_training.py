@@ -8,11 +8,11 @@ import pytest
 from twin.errors import TwinError
 from twin.faults.registry import FAULTS, kinds
 from twin.lab.files import open_lab
-from twin.seal import key_of, new_key, seal, unseal
 from twin.lab.state import LabState, load_state
+from twin.seal import key_of, new_key, seal, unseal
 from twin.train import hints, pools
 from twin.train.briefing import briefing
-from twin.train.session import Session, grade, record_score, load_scores
+from twin.train.session import Session, grade, load_scores, record_score
 
 
 @pytest.fixture(scope="module")

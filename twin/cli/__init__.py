@@ -38,7 +38,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
-for command in (lab, fault, run_cmd, e2e_cmd, report_cmd, check_cmd, schema_cmd, export_cmd, plan_cmd, cleanup, bench, probe,
+for command in (lab, fault, run_cmd, e2e_cmd, report_cmd, check_cmd, schema_cmd, export_cmd, plan_cmd, cleanup, bench,
+                probe,
                 telemetry, diagnose_cmd, detect, dashboard, train):
     cli.add_command(command)
 

@@ -17,7 +17,6 @@ from twin.run.schema import SCHEMAS
 from twin.spec.yamlsrc import MAX_FILE_BYTES
 from twin.text import shown
 
-
 STDIN = "-"
 
 
@@ -70,7 +69,8 @@ def check_cmd(files: tuple[str, ...], as_json: bool) -> None:
 
 @click.command("schema")
 @click.argument("kind", type=click.Choice(sorted(SCHEMAS)))
-@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), help="Write to this file instead of stdout.")
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write to this file instead of stdout.")
 def schema_cmd(kind: str, output: Path | None) -> None:
     """The JSON Schema of lab or scenario files, for editors: with the YAML language server, a
     first line `# yaml-language-server: $schema=<path>` makes the editor check as you type."""

@@ -14,17 +14,17 @@ from rich.table import Table
 
 from twin.cli.tools import RUNTIME_OPTION, out, progress, write_output
 from twin.errors import TwinError
-from twin.text import shown
 from twin.lab import deploy, idle
 from twin.lab.files import open_lab
 from twin.lab.frr import vtysh_argv
-from twin.lab.reach import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs
 from twin.lab.handle import Lab, lab_model
+from twin.lab.reach import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs
 from twin.lab.runtime.docker import container_labs
 from twin.lab.runtime.netns import orphan_labs
 from twin.lab.state import known_labs
 from twin.lab.status import as_dict, lab_status, queue_status
 from twin.model.describe import describe
+from twin.text import shown
 
 
 @click.group()
@@ -51,7 +51,8 @@ def lab_up(lab_ref: str, timeout: float, all_pairs: bool, runtime: str | None) -
     nics = fabric_nics(fabric)
     checked, every = len(checked_pairs(nics, all_pairs)), len(fabric_pairs(nics))
     reached = ("all host NIC pairs reachable" if checked == every else
-               f"{checked:,} of {every:,} host NIC pairs reachable ({SAMPLE_PER_NIC} from each NIC; --all-pairs for all)")
+               f"{checked:,} of {every:,} host NIC pairs reachable ({SAMPLE_PER_NIC} from each NIC; "
+               "--all-pairs for all)")
     out.print(f"[green]lab {fabric.name} is up[/] and converged in [bold]{elapsed:.1f} s[/]: "
               f"{len(fabric.switches)} switches, {len(fabric.hosts)} hosts ({pairs} NICs), "
               f"{len(fabric.links)} links; all ECMP next hops installed, {reached}.")
@@ -102,9 +103,9 @@ def lab_show(lab_ref: str, as_json: bool) -> None:
             "name": fabric.name,
             "nodes": [{"name": n.name, "role": n.role, "asn": n.asn,
                        "loopback": str(n.loopback) if n.loopback else None} for n in fabric.nodes.values()],
-            "links": [{"a": {"node": l.a.node, "ifname": l.a.ifname, "address": str(l.a.address)},
-                       "b": {"node": l.b.node, "ifname": l.b.ifname, "address": str(l.b.address)},
-                       "kind": l.kind} for l in fabric.links]}))
+            "links": [{"a": {"node": link.a.node, "ifname": link.a.ifname, "address": str(link.a.address)},
+                       "b": {"node": link.b.node, "ifname": link.b.ifname, "address": str(link.b.address)},
+                       "kind": link.kind} for link in fabric.links]}))
         return
     click.echo(describe(fabric), nl=False)
 
@@ -123,7 +124,8 @@ def lab_status_cmd(name: str, as_json: bool, idle_window: float) -> None:
     statuses = lab_status(lab)
     queues = queue_status(lab)
     if as_json:
-        out.print_json(json.dumps({"switches": as_dict(statuses), "queues": asdict(queues) | {"healthy": queues.healthy},
+        out.print_json(json.dumps({"switches": as_dict(statuses),
+                                   "queues": asdict(queues) | {"healthy": queues.healthy},
                                    "idle": asdict(cost) if cost else None}))
     else:
         table = Table(title=f"lab {name} ({state.status})")

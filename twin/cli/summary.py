@@ -84,7 +84,8 @@ def workload_lines(report: Report) -> list[str]:
         lines.append(f"hash dodging: {dodges['moved']} flow moves ({dodges['avoided_all']} off every suspected "
                      f"link; {dodges.get('before_a_loss', 0)} before losing a packet, on a verdict), "
                      f"{dodges['not_moved']} found no better port" +
-                     (f"; first at {dodges['first_s']:.2f} s, last at {dodges['last_s']:.2f} s" if dodges["moved"] else ""))
+                     (f"; first at {dodges['first_s']:.2f} s, last at {dodges['last_s']:.2f} s"
+                      if dodges["moved"] else ""))
     for step in mitigation.get("isolation", []):
         lines.append(f"isolation: {step['op']} {step['link']} at {step['t']:.2f} s" +
                      (f" (took {step['took_s']} s)" if step.get("took_s") is not None else "") +

@@ -20,8 +20,15 @@ from twin.lab.handle import Lab
 from twin.lab.state import known_labs
 from twin.model.targets import resolve
 from twin.train import hints, lifecycle, pools
-from twin.train.session import (HINT_COST, active_session, grade, hidden_faults, read_sealed_events, record_score,
-                                require_session)
+from twin.train.session import (
+    HINT_COST,
+    active_session,
+    grade,
+    hidden_faults,
+    read_sealed_events,
+    record_score,
+    require_session,
+)
 
 
 def _session_lab(lab: str | None) -> str:
@@ -69,7 +76,8 @@ def train_start(level: int, lab_ref: str, seed: int | None, trainee: str | None,
 @train.command("answer")
 @click.option("--kind", required=True, help="The fault kind, e.g. silent_drop (see `twin fault kinds`).")
 @click.option("--link", help='The link, "A -- B" (either order).')
-@click.option("--node", help="The node, for faults of a node (" + ", ".join(n for n, k in FAULTS.items() if k.place == "node")
+@click.option("--node",
+              help="The node, for faults of a node (" + ", ".join(n for n, k in FAULTS.items() if k.place == "node")
               + ").")
 @LAB_OPTION
 def train_answer(kind: str, link: str | None, node: str | None, lab: str | None) -> None:

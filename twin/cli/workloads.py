@@ -153,7 +153,7 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, as_json
         table.add_column(column)
     for row in summary["lossy_paths"]:
         table.add_row(row["src"], row["dst"], str(row["sport"]), str(row["sent"]), str(row["lost"]),
-                      str(row["rtt_p50_ms"]), str(row["rtt_p99_ms"]), " | ".join(l or "?" for l in row["links"]))
+                      str(row["rtt_p50_ms"]), str(row["rtt_p99_ms"]), " | ".join(link or "?" for link in row["links"]))
     out.print(table if summary["lossy_paths"] else "no path lost probes")
     out.print(f"RTT over all paths: p50 {summary['rtt_p50_ms']} ms, p99 {summary['rtt_p99_ms']} ms")
 
@@ -163,7 +163,8 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, as_json
 @click.option("--interval-ms", default=100, show_default=True, type=click.IntRange(10, 60000),
               help="Sampling period.")
 @click.option("--duration", default=5.0, show_default=True, help="Seconds to sample (without --serve).")
-@click.option("--out", "output", type=click.Path(path_type=Path), help="Also write every sample to this JSON-lines file.")
+@click.option("--out", "output", type=click.Path(path_type=Path),
+              help="Also write every sample to this JSON-lines file.")
 @click.option("--serve", is_flag=True, help="Serve the latest counters in Prometheus text format until Ctrl-C.")
 @click.option("--port", default=9464, show_default=True, help="Port for --serve (localhost only).")
 def telemetry(name, interval_ms, duration, output, serve, port) -> None:
@@ -263,7 +264,8 @@ def _slow_node(lab: Lab, size: str, as_json: bool) -> None:
 
     def show(step) -> None:
         if not as_json:
-            out.print(" vs ".join(f"{'+'.join(group)}: {bw / 1e6:.1f} MB/s" for group, bw in zip(step.measured, step.busbw))
+            out.print(" vs ".join(f"{'+'.join(group)}: {bw / 1e6:.1f} MB/s" for group, bw in zip(step.measured,
+                                                                                                 step.busbw))
                       + f"  (x{step.ratio:.2f})")
 
     with progress() as bar:

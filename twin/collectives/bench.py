@@ -8,14 +8,14 @@ import os
 import time
 from dataclasses import dataclass
 
-from twin.progress import NullProgress, Progress
-from twin.lab.handle import Lab
-from twin.lab.counters import CounterReader, tier_rx_bytes
+from twin.collectives.cpu import CpuMeter
 from twin.collectives.groups import ring_hops_through_spines, ring_order, select_nics
 from twin.collectives.launcher import Job, JobSpec, run_to_end
-from twin.roce.qp import REPORTED_FIELDS
 from twin.collectives.metrics import Measurement, aligned_size
-from twin.collectives.cpu import CpuMeter
+from twin.lab.counters import CounterReader, tier_rx_bytes
+from twin.lab.handle import Lab
+from twin.progress import NullProgress, Progress
+from twin.roce.qp import REPORTED_FIELDS
 
 _job_numbers = itertools.count()
 
@@ -61,7 +61,8 @@ def run_bench(lab: Lab, op: str | list[str], sizes: list[int],
     nics = ring_order(select_nics(fabric, ranks), order)
     world = len(nics)
     sizes = sorted({aligned_size(size, world * channels) for size in sizes})
-    spec = JobSpec(name=f"bench-{ops[0]}-{os.getpid()}-{next(_job_numbers)}", ops=ops, nics=nics, sizes=sizes, mode="bench",
+    spec = JobSpec(name=f"bench-{ops[0]}-{os.getpid()}-{next(_job_numbers)}", ops=ops, nics=nics, sizes=sizes,
+                   mode="bench",
                    iters=iters, warmup=warmup, channels=channels, timeout_s=timeout_s, transport=transport,
                    roce={"cc": "dcqcn", **(roce or {}), "mtu": fabric.mtu, "line_bps": fabric.rate_bps})
     progress.phase(f"{op} over {world} ranks", len(sizes) * len(ops))

@@ -51,7 +51,8 @@ class RoceIncastResult:
         return out
 
 
-def roce_incast(lab: Lab, senders: list[HostNic], receiver: HostNic, seconds: float, cc: str = "dcqcn") -> RoceIncastResult:
+def roce_incast(lab: Lab, senders: list[HostNic], receiver: HostNic, seconds: float,
+                cc: str = "dcqcn") -> RoceIncastResult:
     fabric = lab.fabric
     dcqcn = DcqcnParams().for_line_rate(fabric.rate_bps) if cc == "dcqcn" else None
     timers = Timers(ib_timeout_s(20), 7)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from twin.errors import TwinError
 from twin.events import JsonlTail
-from twin.procs import alive, terminate
-from twin.lab.reach import Nic
 from twin.lab.handle import Lab, python_module
 from twin.lab.identity import share_with_ranks
+from twin.lab.reach import Nic
+from twin.procs import alive, terminate
 
 
 @dataclass
@@ -115,7 +115,8 @@ def run_to_end(job: Job, timeout_s: float, on_record=None) -> list[dict]:
         records += job.read()
         problem = job.failure()
         if problem:
-            raise TwinError(f"collective {'/'.join(job.spec.ops)} failed: {problem}", hint=f"rank logs: {job.directory}")
+            raise TwinError(f"collective {'/'.join(job.spec.ops)} failed: {problem}",
+                            hint=f"rank logs: {job.directory}")
         failed = False
         return records
     finally:

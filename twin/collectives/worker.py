@@ -26,10 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-from twin.roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
+from twin.collectives.verify import Buffers
 from twin.lab.identity import become_rank
 from twin.procs import LOAD_NICE, set_priority
-from twin.collectives.verify import Buffers
+from twin.roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
 
 STOP = False
 

@@ -20,15 +20,15 @@ import threading
 import time
 from collections import deque
 
-from twin.events import JsonlTail
 from twin.errors import TwinError
-from twin.lab.handle import Lab
-from twin.model.targets import Target
-from twin.lab.pfc import counters as pfc_counters
-from twin.model.ports import Port
-from twin.probes.mesh import Interval, ProbeMesh, address_links
-from twin.lab.status import lab_status
+from twin.events import JsonlTail
 from twin.lab.counters import CounterReader
+from twin.lab.handle import Lab
+from twin.lab.pfc import counters as pfc_counters
+from twin.lab.status import lab_status
+from twin.model.ports import Port
+from twin.model.targets import Target
+from twin.probes.mesh import Interval, ProbeMesh, address_links
 
 LOSS_WINDOW_S = 5.0
 CHART_S = 180.0
@@ -57,14 +57,15 @@ class Collector:
         self.queue_drops = 0
         self._last_pfc: tuple[float, dict] | None = None
         self._drop_base: dict | None = None
-        self._link_of = {Port(end.node, end.ifname): l.name for l in fabric.links for end in (l.a, l.b)}
+        self._link_of = {Port(end.node, end.ifname): link.name for link in fabric.links for end in (link.a, link.b)}
         self._reader: CounterReader | None = None
         self._last_snap = None
         self._intervals: deque = deque()
         self._meshes: dict[str, ProbeMesh] = {}
         self._rank_logs: dict[str, JsonlTail] = {}
         self._bfd_link = address_links(fabric)
-        self._link_names = {Target.parse(l.name).key: l.name for l in fabric.links}  # fault targets name links either way
+        # fault targets name links either way
+        self._link_names = {Target.parse(link.name).key: link.name for link in fabric.links}
         self._threads = [threading.Thread(target=self._loop, args=(period, step), daemon=True)
                          for period, step in ((1.0, self._counters), (2.0, self._sessions),
                                               (1.0, self._follow_files), (1.0, self._faults), (1.0, self._pfc))]
@@ -144,8 +145,8 @@ class Collector:
         for status in lab_status(self.lab):
             bfd_by_link = {self._bfd_link.get(peer): state for peer, state in status.bfd.items()}
             for peer, bgp in sorted(status.bgp.items()):
-                link = next((l.name for l in self.fabric.links_of(status.name)
-                             if peer in (l.a.node, l.b.node)), None)
+                link = next((each.name for each in self.fabric.links_of(status.name)
+                             if peer in (each.a.node, each.b.node)), None)
                 rows.append({"switch": status.name, "peer": peer, "link": link, "bgp": bgp,
                              "bfd": bfd_by_link.get(link, "-")})
         with self._lock:
@@ -222,12 +223,12 @@ class Collector:
             steps = _per_second(self.steps, now)
             return {
                 "lab": self.state.lab, "updated": time.time(), "training": self.training,
-                "links": {l.name: {"util": self.util.get(l.name, 0.0), "loss_pct": self.loss.get(l.name),
-                                   "paused": self.paused.get(l.name, 0.0),
-                                   "marks_per_s": self.marks.get(l.name, 0.0),
-                                   "down": any(s["link"] == l.name and s["bgp"] != "Established"
+                "links": {link.name: {"util": self.util.get(link.name, 0.0), "loss_pct": self.loss.get(link.name),
+                                   "paused": self.paused.get(link.name, 0.0),
+                                   "marks_per_s": self.marks.get(link.name, 0.0),
+                                   "down": any(s["link"] == link.name and s["bgp"] != "Established"
                                                for s in self.sessions)}
-                          for l in self.fabric.links},
+                          for link in self.fabric.links},
                 "pfc": {"lossless": self.fabric.pfc, "paused_share": PAUSED_SHARE, "marking": self.fabric.ecn,
                         "marks_per_s": round(sum(self.marks.values()), 1),
                         "paused_links": sum(1 for v in self.paused.values() if v > PAUSED_SHARE),

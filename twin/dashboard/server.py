@@ -7,9 +7,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from twin.dashboard.collect import Collector
 from twin.model.draw import positions
 from twin.model.fabric import Fabric
-from twin.dashboard.collect import Collector
 
 PAGE = Path(__file__).resolve().parent / "static" / "index.html"
 
@@ -20,7 +20,7 @@ def topology(fabric: Fabric) -> dict:
         "lab": fabric.name,
         "nodes": [{"name": n.name, "role": n.role, "rail": n.rail, "group": n.group,
                    "x": pos[n.name][0], "y": pos[n.name][1]} for n in fabric.nodes.values()],
-        "links": [{"name": l.name, "a": l.a.node, "b": l.b.node, "kind": l.kind} for l in fabric.links],
+        "links": [{"name": link.name, "a": link.a.node, "b": link.b.node, "kind": link.kind} for link in fabric.links],
     }
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from twin.detect.likelihood import DETECTOR as LIKELIHOOD, LikelihoodLocalizer
+from twin.detect.likelihood import DETECTOR as LIKELIHOOD
+from twin.detect.likelihood import LikelihoodLocalizer
 from twin.detect.localizer import DETECTOR, Localizer
 from twin.detect.pauses import PauseLocalizer
 from twin.lab.pfc import counters as pfc_counters

@@ -12,14 +12,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from twin.detect.localizer import Localizer
-from twin.model.fabric import link_key
-from twin.model.fabric import Fabric
+from twin.lab.counters import CounterReader
+from twin.lab.handle import Lab
+from twin.lab.status import lab_status
+from twin.model.fabric import Fabric, link_key
 from twin.probes.mesh import address_links
 from twin.probes.run import run_probe_mesh
 from twin.progress import NullProgress, Progress
-from twin.lab.handle import Lab
-from twin.lab.status import lab_status
-from twin.lab.counters import CounterReader
 
 # How much one finding weighs: routing state and a localizer verdict are strong, a counter is a hint.
 WEIGHT = {"routing": 3.0, "localizer": 3.0, "probe_loss": 2.0, "counter": 1.0, "checksum": 1.0}
@@ -53,7 +52,7 @@ def diagnose(lab: Lab, duration_s: float = 8.0, interval_ms: int = 50, progress:
     def watch(mesh) -> None:
         def on_interval(interval) -> None:
             verdicts.extend(localizer.observe(interval.t - mesh.epoch, interval.samples))
-            observed.extend(({link_key(l) for l in s.links if l}, s.sent, s.lost) for s in interval.samples)
+            observed.extend(({link_key(link) for link in s.links if link}, s.sent, s.lost) for s in interval.samples)
         mesh.listeners.append(on_interval)
 
     with CounterReader(lab) as reader:

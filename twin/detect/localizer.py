@@ -60,7 +60,7 @@ class Localizer(WindowedLocalizer):
             # Ties on lost probes: a link already named keeps explaining them (a sparse loss
             # clustering on a sub-path must not produce a second name), then the higher rate.
             best = max((link for link in stats if stats[link][1]),
-                       key=lambda l: (stats[l][1], l in self._named, stats[l][1] / max(1, stats[l][0])),
+                       key=lambda each: (stats[each][1], each in self._named, stats[each][1] / max(1, stats[each][0])),
                        default=None)
             if best is None:
                 break
@@ -79,12 +79,14 @@ class Localizer(WindowedLocalizer):
         self._deferred = {key: n for key, n in self._deferred.items() if key in pending}
         return named
 
-    def _ambiguous(self, best: str, explained: list[PooledPath], stats: dict, pending: set, paths: list[PooledPath]) -> bool:
+    def _ambiguous(self, best: str, explained: list[PooledPath], stats: dict, pending: set,
+                   paths: list[PooledPath]) -> bool:
         """Another link lies on exactly the same lossy paths (a same-rail path crosses both leaf
         links of its spine) but not on the same paths overall, and its loss-free probes do not
         rule it out: the loss cannot tell them apart yet, a later loss may, and meanwhile the rate
-        tie-break would favour the less probed link. Wait for it, at most `window` intervals, unless `best` is already named. (Links on
-        exactly the same paths, as on a 2-leaf fabric, can never be told apart: no wait.)"""
+        tie-break would favour the less probed link. Wait for it, at most `window` intervals, unless
+        `best` is already named. (Links on exactly the same paths, as on a 2-leaf fabric, can never be
+        told apart: no wait.)"""
         crossing = {p.links for p in paths if best in p.links}
 
         def plausible(link: str) -> bool:

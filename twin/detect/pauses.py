@@ -13,9 +13,9 @@ spreading, or congestion): not named, the pause has a cause further down.
 
 from __future__ import annotations
 
+from twin.detect.verdicts import Verdict
 from twin.model.fabric import Fabric
 from twin.model.ports import Port, peer
-from twin.detect.verdicts import Verdict
 
 DETECTOR = "probe-localizer"
 STORM_S = 1.0

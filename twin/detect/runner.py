@@ -17,7 +17,6 @@ from twin.events import EventLog
 from twin.lab.handle import Lab, python_module
 from twin.lab.state import Resource
 
-
 ENV_VALUE_MAX = 100_000  # below the kernel's MAX_ARG_STRLEN (128 KiB) for one variable
 
 
@@ -40,8 +39,9 @@ class Detectors:
         lab, fabric = self.lab, self.lab.fabric
         argv = [part.replace("{lab}", fabric.name) for part in command]
         maps = {"nodes": {n: lab.runtime.resource_name(n) for n in fabric.nodes},
-                "links": [{"name": l.name, "a": l.a.node, "a_if": l.a.ifname, "b": l.b.node, "b_if": l.b.ifname}
-                          for l in fabric.links]}
+                "links": [{"name": link.name, "a": link.a.node, "a_if": link.a.ifname, "b": link.b.node,
+                           "b_if": link.b.ifname}
+                          for link in fabric.links]}
         topology = lab.paths.root / f"detector-{name}.topology.json"  # goes with the lab directory
         topology.write_text(json.dumps(maps))
         env = os.environ | {"FABRIC_TWIN_LAB": fabric.name, "FABRIC_TWIN_RUNTIME": lab.state.runtime,

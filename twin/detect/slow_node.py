@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from twin.collectives.bench import run_bench
-from twin.progress import NullProgress, Progress
 from twin.lab.handle import Lab
+from twin.progress import NullProgress, Progress
 
 MIN_RATIO = 1.25  # the faster half must beat the slower by this factor to call it
 

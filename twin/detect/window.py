@@ -35,7 +35,7 @@ class WindowedLocalizer:
     detector = ""
 
     def __init__(self, switch_links: dict[str, set[str]] | None = None, window: int = 4, forget_after: int = 6):
-        self.switch_links = {node: {link_key(l) for l in links} for node, links in (switch_links or {}).items()}
+        self.switch_links = {node: {link_key(link) for link in links} for node, links in (switch_links or {}).items()}
         self.window, self.forget_after = window, forget_after
         # Pooled as the window moves: each interval is added once and taken out once, so an
         # interval costs O(paths) however long the window (pooling it afresh every interval was
@@ -134,5 +134,5 @@ class WindowedLocalizer:
     def _keyed(self, names: tuple) -> tuple[str, ...]:
         keyed = self._keys.get(names)
         if keyed is None:
-            keyed = self._keys[names] = tuple(link_key(l) for l in names if l)
+            keyed = self._keys[names] = tuple(link_key(link) for link in names if link)
         return keyed

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from twin.procs import alive, terminate
-from twin.seal import key_of, seal, unseal
+from twin.faults.base import FaultContext
 from twin.lab.handle import python_module
 from twin.lab.state import LabState
-from twin.faults.base import FaultContext
+from twin.procs import alive, terminate
+from twin.seal import key_of, seal, unseal
 
 
 def report_path(state: LabState, fault_id: str) -> Path:

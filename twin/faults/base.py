@@ -9,9 +9,9 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from twin.lab.handle import Lab
 from twin.model.fabric import Fabric, link_key
 from twin.model.targets import resolve_link, resolve_node
-from twin.lab.handle import Lab
 
 FAULT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,23}$"
 COMMON_KEYS = ("id", "kind", "at_s", "duration_s")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from twin.lab.frr import configure_bgp
 from twin.faults.base import FaultContext, OnLink, Params
+from twin.lab.frr import configure_bgp
 from twin.model.targets import TargetError, resolve_link
 
 
@@ -16,7 +16,8 @@ class BgpDownParams(Params):
 def _session_of(fabric, params):
     link, a, b = resolve_link(fabric, params.link)
     if not (fabric.nodes[a].is_switch and fabric.nodes[b].is_switch):
-        raise TargetError(f"{params.link} carries no BGP session", hint="hosts do not run BGP: name a switch-to-switch link")
+        raise TargetError(f"{params.link} carries no BGP session",
+                          hint="hosts do not run BGP: name a switch-to-switch link")
     return fabric.nodes[a], str(link.peer(a).address.ip)
 
 

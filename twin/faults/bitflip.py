@@ -4,8 +4,9 @@ edit), optionally only packets of at least min_size bytes.
 The damaged bits are those of the transport checksum field: nftables keeps the TCP/UDP
 checksum consistent when it rewrites any other bytes (csum_flags L4), which would hand
 corrupted data to the application with a valid checksum. Rewriting the checksum field
-itself leaves it wrong, as a flipped bit anywhere in the segment would. Like a switch discarding a frame on a CRC error, the receiving host's stack
-discards the damaged packet and counts it (Udp/Tcp InCsumErrors in /proc/net/snmp).
+itself leaves it wrong, as a flipped bit anywhere in the segment would. Like a switch discarding a
+frame on a CRC error, the receiving host's stack discards the damaged packet and counts it (Udp/Tcp
+InCsumErrors in /proc/net/snmp).
 
 For that to hold, checksum offload is switched off on every interface of the lab while the
 fault is active: a veth marks received packets as checksum-verified when rx checksumming is
@@ -17,8 +18,8 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from twin.lab import nft, offload
 from twin.faults.base import FaultContext, LinkParams, OnLink, nft_share
+from twin.lab import nft, offload
 from twin.model.targets import receiving_ends, resolve_link
 
 DAMAGE = 0xDEAD  # written over the checksum (non-zero: a zero UDP checksum means "none")
@@ -67,7 +68,7 @@ class Bitflip(OnLink):
         link, a, b = resolve_link(ctx.lab.fabric, params.link)
         record["offload"] = {}
         for node in ctx.lab.fabric.nodes:
-            ifnames = [l.endpoint(node).ifname for l in ctx.lab.fabric.links_of(node)]
+            ifnames = [link.endpoint(node).ifname for link in ctx.lab.fabric.links_of(node)]
             path = ctx.lab.netns(node)
             record["offload"][node] = offload.get_checksum_offload(path, ifnames)
             ctx.lab.state.save()

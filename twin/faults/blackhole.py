@@ -7,8 +7,8 @@ from ipaddress import IPv4Network
 
 from pydantic import Field, model_validator
 
-from twin.lab import nft
 from twin.faults.base import FaultContext, OnNode, Params
+from twin.lab import nft
 from twin.model.targets import TargetError, resolve_node
 
 
@@ -33,7 +33,7 @@ def prefixes(fabric, params) -> list[str]:
     except ValueError as exc:
         raise TargetError(f"'{params.prefix}' is not an IPv4 prefix", hint="e.g. 10.2.0.6/31", key="prefix") from exc
     if not any(prefix.overlaps(link.network) for link in fabric.links):
-        hosts = sorted(str(l.network) for l in fabric.links if l.kind == "host")
+        hosts = sorted(str(link.network) for link in fabric.links if link.kind == "host")
         raise TargetError(f"no link of the lab is in {prefix}: the black hole would discard nothing",
                           hint=f"host NIC prefixes: {', '.join(hosts[:4])}{' ...' if len(hosts) > 4 else ''} "
                                "(`twin lab show`), or give host:", key="prefix")
@@ -47,7 +47,7 @@ class Blackhole(OnNode):
     roles = ("leaf", "spine", "superspine")
 
     def training_entry(self, fabric, rng, links: list[str]) -> dict:
-        link = rng.choice(sorted((l for l in fabric.links if l.kind == "host"), key=lambda l: l.name))
+        link = rng.choice(sorted((each for each in fabric.links if each.kind == "host"), key=lambda each: each.name))
         return {"node": link.a.node, "host": link.b.node}  # a leaf, and a host behind it
 
     def targets(self, fabric, params):

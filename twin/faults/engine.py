@@ -54,7 +54,8 @@ def _describe(exc: pydantic.ValidationError, model, messages: list[str], hints: 
         if err["type"] == "extra_forbidden":
             guess = closest(key, valid)
             messages.append(f"unknown key '{shown_name(key)}'")
-            hints.append(key_note(key) + (f"did you mean '{guess}'? " if guess else "") + f"valid keys: {', '.join(valid)}")
+            hints.append(key_note(key) + (f"did you mean '{guess}'? " if guess else "")
+                         + f"valid keys: {', '.join(valid)}")
             continue
         field = model.model_fields.get(key)
         text = "required key is missing" if err["type"] == "missing" else err["msg"].removeprefix("Value error, ")

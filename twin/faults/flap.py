@@ -9,8 +9,8 @@ from pydantic import Field
 
 from twin.faults import background
 from twin.faults.base import FaultContext, OnLink, Params
-from twin.model.targets import resolve_link
 from twin.faults.netlink import restore_routes, set_link_state, static_routes
+from twin.model.targets import resolve_link
 
 
 class FlapParams(Params):
@@ -28,9 +28,11 @@ class Flap(OnLink):
             return []
         if params.period_s > lasts_s:
             return [("period_s", f"a period of {params.period_s} s is longer than the fault ({lasts_s:g} s): the "
-                     "link would go down once and never come back up within it", "a shorter period_s, or a longer fault")]
+                     "link would go down once and never come back up within it",
+                     "a shorter period_s, or a longer fault")]
         if params.count is not None and params.count * params.period_s > lasts_s:
-            return [("count", f"{params.count} cycles of {params.period_s} s take {params.count * params.period_s:g} s; "
+            return [("count",
+                     f"{params.count} cycles of {params.period_s} s take {params.count * params.period_s:g} s; "
                      f"the fault lasts {lasts_s:g} s", "fewer cycles, a shorter period_s, or a longer fault")]
         return []
 

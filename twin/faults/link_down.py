@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from twin.faults.base import FaultContext, LinkParams, OnLink
-from twin.model.targets import resolve_link
 from twin.faults.netlink import restore_routes, set_link_state, static_routes
+from twin.model.targets import resolve_link
 
 
 class LinkDown(OnLink):

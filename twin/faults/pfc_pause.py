@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from twin.faults.base import FaultContext, LinkParams, OnLink
 from twin.lab.pfc import client
 from twin.model.ports import Port
-from twin.faults.base import FaultContext, LinkParams, OnLink
 from twin.model.targets import TargetError, resolve_link
 
 

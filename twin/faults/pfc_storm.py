@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from twin.faults.base import FaultContext, OnNode, Params
+from twin.faults.pfc_pause import require_lossless
 from twin.lab.pfc import client
 from twin.model.ports import Port
-from twin.faults.base import FaultContext, OnNode, Params
 from twin.model.targets import TargetError, resolve_node
-from twin.faults.pfc_pause import require_lossless
 
 
 class PfcStormParams(Params):
@@ -46,7 +46,8 @@ def storm_port(fabric, params) -> Port:
         if link.endpoint(host).ifname == params.nic:
             return Port(link.a.node, link.a.ifname)
     raise TargetError(f"{host} has no NIC '{params.nic}'",
-                      hint="NICs: " + ", ".join(l.endpoint(host).ifname for l in fabric.links_of(host)), key="nic")
+                      hint="NICs: " + ", ".join(link.endpoint(host).ifname for link in fabric.links_of(host)),
+                      key="nic")
 
 
 class PfcStorm(OnNode):

@@ -5,7 +5,17 @@ scenario check and the runbook test read the registry."""
 from __future__ import annotations
 
 from twin.faults import (
-    bgp_down, bitflip, blackhole, flap, link_down, pfc_pause, pfc_storm, silent_drop, slow_node, switch_down)
+    bgp_down,
+    bitflip,
+    blackhole,
+    flap,
+    link_down,
+    pfc_pause,
+    pfc_storm,
+    silent_drop,
+    slow_node,
+    switch_down,
+)
 from twin.faults.base import FaultKind
 from twin.registry import Registry
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from twin.lab import nft
 from twin.faults.base import FaultContext, LinkParams, OnLink, nft_share
+from twin.lab import nft
 from twin.model.targets import receiving_ends, resolve_link
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from twin.lab import shaping
 from twin.faults.base import FaultContext, OnNode, Params
+from twin.lab import shaping
 from twin.model.targets import TargetError, resolve_node
 
 
@@ -17,10 +17,11 @@ class SlowNodeParams(Params):
 
 def _ends(fabric, params):
     host = resolve_node(fabric, params.node, roles=("host",))
-    links = [l for l in fabric.links_of(host) if params.nic in (None, l.endpoint(host).ifname)]
+    links = [link for link in fabric.links_of(host) if params.nic in (None, link.endpoint(host).ifname)]
     if not links:
         raise TargetError(f"{host} has no NIC '{params.nic}'",
-                          hint="NICs: " + ", ".join(l.endpoint(host).ifname for l in fabric.links_of(host)), key="nic")
+                          hint="NICs: " + ", ".join(link.endpoint(host).ifname for link in fabric.links_of(host)),
+                      key="nic")
     return [end for link in links for end in (link.a, link.b)]
 
 

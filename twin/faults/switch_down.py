@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from twin.lab import frr
 from twin.faults.base import FaultContext, OnNode, Params
-from twin.model.targets import resolve_node
 from twin.faults.netlink import set_link_state
+from twin.lab import frr
+from twin.model.targets import resolve_node
 
 SWITCH_ROLES = ("leaf", "spine", "superspine")
 

@@ -9,17 +9,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 
-from twin.model.ecmp import expected_next_hops
 from twin.errors import ConvergenceError, RuntimeBackendError
 from twin.lab.fib import next_hop_counts
 from twin.lab.frr import vtysh_json, wait_established
-from twin.model.render import bgp_neighbors
-from twin.model.fabric import Fabric
-from twin.progress import Progress
-from twin.lab.reach import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs, unreachable_pairs
 from twin.lab.handle import Lab
+from twin.lab.reach import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs, unreachable_pairs
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState
+from twin.model.ecmp import expected_next_hops
+from twin.model.fabric import Fabric
+from twin.model.render import bgp_neighbors
+from twin.progress import Progress
 
 POLL_S = 0.25
 
@@ -120,7 +120,8 @@ def wait_sessions(lab: Lab, progress: Progress, deadline: float) -> None:
     progress.phase("BGP sessions established", None)
     try:
         wait_established(lab.runtime, lab.state,
-                         {n.name: [peer["address"] for peer in bgp_neighbors(lab.fabric, n)] for n in switches}, deadline)
+                         {n.name: [peer["address"] for peer in bgp_neighbors(lab.fabric,
+                                                                             n)] for n in switches}, deadline)
     except RuntimeBackendError as exc:
         raise ConvergenceError(exc.message, hint=exc.hint) from None
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 from pyroute2 import IPRoute
 
-from twin.lab.handle import Lab
-from twin.model.fabric import Fabric
-from twin.lab.nsutil import in_netns
 from twin.lab import shaping
+from twin.lab.handle import Lab
+from twin.lab.nsutil import in_netns
 from twin.lab.offload import snmp
 from twin.lab.pfc.backlog import BacklogReader
+from twin.model.fabric import Fabric
 
 # /proc/net/dev columns we keep, by position after the interface name
 NET_DEV_FIELDS = {"rx_bytes": 0, "rx_packets": 1, "rx_errors": 2, "rx_dropped": 3,

@@ -1,6 +1,7 @@
 """Bring a lab up (ordered steps, each recorded before it acts) and tear it down.
 
-up:   neighbour-table reservation -> namespaces -> sysctls -> links -> interfaces, routing, shaping -> PFC controller -> FRR -> convergence
+up:   neighbour-table reservation -> namespaces -> sysctls -> links -> interfaces, routing, shaping
+      -> PFC controller -> FRR -> convergence
 down: daemons by recorded pid -> every node carrying this lab's prefix -> the lab directory
 A failure or Ctrl-C during `up` tears down whatever was built.
 """
@@ -10,28 +11,27 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from twin.lab import converge, frr, idle, neigh, netconf, nlbatch, offload, preflight, shaping
 from twin.errors import LabStateError, RuntimeBackendError
-from twin.spec.labfile import LabFile
-from twin.model import serialize
-from twin.model.fabric import Fabric
-from twin.names import lab_name
-from twin.procs import alive, cmdline, kill, terminate
-from twin.lab.pfc import client as pfc_client
-from twin.model.buffers import queue_limit
-from twin.model.ports import Port
-from twin.progress import NullProgress, Progress
+from twin.lab import converge, frr, idle, neigh, netconf, nlbatch, offload, preflight, shaping
 from twin.lab.handle import Lab
 from twin.lab.nsutil import interface_indexes
+from twin.lab.pfc import client as pfc_client
 from twin.lab.runtime import get_runtime, names
-from twin.signals import deferred_interrupts, sigterm_as_interrupt
 from twin.lab.state import LabState, Resource, lab_dir, load_state
-
+from twin.model import serialize
+from twin.model.buffers import queue_limit
+from twin.model.fabric import Fabric
+from twin.model.ports import Port
+from twin.names import lab_name
+from twin.procs import alive, cmdline, kill, terminate
+from twin.progress import NullProgress, Progress
+from twin.signals import deferred_interrupts, sigterm_as_interrupt
+from twin.spec.labfile import LabFile
 
 NODE_WORKERS = 8
 
@@ -202,7 +202,7 @@ def _down(lab: str, progress: Progress) -> TeardownReport:
         owned = runtime.owned()
         progress.phase(f"removing {kind} nodes", len(owned))
 
-        def delete(node: str) -> None:
+        def delete(node: str, runtime=runtime) -> None:
             try:
                 runtime.delete_node(node)
             except RuntimeBackendError as exc:

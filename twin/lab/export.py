@@ -19,12 +19,12 @@ from ruamel.yaml import YAML
 
 from twin import __version__
 from twin.lab import shaping
-from twin.model.build import rail_network
 from twin.lab.identity import rank_uid
-from twin.model.fabric import IFNAMSIZ, Fabric, Link, Node
-from twin.model.partition import split
 from twin.lab.netconf import HOST_TABLE_BASE, HOST_TCP_CC, node_sysctls
 from twin.model.buffers import queue_limit
+from twin.model.build import rail_network
+from twin.model.fabric import IFNAMSIZ, Fabric, Link, Node
+from twin.model.partition import split
 from twin.model.ports import Port
 from twin.model.render import START_ORDER, render_bfd_binding, render_switch
 

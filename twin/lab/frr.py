@@ -11,19 +11,19 @@ import json
 import os
 import pwd
 import shutil
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from twin.errors import MissingDependencyError, RuntimeBackendError
-from twin.model.fabric import SWITCH_ROLES, Fabric, Node
-from twin.procs import alive, cmdline, terminate
-from twin.model.render import DAEMONS, SOCKET_OF, START_ORDER, bgp_neighbors, render_bfd_binding, render_switch
 from twin.lab import vty
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState, Resource
+from twin.model.fabric import SWITCH_ROLES, Fabric, Node
+from twin.model.render import DAEMONS, SOCKET_OF, START_ORDER, bgp_neighbors, render_bfd_binding, render_switch
+from twin.procs import alive, cmdline, terminate
 
 FRR_DIR = Path("/usr/lib/frr")
 # Fixes preloaded into a namespace lab's daemons (native/frr_<name>.c, built by `make deps`; a
@@ -148,7 +148,8 @@ def vtysh_json(runtime: Runtime, state: LabState, node: str, command: str, timeo
     else:
         result = runtime.exec(node, vtysh_argv(state, node, command), timeout=timeout)
         if result.rc != 0:
-            raise RuntimeBackendError(f"vtysh on {node}: {command!r} failed: {result.stderr.strip() or result.stdout.strip()}")
+            why = result.stderr.strip() or result.stdout.strip()
+            raise RuntimeBackendError(f"vtysh on {node}: {command!r} failed: {why}")
         text = result.stdout
     try:
         return json.loads(text or "{}")
@@ -232,7 +233,8 @@ def wait_established(runtime: Runtime, state: LabState, sessions: dict[str, list
                 del waiting[name]
         if waiting and time.monotonic() > deadline:
             name = next(iter(waiting))
-            raise RuntimeBackendError(f"BGP sessions of {name} did not come up in time ({len(waiting)} switches waiting)",
+            raise RuntimeBackendError(f"BGP sessions of {name} did not come up in time "
+                                      f"({len(waiting)} switches waiting)",
                                       hint=f"see {state.node_dir(name) / 'frr.log'}")
         if waiting:
             time.sleep(0.1)

@@ -122,7 +122,8 @@ def measure(state: LabState, window_s: float = 2.0) -> IdleCost:
     cost = IdleCost(window_s=window_s, cores=round(sum(by_program.values()), 3),
                     machine_busy_cores=round(cores * (1 - idle / total), 3) if total else 0.0,
                     machine_cores=cores, memory_mib=round(memory / 1024, 1),
-                    switch_memory_mib=round(sum(per_switch.values()) / 1024 / len(per_switch), 1) if per_switch else 0.0,
+                    switch_memory_mib=round(sum(per_switch.values()) / 1024 / len(per_switch),
+                                            1) if per_switch else 0.0,
                     by_program={k: round(v, 3) for k, v in sorted(by_program.items(), key=lambda kv: -kv[1])})
     if cost.cores > REST_SHARE * cores:
         top = ", ".join(f"{k} {v:.2f}" for k, v in list(cost.by_program.items())[:3])

@@ -39,7 +39,7 @@ def _kernel(ipr: IPRoute) -> dict:
 
 def _frr(runtime: Runtime, state: LabState, node: str) -> dict:
     config = runtime.exec(node, vtysh_argv(state, node, "show running-config")).stdout
-    lines = [l for l in config.splitlines() if l.strip() and not VOLATILE.match(l)]
+    lines = [line for line in config.splitlines() if line.strip() and not VOLATILE.match(line)]
     routes = vtysh_json(runtime, state, node, "show ip route json")
     fib = {prefix: sorted(h.get("ip", h.get("interfaceName", "")) for e in entries if e.get("selected")
                           for h in e.get("nexthops", []) if h.get("fib"))

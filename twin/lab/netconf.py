@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import zlib
 from functools import lru_cache
 from ipaddress import IPv4Address, IPv4Interface
@@ -10,11 +9,11 @@ from ipaddress import IPv4Address, IPv4Interface
 from pyroute2 import IPRoute
 
 from twin.lab import nlbatch
-from twin.model.build import rail_network
 from twin.lab.identity import rank_uid
-from twin.model.fabric import Fabric, Node
 from twin.lab.nsutil import write_sysctls
 from twin.model.buffers import frame_bytes, line_bytes
+from twin.model.build import rail_network
+from twin.model.fabric import Fabric, Node
 
 TWIN_PORTS = "47000-47199"  # fixed ports of traffic.py, workloads/flows.py, probes/mesh.py
 
@@ -106,7 +105,8 @@ def address_request(address: IPv4Interface) -> list[bytes]:
     return [bytes(message)]
 
 
-def configure_interfaces(sender: nlbatch.Sender, index_of: dict[str, int], fabric: Fabric, node: Node) -> dict[str, int]:
+def configure_interfaces(sender: nlbatch.Sender, index_of: dict[str, int], fabric: Fabric, node: Node) -> dict[str,
+                                                                                                               int]:
     """Add to `sender` the requests that bring up lo and every port with MTU and address (`index_of`:
     the namespace's ifname -> index); returns the ports' ifname -> index."""
     sender.add(_link_up(None), index_of["lo"], "lo up")

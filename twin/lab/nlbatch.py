@@ -107,7 +107,7 @@ class Sender:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "Sender":
+    def __enter__(self) -> Sender:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -15,10 +15,9 @@ import time
 import zlib
 from dataclasses import dataclass
 
-from twin.model.fabric import Fabric
 from twin.lab.handle import Lab
+from twin.model.fabric import Fabric
 
-SO_BINDTODEVICE = 25
 SOL_RAW = 255
 ICMP_FILTER = 1  # SOL_RAW option of raw ICMP sockets: a bitmask of the ICMP types to drop
 ECHO_REPLY = 0
@@ -99,7 +98,7 @@ def _echo(ident: int, seq: int) -> bytes:
 
 def _open_socket(lab: Lab, nic: Nic) -> socket.socket:
     sock = lab.socket(nic.host, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic.ifname.encode())
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic.ifname.encode())
     # A raw socket gets a copy of every ICMP packet its NIC receives: in pod128 each NIC takes 255
     # echo requests and 255 replies per round, more than the default 208 KB buffer holds, and the
     # replies it dropped were counted as unreachable pairs. Keep only replies, in a larger buffer.

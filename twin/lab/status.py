@@ -6,17 +6,17 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from twin.lab.converge import fib_next_hops
-from twin.model.buffers import lab_marking
-from twin.model.ecmp import expected_next_hops
 from twin.errors import RuntimeBackendError
+from twin.lab.converge import fib_next_hops
+from twin.lab.counters import CounterReader
 from twin.lab.frr import daemon_health, vtysh_json
+from twin.lab.handle import Lab
 from twin.lab.pfc import client as pfc_client
 from twin.lab.pfc import counters as pfc_counters
-from twin.lab.counters import CounterReader
-from twin.lab.handle import Lab
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState
+from twin.model.buffers import lab_marking
+from twin.model.ecmp import expected_next_hops
 
 
 @dataclass

@@ -9,10 +9,9 @@ import struct
 import time
 from dataclasses import dataclass
 
-from twin.lab.reach import Nic
 from twin.lab.handle import Lab
+from twin.lab.reach import Nic
 
-SO_BINDTODEVICE = 25
 DST_PORT = 47000
 PAYLOAD = 64
 
@@ -32,7 +31,7 @@ class BurstResult:
 def bound_udp_socket(lab: Lab, nic: Nic, port: int) -> socket.socket:
     """A UDP socket in the NIC's host namespace, bound to the NIC (address and device)."""
     sock = lab.socket(nic.host, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic.ifname.encode())
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic.ifname.encode())
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     sock.bind((nic.address, port))
     return sock
@@ -109,7 +108,7 @@ def tcp_incast(lab: Lab, senders: list[Nic], receiver: Nic, seconds: float,
     clients = []
     for nic in [n for n in senders for _ in range(flows_per_sender)]:
         sock = lab.socket(nic.host, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic.ifname.encode())
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic.ifname.encode())
         sock.bind((nic.address, 0))
         clients.append(sock)
     accepted, received = [], [0] * len(senders) * flows_per_sender

@@ -34,7 +34,7 @@ def run(path: Path, commands: list[str], timeout_s: float = 10.0, what: str = ""
             return output
     except FileNotFoundError:
         raise RuntimeBackendError(f"{what} is not running (no {path})") from None
-    except (ConnectionError, socket.timeout) as exc:
+    except (TimeoutError, ConnectionError) as exc:
         raise RuntimeBackendError(f"{what} does not answer on {path} ({exc.__class__.__name__})") from None
 
 

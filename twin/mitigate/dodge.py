@@ -21,13 +21,13 @@ import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from twin.lab.handle import Lab
+from twin.lab.reach import Nic
+from twin.lab.traffic import bound_udp_socket
 from twin.model.fabric import link_key
 from twin.probes.mesh import PathNames
 from twin.probes.plan import equal_cost_paths
 from twin.probes.trace import report_errors, send, time_exceeded
-from twin.lab.handle import Lab
-from twin.lab.reach import Nic
-from twin.lab.traffic import bound_udp_socket
 
 TRACE_FLOW = 0xFFFF  # flow id in trace datagrams (they expire before the receiver anyway)
 CANDIDATES = 8  # fresh source ports tried per move: with 2 paths, P(none avoids) = 1/256
@@ -96,7 +96,7 @@ class Dodger:
         self.lab, self.fabric, self.events, self.workload, self.dport = lab, lab.fabric, events, workload, dport
         fabric = lab.fabric
         self.names = PathNames(fabric)
-        self.switch_links = {node: {link_key(l) for l in links} for node, links in fabric.switch_links().items()}
+        self.switch_links = {node: {link_key(link) for link in links} for node, links in fabric.switch_links().items()}
         self.suspects: set[str] = set()
         self.named = 0  # bumped whenever a detector names something new
         self.moves: queue.Queue = queue.Queue()

@@ -10,11 +10,11 @@ import threading
 import time
 
 from twin.detect.verdicts import Verdict, names_fault
-from twin.model.fabric import link_key
 from twin.errors import TwinError
-from twin.lab.handle import Lab
-from twin.model.targets import resolve_link
 from twin.lab.frr import configure_bgp
+from twin.lab.handle import Lab
+from twin.model.fabric import link_key
+from twin.model.targets import resolve_link
 
 
 class DrainError(TwinError):
@@ -33,14 +33,14 @@ def drain(lab: Lab, text: str) -> str:
     if key in lab.state.drains:
         raise DrainError(f"{link.name} is already drained", hint=f"undrain it: twin lab undrain {lab.state.lab} ...")
     for node, peer in ((a, b), (b, a)):
-        left = [l for l in lab.fabric.links_of(node) if nodes[l.peer(node).node].role == nodes[peer].role
-                and link_key(l.name) != key and link_key(l.name) not in lab.state.drains]
+        left = [link for link in lab.fabric.links_of(node) if nodes[link.peer(node).node].role == nodes[peer].role
+                and link_key(link.name) != key and link_key(link.name) not in lab.state.drains]
         if not left:
             raise DrainError(f"draining {link.name} would leave {node} without a {nodes[peer].role} link",
                              hint="undrain another of its links first")
     lab.state.drains.append(key)  # recorded first: a crash half-way is undone by undrain
     lab.state.save()
-    for node, peer in ((a, b), (b, a)):
+    for node in (a, b):
         configure_bgp(lab.runtime, lab.state, nodes[node], f"neighbor {link.peer(node).address.ip} shutdown")
     return key
 

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from ipaddress import IPv4Interface, IPv4Network
 
 from twin.errors import LabFileError, Problem
-from twin.spec.labfile import LabFile, ecn_on, fits_two_byte_asns
 from twin.model.buffers import setting_problems
 from twin.model.fabric import IFNAMSIZ, Endpoint, Fabric, Link, Node
+from twin.spec.labfile import LabFile, ecn_on, fits_two_byte_asns
 from twin.units import parse_rate_bps, parse_size_bytes, parse_time_s
 
 LOOPBACKS = IPv4Network("10.255.0.0/16")

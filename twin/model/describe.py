@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from twin.model.fabric import Fabric
 from twin.model.buffers import for_port
+from twin.model.fabric import Fabric
 from twin.model.ports import ports
 from twin.units import format_rate
 

@@ -176,7 +176,7 @@ class Fabric(_Freezable):
 
     def switch_links(self) -> dict[str, set[str]]:
         """switch -> the names of its links (a switch fault shows on all of them)."""
-        return {n.name: {l.name for l in self.links_of(n.name)} for n in self.switches}
+        return {n.name: {link.name for link in self.links_of(n.name)} for n in self.switches}
 
     def host_nics(self) -> list[tuple[str, Endpoint]]:
         """(host name, its NIC endpoint) for every host NIC, in a stable order."""

@@ -28,7 +28,7 @@ def ports(fabric: Fabric) -> list[Port]:
 
 
 def peer(fabric: Fabric, port: Port) -> Port:
-    link = next(l for l in fabric.links_of(port.node) if l.endpoint(port.node).ifname == port.ifname)
+    link = next(each for each in fabric.links_of(port.node) if each.endpoint(port.node).ifname == port.ifname)
     end = link.peer(port.node)
     return Port(end.node, end.ifname)
 
@@ -45,7 +45,7 @@ def feeders(fabric: Fabric, node: str, ifname: str) -> list[tuple[str, str]]:
     again. So a port going up is fed only from below, a port going down from every other
     neighbour. (Pausing every ingress instead builds cyclic pause dependencies, a PFC
     deadlock that outlives the storm.)"""
-    out = next(l for l in fabric.links_of(node) if l.endpoint(node).ifname == ifname).peer(node).node
+    out = next(link for link in fabric.links_of(node) if link.endpoint(node).ifname == ifname).peer(node).node
     level = TIER[fabric.nodes[node].role]
     going_up = TIER[fabric.nodes[out].role] > level
     result = []

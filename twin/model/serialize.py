@@ -22,7 +22,8 @@ def to_dict(fabric: Fabric) -> dict:
         "format": FORMAT, **scalars,
         "nodes": [{**dataclasses.asdict(n), "loopback": str(n.loopback) if n.loopback else None}
                   for n in fabric.nodes.values()],
-        "links": [{"a": _end(l.a), "b": _end(l.b), "kind": l.kind, "rail": l.rail} for l in fabric.links],
+        "links": [{"a": _end(link.a), "b": _end(link.b), "kind": link.kind,
+                   "rail": link.rail} for link in fabric.links],
     }
 
 

@@ -83,7 +83,7 @@ def resolve_link(fabric: Fabric, text: str) -> tuple[Link, str, str]:
     a, b = (resolve_node(fabric, p) for p in parts)
     link = fabric.find_link(a, b)
     if link is None:
-        neighbours = sorted(l.peer(a).node for l in fabric.links_of(a))
+        neighbours = sorted(link.peer(a).node for link in fabric.links_of(a))
         raise TargetError(f"there is no link between {a} and {b}",
                           hint=f"{a} connects to: {', '.join(neighbours)}")
     return link, a, b

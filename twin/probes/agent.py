@@ -17,10 +17,11 @@ For every (src NIC, dst NIC, source port) the agent
   5-tuple per path either lost everything or nothing. Probes carry the path's own port, so
   receivers and the mesh count them as one flow; or, when the config names a `select` file (pairs: cover),
   probes only the flows listed there, which the mesh writes from every agent's paths and
-  announces with SIGUSR2 (nothing is probed before the first selection); the receiving agent counts it (one-way, the machine
-  has one clock) and echoes it back (round trip): every probe, or one in `rtt_every` (an echo
-  is a second packet across the fabric, and at pod128 the fabric's forwarding of the probes
-  was most of the mesh's CPU; the one-way delay and the loss need no echo).
+  announces with SIGUSR2 (nothing is probed before the first selection); the receiving agent
+  counts it (one-way, the machine has one clock) and echoes it back (round trip): every probe,
+  or one in `rtt_every` (an echo is a second packet across the fabric, and at pod128 the
+  fabric's forwarding of the probes was most of the mesh's CPU; the one-way delay and the loss
+  need no echo).
 It writes JSON lines per reporting bucket: what it sent, received and the RTTs of echoes.
 """
 
@@ -37,14 +38,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from twin.procs import INSTRUMENT_NICE, set_priority
 from twin.probes.trace import DEFAULT_TTL, agrees_where_answered, report_errors, send, time_exceeded
+from twin.procs import INSTRUMENT_NICE, set_priority
 
 MAGIC = b"FTWp"
 PROBE, ECHO, TRACE = 1, 2, 3
 HEADER = struct.Struct("!4sBBHHHId")  # magic, type, ttl, src, dst, sport, seq, send time
 PAYLOAD = 64
-SO_BINDTODEVICE = 25
 TRACE_ROUNDS = 3  # unanswered TTL probes are resent this many times
 TRACE_PPS = 1000  # discovery pace per agent: thousands of TTL probes in one burst would crowd
 #                   the queues of links a collective saturates
@@ -137,7 +137,7 @@ class Agent:
 
     def _socket(self, nic: dict, port: int) -> socket.socket:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, nic["ifname"].encode())
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic["ifname"].encode())
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         sock.bind((nic["address"], port))
         sock.setblocking(False)
@@ -201,7 +201,8 @@ class Agent:
         self.trace_deadline = None
         if self.tracing is not None:  # a periodic check of the probed flows
             moved = any(self._hops(key, pair) != self.published.get(key) for pair in self.pairs
-                        for key in ((self.index[pair["src"]], self.index[pair["dst"]], sport) for sport in pair["sports"])
+                        for key in ((self.index[pair["src"]], self.index[pair["dst"]],
+                                     sport) for sport in pair["sports"])
                         if key in self.tracing)
             if moved:
                 self.start_discovery()
@@ -225,7 +226,8 @@ class Agent:
             self._find_siblings(pair, sock_paths)
             ports = sorted(chosen.values()) if not self.config.get("select") else \
                 (self.selected or {}).get((pair["src"], pair["dst"]), [])
-            active += [(self._sockets(pair["src"], pair["dst"], sport), pair["dst_address"], src, dst, sport) for sport in ports]
+            active += [(self._sockets(pair["src"], pair["dst"], sport), pair["dst_address"], src, dst,
+                        sport) for sport in ports]
             self.emit(type="paths", t=time.monotonic(), src=pair["src"], dst=pair["dst"],
                       paths={str(sport): hops for sport, hops in sock_paths.items()}, active=ports)
         self.active, self.cursor, self.base = active, 0, time.monotonic()
@@ -339,7 +341,8 @@ class Agent:
         their grace has passed before `read_until`, the last moment everything that had arrived
         was read (an agent kept off the CPU between its read and this write once marked buckets
         done while their probes sat unread in its sockets: counted lost, on a healthy fabric)."""
-        for table, kind, delay, upto in ((self.sent, "sent", 0.05, now), (self.received, "recv", self.grace, read_until),
+        for table, kind, delay, upto in ((self.sent, "sent", 0.05, now),
+                                         (self.received, "recv", self.grace, read_until),
                                          (self.rtts, "rtt", self.grace, read_until)):
             for bucket in sorted(table):
                 if upto < self.epoch + (bucket + 1) * self.report + delay:

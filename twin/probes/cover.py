@@ -133,8 +133,8 @@ def switch_hops(fabric: Fabric) -> dict[tuple[str, str], Hop]:
 
 def nic_hops(fabric: Fabric) -> dict[str, tuple[Hop, Hop]]:
     """NIC label -> (its hop into the fabric, its hop out of it)."""
-    return {f"{l.b.node}:{l.b.ifname}": ((l.name, l.a.node), (l.name, l.b.node))
-            for l in fabric.links if l.kind == "host"}
+    return {f"{link.b.node}:{link.b.ifname}": ((link.name, link.a.node), (link.name, link.b.node))
+            for link in fabric.links if link.kind == "host"}
 
 
 def candidates(leaves: Leaves, k: int) -> Candidates:
@@ -174,7 +174,7 @@ def candidates(leaves: Leaves, k: int) -> Candidates:
     unreachable = []
     for (u, v), hop in sorted(hops.items()):
         while expected[hop] < target:
-            pair = _pair_for(leaves, u, v, used_src, used_dst, lambda s, d: room(s, d, (u, v)))
+            pair = _pair_for(leaves, u, v, used_src, used_dst, lambda s, d, u=u, v=v: room(s, d, (u, v)))
             dag = leaves.dag(pair[0].leaf, pair[1].leaf) if pair else None
             if pair is None or not add(*pair, dag.through[(u, v)], dag.share[(u, v)], target - expected[hop]):
                 if not expected[hop]:
@@ -216,8 +216,8 @@ def _pair_for(leaves: Leaves, u: str, v: str, used_src: Counter, used_dst: Count
         return heapq.nsmallest(4, leaves.under[leaf], key=lambda n: (used[n.label], n.label))
 
     to_u, from_v = leaves.distance(u), leaves.distance(v)
-    near_u = sorted(leaves.leaves, key=lambda l: (to_u.get(l, math.inf), load(l, used_src), l))[:SEARCH]
-    near_v = sorted(leaves.leaves, key=lambda l: (from_v.get(l, math.inf), load(l, used_dst), l))[:SEARCH]
+    near_u = sorted(leaves.leaves, key=lambda leaf: (to_u.get(leaf, math.inf), load(leaf, used_src), leaf))[:SEARCH]
+    near_v = sorted(leaves.leaves, key=lambda leaf: (from_v.get(leaf, math.inf), load(leaf, used_dst), leaf))[:SEARCH]
     for a in near_u:
         for b in near_v:
             if not leaves.crosses(a, b, u, v):
@@ -236,7 +236,7 @@ def _far_end(leaves: Leaves, nic: Nic, direction: int, ports: dict, turn: Counte
     def dag(leaf: str) -> Dag:
         return leaves.dag(nic.leaf, leaf) if direction == 0 else leaves.dag(leaf, nic.leaf)
 
-    for leaf in sorted(leaves.leaves, key=lambda l: (-min(dag(l).paths, MAX_PORTS), turn[l], l)):
+    for leaf in sorted(leaves.leaves, key=lambda other: (-min(dag(other).paths, MAX_PORTS), turn[other], other)):
         under = leaves.under[leaf]
         for step in range(len(under)):
             far = under[(turn[leaf] + step) % len(under)]

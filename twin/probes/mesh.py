@@ -25,17 +25,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from twin.events import JsonlTail
 from twin.errors import TwinError
-from twin.model.fabric import Fabric
-from twin.lab.pfc import counters as pfc_counters
-from twin.procs import alive, terminate
+from twin.events import JsonlTail
 from twin.lab.handle import Lab, python_module
+from twin.lab.pfc import counters as pfc_counters
+from twin.model.fabric import Fabric
 from twin.probes.agent import TRACE_PPS, TRACE_ROUNDS
 from twin.probes.plan import PATHS_PER_LINK, PairPlan, cover_plan, plan, probe_load
 from twin.probes.select import Directions, Selection, select
 from twin.probes.trace import agrees_where_answered
 from twin.probes.transitions import Transitions
+from twin.procs import alive, terminate
 
 PROBE_PORT = 47100
 POLL_S = 0.1
@@ -101,7 +101,7 @@ class PathNames:
 
     def __init__(self, fabric: Fabric):
         self.addresses = address_links(fabric)
-        self.host_link = {f"{l.b.node}:{l.b.ifname}": l.name for l in fabric.links if l.kind == "host"}
+        self.host_link = {f"{link.b.node}:{link.b.ifname}": link.name for link in fabric.links if link.kind == "host"}
         self.ends = {link.name: (link.a.node, link.b.node) for link in fabric.links}
         self.entered = {str(end.address.ip): end.node for link in fabric.links for end in (link.a, link.b)
                         if fabric.nodes[end.node].is_switch and end.address is not None}

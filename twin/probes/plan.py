@@ -16,12 +16,12 @@ import math
 import random
 from collections import Counter
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache
 
 import networkx as nx
 
-from twin.model.fabric import Fabric
 from twin.lab.reach import Nic, fabric_nics
+from twin.model.fabric import Fabric
 from twin.probes.cover import Leaves, candidates, draw_paths, switch_graph
 from twin.probes.select import Selection, select
 
@@ -32,7 +32,7 @@ PORT_BASE = 10000  # source ports are drawn from PORT_BASE .. PORT_BASE + PORT_S
 PORT_SPAN = 20000  # kernel's ephemeral range, so no other socket of the host holds one
 
 
-@lru_cache(maxsize=None)
+@cache
 def _all_paths_probability(paths: int, ports: int) -> float:
     """P(K uniformly hashed ports hit all P paths), by inclusion-exclusion."""
     return sum((-1) ** j * math.comb(paths, j) * (1 - j / paths) ** ports for j in range(paths + 1))

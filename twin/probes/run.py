@@ -8,12 +8,12 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from twin.model.fabric import Fabric
-from twin.progress import NullProgress, Progress
-from twin.signals import deferred_interrupts, sigterm_as_interrupt
 from twin.lab.handle import Lab
+from twin.model.fabric import Fabric
 from twin.probes.mesh import Interval, ProbeMesh
 from twin.probes.plan import PATHS_PER_LINK
+from twin.progress import NullProgress, Progress
+from twin.signals import deferred_interrupts, sigterm_as_interrupt
 
 
 def run_probe_mesh(lab: Lab, duration_s: float, interval_ms: int = 100,

@@ -184,7 +184,8 @@ class Directions:
     def __init__(self, fabric: Fabric):
         self.leaves = Leaves(fabric)
         self.ends = {link.name: (link.a.node, link.b.node) for link in fabric.links}
-        self.host_of = {f"{l.b.node}:{l.b.ifname}": (l.b.node, l.a.node) for l in fabric.links if l.kind == "host"}
+        self.host_of = {f"{link.b.node}:{link.b.ifname}": (link.b.node,
+                                                           link.a.node) for link in fabric.links if link.kind == "host"}
 
     def hops(self, src: str, links: tuple[str | None, ...], dst: str) -> tuple[Hop, ...]:
         at, (dst_host, dst_leaf) = self.host_of[src][0], self.host_of[dst]

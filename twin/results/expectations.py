@@ -147,7 +147,8 @@ EXPECTATIONS.add("no_hang", ExpectationKind(bool | WorkloadRef, "no collective (
                                             "some collective did", _no_hang, ("workload",)))
 EXPECTATIONS.add("hang", ExpectationKind(HangOf, "this workload hung, for this cause (a job that dies)",
                                          _hang, ("workload",)))
-EXPECTATIONS.add("max_wrong_verdicts", ExpectationKind(Annotated[int, Field(ge=0)], "verdicts naming no active fault (false positives), "
+EXPECTATIONS.add("max_wrong_verdicts",
+                 ExpectationKind(Annotated[int, Field(ge=0)], "verdicts naming no active fault (false positives), "
                                                        "over every detector", _max_wrong_verdicts, ("detector",)))
 
 

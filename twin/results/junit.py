@@ -22,7 +22,8 @@ def write_junit(report: Report, path: Path) -> None:
             ET.SubElement(case, "failure", message=(
                 fault.error or f"applied {fault.schedule_error_s} s off schedule (tolerance {SCHEDULE_TOLERANCE_S} s)"))
     for expectation in report.expectations:
-        case = ET.SubElement(suite, "testcase", classname=report.scenario, name=f"expect {json.dumps(expectation.expect)}")
+        case = ET.SubElement(suite, "testcase", classname=report.scenario,
+                             name=f"expect {json.dumps(expectation.expect)}")
         cases += 1
         if not expectation.passed:
             failures += 1

@@ -191,7 +191,8 @@ def _from_report(path: Path, records: list[dict], old: dict) -> RunFolder:
     from twin.lab.files import open_lab
 
     applied = {r["id"]: r for r in records if r["kind"] == "fault" and r.get("op") == "applied"}
-    timings = [FaultTiming(**{k: f[k] for k in FaultTiming.model_fields if f.get(k) is not None}) for f in old["faults"]]
+    timings = [FaultTiming(**{k: f[k] for k in FaultTiming.model_fields if f.get(k) is not None})
+               for f in old["faults"]]
     planned = [PlannedFault(id=t.id, kind=t.kind, at_s=t.scheduled_s,
                             duration_s=(t.scheduled_clear_s - t.scheduled_s) if t.scheduled_clear_s else None,
                             targets=applied.get(t.id, {}).get("targets") or []) for t in timings]

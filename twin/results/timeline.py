@@ -49,7 +49,7 @@ def write_timeline(run: RunFolder, report: Report, path: Path) -> None:
         ax = next(free)
         for workload, (ts, ys) in steps.items():
             ax.plot(ts, ys, marker=".", linestyle="none", label=workload)
-        for workload, c in report.collectives.items():
+        for c in report.collectives.values():
             if c.first_hang_s is not None:
                 ax.axvspan(c.first_hang_s, c.recovered_s or report.duration_s, color="#d62728", alpha=0.15)
         ax.set_ylabel("step s (slowest rank)")

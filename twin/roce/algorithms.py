@@ -1,8 +1,9 @@
 """The collectives over point-to-point messages, as NCCL's ring and direct algorithms run them;
 torch does every reduction (tensor ops on views of the buffers).
 
-`link` is what moves bytes (a ProcessGroup: rank(), size()): post_send(peer, view) and post_recv(peer, view) return requests,
-wait(requests) blocks until they are done (or raises). Ranks form a ring in group-rank order.
+`link` is what moves bytes (a ProcessGroup: rank(), size()): post_send(peer, view) and
+post_recv(peer, view) return requests, wait(requests) blocks until they are done (or raises).
+Ranks form a ring in group-rank order.
 """
 
 from __future__ import annotations

@@ -34,7 +34,6 @@ from twin.roce.dcqcn import NotificationPoint, Pacer, ReactionPoint, ScaledParam
 from twin.roce.qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
 from twin.roce.wire import ACK, CNP, DATA, HEADER, IP_UDP_HEADERS, NAK, Header, payload_per_packet, unpack
 
-SO_BINDTODEVICE = 25
 UDP_SEGMENT, UDP_GRO = 103, 104
 ECT0, ECN_MASK, ECN_CE = 0x02, 0x03, 0x03
 PACED_PACKETS = 4  # a paced QP's burst: few packets, so a cut rate shows at once on the wire
@@ -96,7 +95,7 @@ class Nic:
     def open_qp(self, qpn: int) -> int:
         """A QP's socket on this NIC; returns its UDP port (the peer connects to it)."""
         sock = self.new_socket()
-        sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, self.ifname.encode())
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, self.ifname.encode())
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         sock.setsockopt(socket.SOL_UDP, UDP_GRO, 1)

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
 
-from twin.lab import deploy
 from twin.errors import TwinError
-from twin.spec.labfile import load_lab
+from twin.lab import deploy
 from twin.lab.runtime import names
 from twin.results.publish import publish
 from twin.results.report import Report
 from twin.run import runner
+from twin.spec.labfile import load_lab
+
 
 @dataclass
 class DrillResult:
@@ -40,7 +41,8 @@ def scenario_files(refs: Iterable[str], folder: Path = Path("scenarios")) -> lis
 
 
 def run_drill(scenarios: list, results: Path, quick: bool, progress: Callable[[], object],
-              started: Callable[[int, object], None], finished: Callable[[object, DrillResult], None]) -> list[DrillResult]:
+              started: Callable[[int, object], None], finished: Callable[[object, DrillResult],
+                                                                         None]) -> list[DrillResult]:
     """Run each scenario and grade it. `progress()` gives a context manager yielding a Progress;
     `started(number, scenario)` and `finished(scenario, result)` report as the drill goes."""
     outcomes, number = [], 0

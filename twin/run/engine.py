@@ -197,7 +197,8 @@ class Session:
         if report.get("skipped"):  # the clear of a fault that failed to apply
             return
         if step.op == "apply":
-            timing.applied_s, timing.apply_took_s, timing.error = report["actual_s"], report["took_s"], report.get("error")
+            timing.applied_s, timing.apply_took_s = report["actual_s"], report["took_s"]
+            timing.error = report.get("error")
             if timing.error:
                 self.progress.note(f"fault {timing.id} failed to apply: {timing.error}")
             self.events.emit("fault", op="applied", id=timing.id, fault_kind=timing.kind, scheduled_s=step.at_s,

@@ -137,7 +137,7 @@ def _scenario(kind: str, fabric, lab_file: str, rng: random.Random, number: int)
     elif kind == "two_faults":
         first = link_fault("silent_drop", loss_pct=round(rng.uniform(1.0, 5.0), 1))
         faults.append(first)
-        rest = [l for l in crossed if not set(l.split(" -- ")) & set(first["link"].split(" -- "))] or crossed
+        rest = [link for link in crossed if not set(link.split(" -- ")) & set(first["link"].split(" -- "))] or crossed
         second = link_fault("silent_drop", loss_pct=round(rng.uniform(1.0, 5.0), 1))
         second["link"] = rng.choice(rest)
         faults.append(second)
@@ -157,7 +157,8 @@ def _scenario(kind: str, fabric, lab_file: str, rng: random.Random, number: int)
     return {"name": name, "lab": lab_file, "duration_s": HEALTHY_S if kind == "healthy" else ONSET_S + FAULT_S + TAIL_S,
             "seed": number, "workloads": workloads, "faults": faults,
             "detectors": [{"builtin": d} for d in PROBE_DETECTORS] +
-                         ([{"command": ["python3", str(LINK_STATE)], "name": "link-state"}] if LINK_STATE.is_file() else []),
+                         ([{"command": ["python3", str(LINK_STATE)],
+                            "name": "link-state"}] if LINK_STATE.is_file() else []),
             "expect": expect}, label
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from twin.collectives.metrics import OPS
 from twin.detect.builtins import BUILTINS
 from twin.detect.specs import DetectorSpec
 from twin.errors import LabFileError, Problem, TwinError, closest
@@ -36,7 +37,6 @@ from twin.spec.quick import shorten
 from twin.spec.scenario import ScenarioSpec
 from twin.spec.yamlsrc import SourceMap, dotted, read_yaml, validate
 from twin.text import key_note, shown_name
-from twin.collectives.metrics import OPS
 from twin.workloads.registry import WORKLOADS
 
 COLLECTIVE_KINDS = frozenset(OPS) | {"train"}
@@ -282,7 +282,8 @@ def _valid(model, entries: list, section: str, problem, hint: str):
             if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
                 guess = closest(str(error["loc"][0]), sorted(model.model_fields))
                 problem((section, number, error["loc"][0]), "unknown key", key_note(error["loc"][0]) +
-                        (f"did you mean '{guess}'? " if guess else "") + f"valid: {', '.join(sorted(model.model_fields))}")
+                        (f"did you mean '{guess}'? " if guess else "")
+                        + f"valid: {', '.join(sorted(model.model_fields))}")
                 continue
             problem((section, number), (f"{where}: " if where else "") +
                     error["msg"].removeprefix("Value error, "), hint)

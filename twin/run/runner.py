@@ -12,7 +12,7 @@ from pathlib import Path
 
 from twin.errors import LabStateError
 from twin.events import EventLog
-from twin.lab import deploy
+from twin.lab import deploy, runtime
 from twin.lab.handle import Lab
 from twin.lab.state import load_state
 from twin.progress import NullProgress, Progress
@@ -21,11 +21,10 @@ from twin.run.engine import Observers, Session
 from twin.run.plan import Plan
 from twin.signals import sigterm_as_interrupt
 from twin.spec.labfile import load_lab
-from twin.lab import runtime
 
 
 def results_dir(root: Path, name: str) -> Path:
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     path = root / f"{name}-{stamp}"
     path.mkdir(parents=True, exist_ok=False)
     return path
@@ -43,7 +42,7 @@ def run(plan: Plan, results_root: Path, keep: bool = False, progress: Progress |
             raise LabStateError(f"lab '{fabric.name}' is already up",
                                 hint=f"use --keep to run on it, or `twin lab down {fabric.name}`")
     directory = results_dir(results_root, plan.name)
-    started_utc = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    started_utc = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     run_record = plan.record(started_utc)
     record.write(directory, run_record, fabric)
     with sigterm_as_interrupt():

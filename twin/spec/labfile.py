@@ -14,9 +14,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from twin.errors import LabFileError, Problem, TwinError
 from twin.names import LAB_NAME_PATTERN
-from twin.units import parse_rate_bps, parse_size_bytes, parse_time_s
 from twin.spec.yamlsrc import SourceMap, read_yaml, validate
-
+from twin.units import parse_rate_bps, parse_size_bytes, parse_time_s
 
 
 def _check_rate(value: str) -> str:

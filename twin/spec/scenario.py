@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from twin.names import LAB_NAME_PATTERN
 
-
 # The seed reaches nftables' jhash, whose seed is 32 bits: a larger one was refused mid-run.
 MAX_SEED = (1 << 32) - 1
 

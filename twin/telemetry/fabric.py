@@ -20,11 +20,11 @@ import threading
 import time
 
 from twin.events import EventLog
+from twin.lab.counters import CounterReader
+from twin.lab.handle import Lab
 from twin.lab.offload import snmp
 from twin.lab.pfc import counters as pfc_counters
 from twin.model.ports import Port, direction
-from twin.lab.handle import Lab
-from twin.lab.counters import CounterReader
 
 PFC_EVERY_S = 0.25
 PFC_COLUMNS = ("paused_s", "rx_pause", "paused", "ecn_marked")

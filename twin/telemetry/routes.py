@@ -12,11 +12,11 @@ import socket
 import struct
 import threading
 
-from twin.model.ecmp import host_prefixes
 from twin.events import EventLog
 from twin.lab.fib import MAIN_TABLE, route_of
 from twin.lab.handle import Lab
 from twin.lab.reach import SO_RCVBUFFORCE
+from twin.model.ecmp import host_prefixes
 
 LOG_LINE = re.compile(r"^(?P<stamp>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?) (?P<rest>.*)$")
 BGP_CHANGE = re.compile(r"%ADJCHANGE: neighbor (?P<peer>\S+?)\((?P<name>[^)]*)\).* (?P<state>Up|Down)")

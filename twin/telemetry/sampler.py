@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from twin.lab import nft
-from twin.lab.pfc import counters as pfc_counters
-from twin.lab.handle import Lab
 from twin.lab.counters import NET_DEV_FIELDS, CounterReader, Snapshot
+from twin.lab.handle import Lab
+from twin.lab.pfc import counters as pfc_counters
 
 PFC_FIELDS = {"pfc_rx_pause": "rx_pause", "pfc_tx_pause": "tx_pause", "pfc_paused_ms": "paused_s",
               "pfc_queue_bytes": "queue", "ecn_marked": "ecn_marked"}

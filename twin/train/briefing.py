@@ -29,7 +29,8 @@ def briefing(events: list[dict], onset_wall: float) -> str:
         # Ranks whose peer gave up first waited less than the timeout: quote a rank's own timer.
         timed_out = [e for e in hangs if e.get("cause") == "timeout"] or hangs
         waited = max(e.get("waited_s", 0) for e in timed_out)
-        lines.append(f"Job owner: the training job ({world} ranks) hung at {_clock(onset_wall + max(min(h['t'] for h in hangs) - onset, 0))}: "
+        hung_at = _clock(onset_wall + max(min(h["t"] for h in hangs) - onset, 0))
+        lines.append(f"Job owner: the training job ({world} ranks) hung at {hung_at}: "
                      f"an allreduce timed out after {waited:.0f} s (first reported by "
                      + ("every rank" if len(first) == world else f"rank(s) {', '.join(map(str, first))}")
                      + "), and restarting the process group keeps failing.")

@@ -9,6 +9,7 @@ from twin.faults.registry import FAULTS
 from twin.model.fabric import Fabric
 from twin.train.pools import answer_of
 
+
 def runbook_hints(kind: str) -> list[str]:
     """The bullets of the runbook's `## Hints` section, in order."""
     path = FAULTS.get(kind).runbook

@@ -47,10 +47,10 @@ def answer_of(entry: dict) -> Answer:
 
 
 def _fabric_links(fabric: Fabric, tier: str | None = None) -> list[str]:
-    links = [l for l in fabric.links if l.kind != "host"]
+    links = [link for link in fabric.links if link.kind != "host"]
     if tier:
-        links = [l for l in links if tier in (fabric.nodes[l.a.node].role, fabric.nodes[l.b.node].role)]
-    return sorted(l.name for l in links)
+        links = [link for link in links if tier in (fabric.nodes[link.a.node].role, fabric.nodes[link.b.node].role)]
+    return sorted(link.name for link in links)
 
 
 def _one_of_level(fabric: Fabric, rng: random.Random, level: int, links: list[str] | None = None) -> list[dict]:

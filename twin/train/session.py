@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from twin.errors import TwinError
+from twin.lab.state import lab_dir
 from twin.model.fabric import link_key
 from twin.names import trainee_name
 from twin.seal import key_of, seal, unseal
-from twin.lab.state import lab_dir
 from twin.train.pools import Answer, answer_of
 
 POINTS = 100

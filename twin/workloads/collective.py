@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from twin.collectives.groups import ring_order, select_nics
 from twin.collectives.launcher import Job, JobSpec
 from twin.collectives.metrics import ELEMENT_BYTES, aligned_size, bus_factor
-from twin.roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
 from twin.errors import TwinError
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
+from twin.roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
 from twin.units import parse_size_bytes
 from twin.workloads.base import WorkloadContext
 

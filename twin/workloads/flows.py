@@ -19,10 +19,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from twin.mitigate.dodge import TRACE_FLOW, Dodger, Request
-from twin.probes.trace import send
 from twin.lab.reach import Nic, fabric_nics, fabric_pairs
 from twin.lab.traffic import bound_udp_socket
+from twin.mitigate.dodge import TRACE_FLOW, Dodger, Request
+from twin.probes.trace import send
 from twin.workloads.base import WorkloadContext
 
 PORT = 47001
@@ -146,7 +146,7 @@ class Flows:
                                  sent=n, received=m, loss_pct=round(100.0 * (n - m) / n, 2),
                                  max_delay_ms=round(delay.pop((flow, bucket), 0.0) * 1000, 2))
 
-    def _dodge(self, state: "_DodgeState", elapsed, interval, senders, sent, got) -> None:
+    def _dodge(self, state: _DodgeState, elapsed, interval, senders, sent, got) -> None:
         """Adopt the dodger's moves; ask it to move flows that lost packets in the last finished
         interval, and to sweep every idle flow when a detector has named something new."""
         while not self.dodger.moves.empty():

@@ -75,7 +75,8 @@ class BpfObject:
     def __init__(self, path: Path, max_entries: dict[str, int] | None = None):
         self.path = path
         if not path.is_file():
-            raise MissingDependencyError(f"the BPF object {path} is not built", hint="run `make deps` (clang builds it)")
+            raise MissingDependencyError(f"the BPF object {path} is not built",
+                                         hint="run `make deps` (clang builds it)")
         lib = _lib()
         self._obj = lib.bpf_object__open_file(str(path).encode(), None)
         if not self._obj:

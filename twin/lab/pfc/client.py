@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 from twin.errors import TwinError
-from twin.procs import alive
 from twin.lab.handle import Lab, python_module
-from twin.lab.state import LabState
 from twin.lab.pfc import counters
 from twin.lab.pfc.controller import SOCKET
+from twin.lab.state import LabState
 from twin.model.ports import Port
+from twin.procs import alive
 
 RESOURCE = "pfc/controller"
 START_TIMEOUT_S = 30.0
@@ -29,7 +29,7 @@ def request(lab_dir: Path, message: dict, timeout_s: float = 5.0) -> dict:
             sock.connect(str(path))
             sock.send(json.dumps(message).encode())
             reply = json.loads(sock.recv(1 << 20))
-        except (FileNotFoundError, ConnectionError, socket.timeout) as exc:
+        except (TimeoutError, FileNotFoundError, ConnectionError) as exc:
             raise TwinError(f"the lab's PFC controller does not answer ({exc.__class__.__name__})",
                             hint=f"see {counters.directory(lab_dir) / 'controller.log'}; "
                                  "`twin lab status` shows whether it runs") from None

@@ -40,11 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twin.lab import nft, shaping
+from twin.lab.ebpf.layout import EVENT, XOFF, XON
 from twin.lab.handle import Lab
 from twin.lab.pfc import counters as published
 from twin.lab.pfc.backlog import BacklogReader
 from twin.lab.pfc.gate import Gates
-from twin.lab.ebpf.layout import EVENT, XOFF, XON
 from twin.lab.pfc.queues import Queues
 from twin.model.buffers import frame_bytes
 from twin.model.ports import Port, ports
@@ -161,7 +161,8 @@ class Controller:
         self.queues.attach()
         self.ingress = self.queues.ingress_index()
         for (node, index), upstream in self.ingress.items():
-            ifname = next(l.endpoint(node).ifname for l in self.fabric.links_of(node) if l.peer(node).node == upstream.node)
+            ifname = next(link.endpoint(node).ifname for link in self.fabric.links_of(node)
+                          if link.peer(node).node == upstream.node)
             self.sent_counters[(node, index)] = self.counters[Port(node, ifname)]
         self.gates.open_ports(self.ports)
         self.gates.start_kicker()
@@ -434,7 +435,8 @@ class Controller:
             "longest_turn_ms": round(self.longest_turn_s * 1000, 2), "loop_busy_s": round(self.busy_s, 3),
             "publish_ms": round(self.publish_s * 1000, 2), "gate_messages": self.gates.sent,
             "count_corrections": self.corrections, "lost_events": self.queues.lost_events(),
-            "phases_ended_before_their_xon": self.phases_ended_early, "errors": (self.errors + self.gates.errors())[-20:]})
+            "phases_ended_before_their_xon": self.phases_ended_early,
+            "errors": (self.errors + self.gates.errors())[-20:]})
         self.publish_s = time.monotonic() - started
         self.dirty = bool(self.paused_since)  # paused times grow while ports are held
         if self.fabric.ecn:

@@ -29,7 +29,7 @@ import os
 import signal
 import socket
 import struct
-from functools import lru_cache
+from functools import cache
 
 from pyroute2.netlink import NLM_F_REQUEST
 from pyroute2.netlink.rtnl import RTM_NEWQDISC
@@ -60,7 +60,7 @@ def _message(index: int, options: tuple[str, int, int], sequence: int) -> bytes:
     return bytes(message)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _template(options: tuple[str, int, int], sequence: int) -> bytes:
     msg = tcmsg()
     msg["index"], msg["handle"], msg["parent"] = 0, shaping.GATE_HANDLE, shaping.CLASS_HANDLE
@@ -177,7 +177,7 @@ class Gates:
         return self._indexes[node]
 
     def _addresses(self, port: Port) -> tuple[str, str]:
-        link = next(l for l in self.fabric.links_of(port.node) if l.endpoint(port.node).ifname == port.ifname)
+        link = next(each for each in self.fabric.links_of(port.node) if each.endpoint(port.node).ifname == port.ifname)
         return str(link.endpoint(port.node).address.ip), str(link.peer(port.node).address.ip)
 
     def close(self, port: Port) -> None:

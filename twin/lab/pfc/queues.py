@@ -16,7 +16,7 @@ import mmap
 import socket
 import struct
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from twin.lab import nlbatch
 from twin.lab.ebpf import layout
@@ -35,12 +35,12 @@ FD_SENTINEL = 0x7EADBEEF  # where a program's fd goes in an encoded filter reque
 NO_QDISC = frozenset({errno.ENOENT, errno.EINVAL})  # deleting a clsact that is not there
 
 
-@lru_cache(maxsize=None)
+@cache
 def _requests(command: str) -> list[bytes]:
     return nlbatch.encode(lambda batch: batch.tc(command, "clsact", 0))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _filter_requests(hook: str, name: str) -> list[bytes]:  # name: what `tc filter show` calls it
     return nlbatch.encode(lambda batch: batch.tc("add-filter", "bpf", 0, ":1", fd=FD_SENTINEL, name=name,
                                                  parent=hook, classid=1, direct_action=True))

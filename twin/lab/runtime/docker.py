@@ -28,14 +28,14 @@ from docker.errors import DockerException, ImageNotFound, NotFound
 from pyroute2 import netns as pr_netns
 
 from twin.errors import RuntimeBackendError
+from twin.lab.nsutil import pids_in_netns
+from twin.lab.runtime.base import ExecResult
 from twin.lab.runtime.images import SOURCE_LABEL, image_for, image_kind, source_digest
+from twin.lab.runtime.netns import NetnsRuntime
+from twin.lab.state import lab_dir
 from twin.model.fabric import Node
 from twin.names import is_lab_name
-from twin.lab.nsutil import pids_in_netns
 from twin.procs import alive, children, terminate
-from twin.lab.state import lab_dir
-from twin.lab.runtime.base import ExecResult
-from twin.lab.runtime.netns import NetnsRuntime
 
 LABEL_LAB = "fabric-twin.lab"
 LABEL_NODE = "fabric-twin.node"

@@ -11,11 +11,11 @@ from pyroute2 import IPRoute, NetlinkError
 from pyroute2 import netns as pr_netns
 
 from twin.errors import RuntimeBackendError
+from twin.lab.nsutil import pids_in_netns
+from twin.lab.runtime.base import ExecResult
 from twin.model.fabric import Link, Node
 from twin.names import is_lab_name, lab_name
-from twin.lab.nsutil import pids_in_netns
 from twin.procs import terminate
-from twin.lab.runtime.base import ExecResult
 
 NETNS_DIR = "/run/netns"
 PREFIX = "ftw-"
