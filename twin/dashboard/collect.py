@@ -224,10 +224,10 @@ class Collector:
             return {
                 "lab": self.state.lab, "updated": time.time(), "training": self.training,
                 "links": {link.name: {"util": self.util.get(link.name, 0.0), "loss_pct": self.loss.get(link.name),
-                                   "paused": self.paused.get(link.name, 0.0),
-                                   "marks_per_s": self.marks.get(link.name, 0.0),
-                                   "down": any(s["link"] == link.name and s["bgp"] != "Established"
-                                               for s in self.sessions)}
+                                      "paused": self.paused.get(link.name, 0.0),
+                                      "marks_per_s": self.marks.get(link.name, 0.0),
+                                      "down": any(s["link"] == link.name and s["bgp"] != "Established"
+                                                  for s in self.sessions)}
                           for link in self.fabric.links},
                 "pfc": {"lossless": self.fabric.pfc, "paused_share": PAUSED_SHARE, "marking": self.fabric.ecn,
                         "marks_per_s": round(sum(self.marks.values()), 1),

@@ -33,8 +33,8 @@ def drain(lab: Lab, text: str) -> str:
     if key in lab.state.drains:
         raise DrainError(f"{link.name} is already drained", hint=f"undrain it: twin lab undrain {lab.state.lab} ...")
     for node, peer in ((a, b), (b, a)):
-        left = [link for link in lab.fabric.links_of(node) if nodes[link.peer(node).node].role == nodes[peer].role
-                and link_key(link.name) != key and link_key(link.name) not in lab.state.drains]
+        left = [other for other in lab.fabric.links_of(node) if nodes[other.peer(node).node].role == nodes[peer].role
+                and link_key(other.name) != key and link_key(other.name) not in lab.state.drains]
         if not left:
             raise DrainError(f"draining {link.name} would leave {node} without a {nodes[peer].role} link",
                              hint="undrain another of its links first")
