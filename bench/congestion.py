@@ -24,30 +24,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ruamel.yaml import YAML
-
 sys.path.insert(0, str(Path(__file__).parent))
+from lab_copy import lab_copy  # noqa: E402
 from lab_lifecycle import machine  # noqa: E402
 from lossless import measured_incast, run_scenario  # noqa: E402
 from sections import emit  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- congestion:begin -->", "<!-- congestion:end -->"
 FABRICS = {"lossy": {"pfc": False, "ecn": False}, "PFC alone": {"pfc": True, "ecn": False},
            "PFC + ECN": {"pfc": True, "ecn": True}}
 
 
 def lab_variant(name: str, rate: str | None, settings: dict, suffix: str, folder: Path) -> Path:
-    yaml = YAML()
-    doc = yaml.load((ROOT / "labs" / f"{name}.yaml").read_text())
-    doc["name"] = f"{name}{suffix}"[:12]
-    if rate:
-        doc["links"]["rate"] = rate
-    doc["links"].update(settings)
-    path = folder / f"{doc['name']}.yaml"
-    with open(path, "w") as handle:
-        yaml.dump(doc, handle)
-    return path
+    return lab_copy(name, f"{name}{suffix}"[:12], folder, rate, settings)
 
 
 def queue_p99(metrics: Path, switches: set[str]) -> int | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from ruamel.yaml import YAML
 
 sys.path.insert(0, str(Path(__file__).parent))
+from lab_copy import lab_copy  # noqa: E402
 from lab_lifecycle import machine  # noqa: E402
 from sections import write_section  # noqa: E402
 
@@ -54,16 +55,7 @@ def busy(before, after) -> str:
 
 
 def lab_variant(name: str, rate: str | None, lossless: bool, folder: Path) -> Path:
-    yaml = YAML()
-    doc = yaml.load((ROOT / "labs" / f"{name}.yaml").read_text())
-    doc["name"] = name if lossless else f"{name}-lossy"
-    if rate:
-        doc["links"]["rate"] = rate
-    doc["links"]["pfc"] = lossless
-    path = folder / f"{doc['name']}.yaml"
-    with open(path, "w") as handle:
-        yaml.dump(doc, handle)
-    return path
+    return lab_copy(name, name if lossless else f"{name}-lossy", folder, rate, {"pfc": lossless})
 
 
 def run_scenario(doc: dict, folder: Path, results: Path) -> dict:

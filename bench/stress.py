@@ -30,9 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ruamel.yaml import YAML
-
 sys.path.insert(0, str(Path(__file__).parent))
+from lab_copy import lab_copy  # noqa: E402
 from lab_lifecycle import machine  # noqa: E402
 from lossless import busy, cpu_times  # noqa: E402
 from sections import emit  # noqa: E402
@@ -45,13 +44,7 @@ SECONDS = 4.0
 
 
 def churn_lab(folder: Path) -> Path:
-    yaml = YAML()
-    doc = yaml.load((ROOT / "labs" / "rail4.yaml").read_text())
-    doc["name"] = "churn"
-    path = folder / "churn.yaml"
-    with open(path, "w") as handle:
-        yaml.dump(doc, handle)
-    return path
+    return lab_copy("rail4", "churn", folder)
 
 
 def start_load(load: str, folder: Path) -> list[subprocess.Popen]:

@@ -32,7 +32,7 @@ def loopback_queue() -> Iterator[tuple[BpfObject, mmap.mmap]]:
     obj = BpfObject(layout.OBJECT, max_entries={"queues": 1, "enqueue_ports": 1, "dequeue_ports": 1})
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            cookie = struct.unpack("<Q", sock.getsockopt(socket.SOL_SOCKET, layout.SO_NETNS_COOKIE, 8))[0]
+            cookie = layout.netns_cookie(sock)
         port = layout.port_key(cookie, socket.if_nametoindex("lo"))
         update(obj.map_fd("enqueue_ports"), port, layout.QUEUE_ID.pack(0))
         update(obj.map_fd("dequeue_ports"), port, layout.QUEUE_ID.pack(0))

@@ -96,8 +96,8 @@ class Queues:
 
     def read(self, queue_id: int) -> tuple[int, int, int]:
         """(occupancy bytes, phase (odd: above XOFF), peak bytes)"""
-        values = layout.QUEUE.unpack_from(self._state, queue_id * layout.QUEUE.size)
-        return values[0] - values[-1], values[1], values[4]
+        values, at = layout.QUEUE.unpack_from(self._state, queue_id * layout.QUEUE.size), layout.INDEX
+        return values[at["occ"]] - values[at["discount"]], values[at["phase"]], values[at["peak"]]
 
     def marked(self, queue_id: int) -> int:
         """Packets the queue marked Congestion Experienced."""
@@ -106,10 +106,12 @@ class Queues:
     def total_marked(self) -> int:
         """Every queue's marks, summed (one pass over the shared array: 4,608 queues in ~1 ms)."""
         view = memoryview(self._state)[:len(self.queues) * layout.QUEUE.size]
-        return sum(values[10] for values in layout.QUEUE.iter_unpack(view))
+        marked = layout.INDEX["marked"]
+        return sum(values[marked] for values in layout.QUEUE.iter_unpack(view))
 
     def lost_events(self) -> int:
-        """Events the programs could not put on the ring (full): the controller missed them."""
+        """Events the ring refused the programs (full, or its lock not taken): the controller
+        missed them (a refused XOFF is tried again by the sender's next packet)."""
         return sum(struct.unpack_from("<I", self._state, self._field(q.id, "lost"))[0] for q in self.queues)
 
     def discount(self, queue_id: int, drift: int) -> int:
@@ -174,4 +176,4 @@ class Queues:
 def netns_cookie(netns: str) -> int:
     """The cookie the kernel gives a network namespace (what bpf_get_netns_cookie returns)."""
     with socket_in(netns, socket.SOCK_DGRAM) as sock:
-        return struct.unpack("<Q", sock.getsockopt(socket.SOL_SOCKET, layout.SO_NETNS_COOKIE, 8))[0]
+        return layout.netns_cookie(sock)
