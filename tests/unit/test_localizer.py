@@ -423,3 +423,38 @@ def test_a_dead_leaf_is_named_not_the_switches_it_strands():
     vanished.observe(flows(x=("h1 -- L1", "L1 -- S1", "L3 -- S1", "h5 -- L3"), y=("h3 -- L1", "h1 -- L1"),
                            z=("h5 -- L3", "h1 -- L1")), False)  # S1 probed again
     assert vanished.names() == {"L2": "switch_down"}
+
+
+def test_a_loss_on_the_paths_an_uplink_shares_with_a_superspine_link_names_neither_until_told_apart(make):
+    """A leaf uplink drops; its first losses all fall on paths that also cross one superspine link,
+    which carries fewer probes (so the rate tie-break favours it). The uplink's clean probes over
+    that superspine link are clean under either cause: only those that avoid it may rule the uplink
+    out, and too few did (rail4, 2026-11-27: counted, they ruled the uplink out and the superspine
+    link was named, in 2 % of simulated 2 % drops). A later loss that avoids the superspine link
+    names the uplink."""
+    fabric, paths = mesh_paths()
+    keys = {(src, dst, sport): {link_key(link) for link in links} for src, dst, sport, links in paths}
+
+    def over(*names):
+        return [flow for flow, links in keys.items() if all(name in links for name in names)]
+
+    def less_probed_upper(a, b):  # b on fewer paths than a, and on at most half of a's
+        return "superspine" in b and len(over(b)) < len(over(a)) and 2 * len(over(a, b)) <= len(over(a))
+
+    uplink, upper = next((a, b) for _s, _d, _p, links in paths for a in map(link_key, links)
+                         for b in map(link_key, links)
+                         if "leaf" in a and "superspine" not in a and "host" not in a and less_probed_upper(a, b))
+    shared = over(uplink, upper)
+    avoiding = [flow for flow in over(uplink) if flow not in shared]
+    localizer = make(switch_links(fabric))
+
+    def observe(t, lossy, lost=1):
+        return localizer.observe(t, [Sample(src, dst, sport, links, 10, lost if (src, dst, sport) == lossy else 0)
+                                     for src, dst, sport, links in paths])
+
+    verdicts = []
+    for number, lost in enumerate((1, 1, 1, 2)):
+        verdicts += observe(number * 0.25, shared[number % len(shared)], lost)
+    assert [v.target.key for v in verdicts] == []
+    verdicts = observe(1.0, avoiding[0]) + observe(1.25, avoiding[-1])
+    assert [v.target.key for v in verdicts] == [uplink]

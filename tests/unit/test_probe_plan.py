@@ -87,8 +87,9 @@ def test_cover_probe_load_grows_with_links_not_pairs(tmp_path):
     for fabric in (small, large):
         covering = cover_plan(fabric, 3)
         ratios.append(len(covering.expected.flows) / covering.hops)
-    # One flow crosses 3-7 link directions, so k=3 needs at most about one flow per direction.
-    assert max(ratios) <= 1.0 and max(ratios) <= 1.5 * min(ratios), ratios
+    # One flow crosses 3-7 link directions, so k=3 needs at most about one flow per direction,
+    # and balancing (no link on more than half of another's probed paths) a quarter more.
+    assert max(ratios) <= 1.25 and max(ratios) <= 1.5 * min(ratios), ratios
     old_rail_pairs = plan(large, "rail")  # what every same-rail pair would cost: quadratic
     assert len(cover_plan(large, 3).expected.flows) < sum(p.probed for p in old_rail_pairs) / 2
 

@@ -91,9 +91,13 @@ class Localizer(WindowedLocalizer):
 
         def plausible(link: str) -> bool:
             # Were the rival the culprit, at the loss rate that makes (its sent, these lost), its
-            # loss-free paths should have lost some too: enough of them rule it out (a black
-            # hole toward a host spares that host's link on paths over the other spine).
-            clean = sum(p.sent for p in paths if link in p.links and not p.lost)
+            # loss-free paths that avoid `best` should have lost some too: enough of them rule it
+            # out (a black hole toward a host spares that host's link on paths over the other
+            # spine). Only those tell the two apart: its clean paths over `best` are clean under
+            # either cause, and counted, they ruled out the true culprit for its sibling
+            # (rail4: a leaf uplink's 4 losses all on paths over one superspine link, the uplink
+            # out at 590 clean probes x 4/600, the superspine link named).
+            clean = sum(p.sent for p in paths if link in p.links and best not in p.links and not p.lost)
             return clean * stats[link][1] / max(1, stats[link][0]) < PLAUSIBLE_LOSSES
 
         rivals = frozenset(link for link in stats if link != best and stats[link][1] == stats[best][1]
