@@ -21,9 +21,12 @@ class ScenarioSpec(BaseModel):
     lab: str = Field(description="a lab name from labs/, or a path to a lab file (relative to the scenario's folder)")
     duration_s: float = Field(gt=0, le=3600, description="seconds the scenario runs")
     seed: int = Field(1, ge=0, le=MAX_SEED, description="every random choice derives from it, 0 to 4294967295")
-    workloads: list[dict[str, Any]] = Field(default_factory=list, description="traffic to run, e.g. kind: flows")
-    faults: list[dict[str, Any]] = Field(default_factory=list, description="faults on the timeline")
-    detectors: list[dict[str, Any]] = Field(default_factory=list, description="detection tools to grade")
+    workloads: list[dict[str, Any]] = Field(default_factory=list,
+                                            description="traffic to run, each a mapping, e.g. - kind: flows")
+    faults: list[dict[str, Any]] = Field(default_factory=list, description="faults on the timeline, each a mapping, "
+                                         "e.g. - {id: bad-optic, kind: silent_drop, link: a -- b}")
+    detectors: list[dict[str, Any]] = Field(default_factory=list, description="detection tools to grade, each a "
+                                            "mapping: - builtin: probe-localizer, or - command: [./tool]")
     expect: list[dict[str, Any]] = Field(default_factory=list, description="expectations to grade")
     telemetry_ms: int = Field(100, ge=0, le=60000,
                               description="counter sampling period into metrics.jsonl; 0 = off")

@@ -232,6 +232,10 @@ def problems_from_validation(exc: pydantic.ValidationError, model: type[pydantic
             problems.append(Problem(path, source.line(loc), dotted(loc), "unknown key", hint))
             continue
         field = owner.model_fields.get(loc[-1]) if owner and loc and isinstance(loc[-1], str) else None
+        if field is None:  # an item of a list (detectors[0]: not a mapping): what the list holds
+            keys = [i for i, part in enumerate(loc) if isinstance(part, str)]
+            parent = _model_at(model, loc[:keys[-1]]) if keys else None
+            field = parent.model_fields.get(loc[keys[-1]]) if parent else None
         hint = field.description if field is not None else None
         if kind == "missing":
             message = "required key is missing"
