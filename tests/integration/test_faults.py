@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from twin.detect import config_audit
 from twin.errors import TwinError
 from twin.faults import engine
 from twin.faults.applier import FaultApplier
@@ -14,11 +15,13 @@ from twin.faults.base import FaultContext
 from twin.lab import converge, nft
 from twin.lab import kernel_state as snapshot
 from twin.lab.converge import fib_next_hops
+from twin.lab.pfc import client as pfc_client
 from twin.lab.pfc import counters as pfc_counters
 from twin.lab.reach import fabric_nics, unreachable_pairs
 from twin.lab.shaping import shaped_rate_bps
 from twin.lab.status import lab_status
 from twin.lab.traffic import udp_burst
+from twin.model.fabric import link_key
 from twin.procs import alive
 from twin.progress import NullProgress
 
@@ -211,6 +214,7 @@ def test_bgp_down_shuts_one_session_and_links_stay_up(lab):
             assert ipr.get_links(ifname="sp-1")[0]["flags"] & 1  # IFF_UP: the link itself is fine
         assert entry["record"]["peer"] == "10.0.0.0"
         assert unreachable_pairs(lab) == []
+        assert audited(lab) == {("bgp_down", link_key("leaf-g1-r1 -- spine-1"))}
 
 
 def test_slow_node_runs_the_nic_at_the_stated_share(lab):
@@ -351,3 +355,97 @@ def test_pfc_storm_watchdog_drops_and_unblocks(lab):
         victim = udp_burst(lab, nic(lab, "host-g2-h2:nic1"), nic(lab, "host-g1-h1:nic1"), 500)
     assert innocent.loss_pct == 0 and innocent.max_delay_s < 0.1, innocent
     assert victim.received == 0, victim  # dropped toward the broken NIC, as switch watchdogs do
+
+
+# --- misconfiguration (issue 31) -----------------------------------------------------------------
+
+def audited(lab):
+    """What config-audit finds on the lab now: (kind, link or node)."""
+    return {(f.kind, f.link or f.node) for f in config_audit.sweep(lab)}
+
+
+def test_config_audit_finds_nothing_on_a_lab_that_matches_its_intent(lab):
+    assert audited(lab) == set()
+
+def ping(lab, node, address, size, count=2):
+    """True when `count` pings of `size` bytes, not fragmented, all come back."""
+    argv = ["ping", "-n", "-q", "-c", str(count), "-i", "0.2", "-W", "1", "-M", "do", "-s", str(size), address]
+    return lab.runtime.exec(node, argv).rc == 0
+
+
+def test_mtu_mismatch_kills_big_frames_on_the_pushed_port_and_nothing_else(lab):
+    spine_end = str(lab.fabric.find_link("leaf-g1-r1", "spine-1").endpoint("spine-1").address.ip)
+    assert ping(lab, "leaf-g1-r1", spine_end, 4000)
+    with Applied(lab, id="push", kind="mtu_mismatch", link="leaf-g1-r1 -- spine-1", node="spine-1", mtu=1500) as entry:
+        assert entry["record"]["prior_mtu"] == lab.fabric.mtu
+        assert not ping(lab, "leaf-g1-r1", spine_end, 4000)  # dropped on arrival at the 1500-byte port
+        assert ping(lab, "leaf-g1-r1", spine_end, 1000)
+        assert {s.name: s for s in lab_status(lab)}["leaf-g1-r1"].bgp["spine-1"] == "Established"
+        assert audited(lab) == {("mtu_mismatch", link_key("leaf-g1-r1 -- spine-1"))}
+    assert ping(lab, "leaf-g1-r1", spine_end, 4000)
+
+
+def test_ecmp_width_shrinks_the_switch_groups_to_max_paths(lab):
+    assert max(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").values()) == 2
+    with Applied(lab, id="narrow", kind="ecmp_width", node="leaf-g1-r1", max_paths=1):
+        wait_for(lambda: max(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").values()) == 1,
+                 what="the leaf's groups to shrink to one next hop")
+        assert unreachable_pairs(lab) == []
+        assert audited(lab) == {("ecmp_width", "leaf-g1-r1")}
+
+
+def test_peer_mismatch_keeps_the_session_from_establishing_while_the_link_is_up(lab):
+    with Applied(lab, id="typo", kind="peer_mismatch", link="leaf-g1-r1 -- spine-1") as entry:
+        wait_for(lambda: {s.name: s for s in lab_status(lab)}["spine-1"].bgp["leaf-g1-r1"] != "Established",
+                 what="the session to go down")
+        assert entry["record"]["asn"] not in {node.asn for node in lab.fabric.switches}
+        with lab.netlink("leaf-g1-r1") as ipr:
+            assert ipr.get_links(ifname="sp-1")[0]["flags"] & 1
+        time.sleep(3)  # connect retries every second: it stays down
+        assert {s.name: s for s in lab_status(lab)}["spine-1"].bgp["leaf-g1-r1"] != "Established"
+        assert unreachable_pairs(lab) == []
+        assert audited(lab) == {("peer_mismatch", link_key("leaf-g1-r1 -- spine-1"))}
+
+
+def test_route_filter_at_a_leaf_hides_its_host_from_the_other_leaf(lab):
+    prefix = next(link.network for link in lab.fabric.links_of("host-g1-h1"))
+    assert prefix in fib_next_hops(lab.runtime, lab.state, "leaf-g2-r1")
+    with Applied(lab, id="bad-map", kind="route_filter", node="leaf-g1-r1", host="host-g1-h1"):
+        wait_for(lambda: prefix not in fib_next_hops(lab.runtime, lab.state, "leaf-g2-r1"),
+                 what="the other leaf to lose the host's route")
+        assert {s.name: s for s in lab_status(lab)}["leaf-g1-r1"].bgp["spine-1"] == "Established"
+        assert ("host-g2-h1:nic1", "host-g1-h1:nic1") in unreachable_pairs(lab)
+        assert audited(lab) == {("route_filter", "leaf-g1-r1")}
+
+
+def test_hash_policy_l3_sends_every_port_of_a_pair_one_way(lab):
+    """The kernel's own lookup at the leaf, for one NIC pair over 32 source ports: spread over both
+    spines on the lab's l4 hash, one spine on l3."""
+    src, dst = nic(lab, "host-g1-h1:nic1"), nic(lab, "host-g2-h1:nic1")
+    iif = lab.fabric.find_link("leaf-g1-r1", "host-g1-h1").endpoint("leaf-g1-r1").ifname
+
+    def next_hops():
+        hops = set()
+        for sport in range(40000, 40032):
+            argv = ["ip", "-j", "route", "get", dst.address, "from", src.address, "iif", iif,
+                    "ipproto", "udp", "sport", str(sport), "dport", "47000"]
+            hops.add(json.loads(lab.runtime.exec("leaf-g1-r1", argv).stdout)[0].get("gateway"))
+        return hops
+
+    assert len(next_hops()) == 2
+    with Applied(lab, id="polar", kind="hash_policy", node="leaf-g1-r1", policy="l3"):
+        assert len(next_hops()) == 1
+        assert audited(lab) == {("hash_policy", "leaf-g1-r1")}
+
+
+def test_ecn_thresholds_turn_one_switch_marking_off_and_back(lab):
+    before = pfc_client.marking(lab.paths.root)
+    spine_ports = [key for key in before if key[0] == "spine-1"]
+    assert spine_ports and all(before[key][0] > 0 for key in spine_ports)
+    with Applied(lab, id="no-marks", kind="ecn_thresholds", node="spine-1", kmin_kb=0):
+        now = pfc_client.marking(lab.paths.root)
+        assert all(now[key][:2] == (0, 0) for key in spine_ports)
+        assert {k: v for k, v in now.items() if k[0] != "spine-1"} == {k: v for k, v in before.items()
+                                                                       if k[0] != "spine-1"}
+        assert audited(lab) == {("ecn_thresholds", "spine-1")}
+    assert pfc_client.marking(lab.paths.root) == before

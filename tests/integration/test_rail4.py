@@ -111,9 +111,10 @@ def test_probe_paths_cover_every_link_no_ecmp_polarization(rail4):
     summary = run_probe_mesh(rail4, duration_s=2, interval_ms=200)
     assert summary["uncovered"] == []
     # The kernel's hash spread the candidates so that the selection crosses every link direction
-    # 3 times (a polarized hash would leave superspine links short), with fewer flows than there
-    # are link directions: the cost grows with links.
+    # 3 times (a polarized hash would leave superspine links short), with about one flow per link
+    # direction (a quarter more, so that no link is on more than half of another's paths): the
+    # cost grows with links.
     coverage = summary["coverage"]
     assert coverage["hops_short"] == 0 and coverage["ambiguous"] == []
-    assert summary["paths"] == coverage["flows"] < coverage["hops"] == 96
+    assert summary["paths"] == coverage["flows"] <= 1.25 * coverage["hops"] and coverage["hops"] == 96
     assert summary["lost"] == 0

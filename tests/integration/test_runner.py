@@ -221,3 +221,21 @@ def test_second_signal_during_cleanup_does_not_cut_it_short(tmp_path):
     finally:
         proc.kill()
         twin_cli("lab", "down", "runtwice")
+
+
+def test_a_hung_and_a_slow_gpu_are_named_as_their_hosts_and_the_network_is_not(tmp_path, runtime, lab_ref):
+    """The job reports timeouts while one rank's GPU hangs, and slower steps while another's throttles;
+    rank-health names both hosts, the probes lose nothing and the probe localizer says nothing."""
+    _result, run_dir = _run_shipped(tmp_path, "dead-gpu", runtime, lab_ref)
+    report = json.loads((run_dir / "report.json").read_text())
+    train = report["collectives"]["train-0"]
+    hung, hot = report["faults"]
+    assert train["hangs"] >= 1 and hung["applied_s"] <= train["first_hang_s"] <= hung["cleared_s"]
+    assert train["wrong"] == 0
+    assert hung["cleared_s"] <= train["recovered_s"] <= hung["cleared_s"] + 8
+    health = report["detectors"]["rank-health"]
+    assert health["right"] == 2 and health["wrong"] == 0
+    assert health["detect_s"]["hung-gpu"] < 5 and health["detect_s"]["hot-gpu"] < 10
+    assert report["detectors"]["probe-localizer"]["verdicts"] == 0
+    assert report["probes"]["baseline"]["lost"] == 0
+    assert [e["status"] for e in report["expectations"]] == ["pass"] * 4

@@ -60,9 +60,11 @@ def test_probe_mesh_discovers_a_path_over_every_link(lab):
     assert summary["uncovered"] == []
     assert summary["unresolved_hops"] == 0
     assert summary["lost"] == 0, summary["lossy_paths"]
-    # Only the selected flows are probed: every link direction 3 times, at the rate stated
+    # Only the selected flows are probed: every link direction at least 3 times (more where no link
+    # may lie on more than half of another's paths: mini's hosts' links on their leaves' uplinks),
+    # at the rate stated
     coverage = summary["coverage"]
-    assert coverage["hops_short"] == 0 and coverage["link_pps_min"] == 3 * 20
+    assert coverage["hops_short"] == 0 and coverage["link_pps_min"] >= 3 * 20 and coverage["link_pps_min"] % 20 == 0
     assert summary["paths"] == coverage["flows"]
     assert summary["achieved_pps"] == pytest.approx(coverage["flows"] * 20, rel=0.1)
     assert summary["rtt_p50_ms"] is not None and summary["rtt_p50_ms"] < 5

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from twin.errors import TwinError
+from twin.faults import engine
 from twin.faults.registry import FAULTS, kinds
 from twin.lab.files import open_lab
 from twin.lab.state import LabState, load_state
@@ -34,12 +35,23 @@ def test_same_seed_same_fault_other_seeds_differ(rail4):
     (1, {"link_down", "switch_down", "bgp_down"}),
     (2, {"silent_drop", "bitflip", "blackhole", "slow_node"}),
     (3, {"silent_drop", "bitflip", "blackhole", "slow_node", "pfc_storm"}),
+    (4, {"mtu_mismatch", "ecmp_width", "hash_policy", "peer_mismatch", "route_filter"}),
 ])
 def test_each_level_draws_from_its_pool_only(rail4, mini, level, allowed):
     for fabric in (rail4, mini):
         drawn = [e for seed in range(40) for e in pools.draw(fabric, level, seed)]
         assert {e["kind"] for e in drawn} <= allowed
         assert all(re.fullmatch(r"t\d", e["id"]) for e in drawn)  # ids that say nothing
+
+
+def test_level4_draws_every_misconfiguration_and_each_would_change_something(rail4, mini):
+    for fabric in (rail4, mini):
+        drawn = [e for seed in range(40) for e in pools.draw(fabric, 4, seed)]
+        assert {e["kind"] for e in drawn} == {"mtu_mismatch", "ecmp_width", "hash_policy", "peer_mismatch",
+                                              "route_filter"}
+        for entry in drawn:
+            timing, params = engine.parse(entry)
+            assert FAULTS.get(entry["kind"]).check(fabric, params, None) == [], entry
 
 
 def test_level3_covers_partial_drops_storms_pairs_and_superspines(rail4):

@@ -14,6 +14,12 @@ Modes: `bench` times each size like nccl-tests; `loop` runs iterations until sto
 (`compute_ms` > 0 makes it a training-step loop). A collective that does not finish within
 `timeout_s` is recorded as a hang; the ranks then agree on a new generation through the
 store and re-create the process group, as an elastic launcher would.
+
+In a loop, each rank writes `enter` as it starts a collective (NCCL's flight recorder keeps the
+same: the last collective each rank entered), and reads its control file (`rank-N.control`,
+written by faults outside the network, faults/ranks.py) before each step: `{"compute": F}` makes
+its compute take F times as long, `{"hang": true}` stops it before the next collective until the
+file changes, as a hung GPU stops its rank while the process lives.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from twin.procs import LOAD_NICE, set_priority
 from twin.roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
 
 STOP = False
+CONTROL_POLL_S = 0.05  # a held rank reads its control file this often
 
 
 class Stopped(Exception):
@@ -57,6 +64,7 @@ class Rank:
         self.backend = "roce" if job.get("transport") == "roce" else "gloo"
         self.transport_seen: dict = {}  # the transport counters already reported, this generation
         self.deadline = time.monotonic() + job.get("duration_s", 0) + job["timeout_s"] * 4 + 600
+        self.control_file = Path(job["directory"]) / f"rank-{rank}.control"
 
     def emit(self, **record) -> None:
         self.out.write(json.dumps({"rank": self.rank, "gen": self.generation, **record}) + "\n")
@@ -147,6 +155,22 @@ class Rank:
                 self.emit(event="result", op=op, size=size, time_s=slowest.item(), wrong=int(totals[0].item()),
                           **dict(zip(transport, (int(v) for v in totals[1:].tolist()))))
 
+    def asked(self) -> dict:
+        """What a fault outside the network asks of this rank now (faults/ranks.py); {} when none."""
+        try:
+            return json.loads(self.control_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def compute(self, compute_s: float) -> None:
+        """The step's compute: `compute_s`, times the control file's factor; held while it says hang."""
+        asked = self.asked()
+        if compute_s:
+            time.sleep(compute_s * float(asked.get("compute", 1.0)))
+        while asked.get("hang") and not STOP:
+            time.sleep(CONTROL_POLL_S)
+            asked = self.asked()
+
     def loop(self) -> None:
         size, compute_s = self.job["sizes"][0], self.job["compute_ms"] / 1000
         buffers = Buffers(self.job["ops"][0], size, self.rank, self.world, self.job["channels"])
@@ -154,10 +178,10 @@ class Rank:
         self.deadline = deadline
         while not STOP and time.monotonic() < deadline:
             step_start = time.monotonic()
-            if compute_s:
-                time.sleep(compute_s)
+            self.compute(compute_s)
             buffers.fill()
             op_start = time.monotonic()
+            self.emit(event="enter", iter=iteration, t=op_start)
             try:
                 comm_s = self.run_op(buffers)
             except RuntimeError as exc:  # timed out, a peer's connection broke, a QP failed

@@ -4,6 +4,8 @@ probe-localizer   the probe mesh's intervals through the greedy localizer (detec
                   and on a lossless lab the PFC pause counters through the pause localizer
                   (detect/pauses.py)
 probe-likelihood  the same evidence through the likelihood localizer (detect/likelihood.py)
+config-audit      the lab's intent against each node's running configuration (detect/config_audit.py)
+rank-health       the training job's ranks against each other: hung and slow ranks (detect/rank_health.py)
 
 A probe detector's localizer is made in one place (`localizer`), so `twin detect replay` runs
 exactly what a live run attaches.
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from twin.detect import config_audit, rank_health
 from twin.detect.likelihood import DETECTOR as LIKELIHOOD
 from twin.detect.likelihood import LikelihoodLocalizer
 from twin.detect.localizer import DETECTOR, Localizer
@@ -25,7 +28,7 @@ from twin.registry import Registry
 @dataclass(frozen=True)
 class BuiltinDetector:
     summary: str
-    needs: str  # the workload kind it feeds on: a scenario without one is refused when it loads
+    needs: str  # the workload kind it feeds on ("": none): a scenario without one is refused when it loads
     attach: Callable  # (run: detect.runner.Detectors, name: str) -> None
     localizer: Callable | None = None  # probe detectors: (fabric, report_s) -> observe(t, samples) -> verdicts
 
@@ -64,3 +67,9 @@ BUILTINS.add(DETECTOR, BuiltinDetector("names the link or switch that loses prob
 BUILTINS.add(LIKELIHOOD, BuiltinDetector("names the link or switch that loses probes by likelihood, when the "
                                          "evidence separates it from its rivals (and, lossless, the port that pauses "
                                          "for good)", "probes", _probe_detector(likelihood), likelihood))
+BUILTINS.add(config_audit.DETECTOR, BuiltinDetector("names the link or switch whose running configuration differs "
+                                                    "from the lab's intent (BGP neighbours, multipath width, route "
+                                                    "maps, hash policy, MTU)", "", config_audit.attach))
+BUILTINS.add(rank_health.DETECTOR, BuiltinDetector("names the host of a training rank that hangs or computes "
+                                                   "slowly, from the ranks' own records (the network is not at fault)",
+                                                   "", rank_health.attach))

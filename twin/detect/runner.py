@@ -25,6 +25,7 @@ class Detectors:
         self.specs, self.workloads, self.lab, self.events = specs, workloads, lab, events
         self._procs: list[tuple[str, subprocess.Popen, Resource]] = []
         self._threads: list[threading.Thread] = []
+        self.stopping = threading.Event()  # set when the run ends: polling detectors return
 
     def start(self, scenario_start_wall: float) -> None:
         for number, spec in enumerate(self.specs):
@@ -70,7 +71,14 @@ class Detectors:
         self.events.emit("verdict", t=verdict.t, detector=name, verdict_kind=verdict.kind,
                          link=verdict.link, node=verdict.node, confidence=verdict.confidence, **extra)
 
+    def poll(self, name: str, loop) -> None:
+        """Run a built-in detector's `loop(stopping)` in a thread of the run until the run ends."""
+        thread = threading.Thread(target=loop, args=(self.stopping,), daemon=True, name=f"detector-{name}")
+        thread.start()
+        self._threads.append(thread)
+
     def stop(self) -> None:
+        self.stopping.set()
         for _name, proc, _resource in self._procs:
             if proc.poll() is None:
                 proc.terminate()

@@ -13,7 +13,7 @@ class BgpDownParams(Params):
     link: str = Field(description='the session\'s link; shut on the first node: "a -- b"')
 
 
-def _session_of(fabric, params):
+def session_of(fabric, params):
     link, a, b = resolve_link(fabric, params.link)
     if not (fabric.nodes[a].is_switch and fabric.nodes[b].is_switch):
         raise TargetError(f"{params.link} carries no BGP session",
@@ -22,7 +22,7 @@ def _session_of(fabric, params):
 
 
 def _session(ctx: FaultContext, params):
-    return _session_of(ctx.lab.fabric, params)
+    return session_of(ctx.lab.fabric, params)
 
 
 class BgpDown(OnLink):
@@ -34,7 +34,7 @@ class BgpDown(OnLink):
         return {"link": rng.choice(links)}
 
     def targets(self, fabric, params):
-        _session_of(fabric, params)  # checked when the scenario loads, not after bring-up
+        session_of(fabric, params)  # checked when the scenario loads, not after bring-up
         return super().targets(fabric, params)
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:

@@ -12,8 +12,8 @@ from twin.lab import nft
 from twin.model.targets import TargetError, resolve_node
 
 
-class BlackholeParams(Params):
-    node: str = Field(description="the switch that discards the traffic")
+class PrefixOrHost(Params):
+    """Traffic toward a prefix, or toward every NIC prefix of a host (black holes, route filters)."""
     prefix: str | None = Field(None, description="destination prefix, e.g. 10.2.0.6/31")
     host: str | None = Field(None, description="a host: every NIC prefix of it")
 
@@ -22,6 +22,10 @@ class BlackholeParams(Params):
         if (self.prefix is None) == (self.host is None):
             raise ValueError("give exactly one of prefix or host")
         return self
+
+
+class BlackholeParams(PrefixOrHost):
+    node: str = Field(description="the switch that discards the traffic")
 
 
 def prefixes(fabric, params) -> list[str]:

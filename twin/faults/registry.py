@@ -8,11 +8,19 @@ from twin.faults import (
     bgp_down,
     bitflip,
     blackhole,
+    ecmp_width,
+    ecn_thresholds,
     flap,
+    hash_policy,
     link_down,
+    mtu_mismatch,
+    peer_mismatch,
     pfc_pause,
     pfc_storm,
+    rank_hang,
+    route_filter,
     silent_drop,
+    slow_compute,
     slow_node,
     switch_down,
 )
@@ -22,7 +30,12 @@ from twin.registry import Registry
 FAULTS: Registry[FaultKind] = Registry("fault kind")
 for _kind in (bgp_down.BgpDown(), bitflip.Bitflip(), blackhole.Blackhole(), flap.Flap(), link_down.LinkDown(),
               pfc_pause.PfcPause(), pfc_storm.PfcStorm(), silent_drop.SilentDrop(), slow_node.SlowNode(),
-              switch_down.SwitchDown()):
+              switch_down.SwitchDown(),
+              # misconfiguration (issue 31): 90 % of the incidents of the fabrics we twin
+              ecmp_width.EcmpWidth(), ecn_thresholds.EcnThresholds(), hash_policy.HashPolicy(),
+              mtu_mismatch.MtuMismatch(), peer_mismatch.PeerMismatch(), route_filter.RouteFilter(),
+              # outside the network: a "network timeout" that is a GPU
+              rank_hang.RankHang(), slow_compute.SlowCompute()):
     FAULTS.add(_kind.name, _kind)
 
 

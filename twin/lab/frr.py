@@ -171,6 +171,18 @@ def configure_bgp(runtime: Runtime, state: LabState, node: Node, *commands: str)
             what=f"bgpd on {node.name}")
 
 
+def configure_bgpd(state: LabState, node: Node, *commands: str) -> None:
+    """Configuration commands for bgpd outside `router bgp` (prefix lists, route maps), as an
+    operator types them in vtysh, sent to bgpd's vty socket."""
+    vty.run(state.node_dir(node.name) / "bgpd.vty", ["configure terminal", *commands], what=f"bgpd on {node.name}")
+
+
+def bgpd_running_config(state: LabState, node: Node) -> list[str]:
+    """bgpd's running configuration, line by line."""
+    return vty.run(state.node_dir(node.name) / "bgpd.vty", ["show running-config"],
+                   what=f"bgpd on {node.name}").splitlines()
+
+
 def release_sessions(runtime: Runtime, state: LabState, fabric: Fabric, nodes: list[Node], deadline: float,
                      on_ready: Callable[[], None] = lambda: None) -> None:
     """Open the fabric sessions of `nodes`, held shut by their configs (render.py, `held`).

@@ -1,6 +1,6 @@
 """A comparable snapshot of everything faults may change on a lab's nodes: nft ruleset,
-qdiscs and classes, link admin state, routes and rules (kernel) and FRR's running config and
-routes. Used to prove that clearing a fault restores the exact prior state."""
+qdiscs and classes, link admin state and MTU, routes and rules, the sysctls faults set (kernel)
+and FRR's running config and routes. Used to prove that clearing a fault restores the exact prior state."""
 
 from __future__ import annotations
 
@@ -12,16 +12,18 @@ from pyroute2 import IPRoute
 from twin.lab import nft
 from twin.lab.frr import vtysh_argv, vtysh_json
 from twin.lab.handle import Lab
+from twin.lab.nsutil import read_sysctl
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState
 
 RTPROT_BGP = 186
+FAULT_SYSCTLS = ("net.ipv4.fib_multipath_hash_policy",)  # faults/hash_policy.py
 # Lines of `show running-config` that change on their own (uptime-like or build info).
 VOLATILE = re.compile(r"^(Building configuration|Current configuration|frr version|!)")
 
 
 def _kernel(ipr: IPRoute) -> dict:
-    links = {m.get_attr("IFLA_IFNAME"): bool(m["flags"] & 1) for m in ipr.get_links()}
+    links = {m.get_attr("IFLA_IFNAME"): (bool(m["flags"] & 1), m.get_attr("IFLA_MTU")) for m in ipr.get_links()}
     names = {m["index"]: m.get_attr("IFLA_IFNAME") for m in ipr.get_links()}
     qdiscs = sorted((names[m["index"]], m.get_attr("TCA_KIND"), m["handle"], m["parent"])
                     for m in ipr.get_qdiscs())
@@ -52,6 +54,7 @@ def take(lab: Lab) -> dict:
     for name, node in sorted(lab.fabric.nodes.items()):
         with lab.netlink(name) as ipr:
             entry = _kernel(ipr)
+        entry["sysctls"] = {key: read_sysctl(lab.netns(name), key) for key in FAULT_SYSCTLS}
         entry["nft"] = [o for o in nft.ruleset(lab.runtime, name)]
         for obj in entry["nft"]:  # handles are renumbered when tables come and go
             next(iter(obj.values())).pop("handle", None)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
+import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -64,11 +66,31 @@ def write_sysctls(path: str, settings: dict[str, str]) -> None:
                 handle.write(value)
 
 
+def read_sysctl(path: str, key: str) -> str:
+    """One net.* sysctl inside the namespace at `path`."""
+    with in_netns(path), open("/proc/sys/" + key.replace(".", "/")) as handle:
+        return handle.read().strip()
+
+
 def interface_indexes(path: str) -> dict[str, int]:
     """ifname -> ifindex in the namespace at `path` (libc's if_nameindex: no netlink parsing in
     Python, which cost ~5 ms a namespace through pyroute2)."""
     with in_netns(path):
         return {name: index for index, name in socket.if_nameindex()}
+
+
+SIOCGIFMTU = 0x8921  # linux/sockios.h
+
+
+def interface_mtus(path: str) -> dict[str, int]:
+    """ifname -> MTU in the namespace at `path`: one ioctl per interface on a socket made there, no
+    netlink dump to decode (pyroute2's is slow at scale)."""
+    with in_netns(path), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        mtus = {}
+        for _index, name in socket.if_nameindex():
+            request = struct.pack("16si", name.encode(), 0)
+            mtus[name] = struct.unpack("16si", fcntl.ioctl(sock.fileno(), SIOCGIFMTU, request))[1]
+        return mtus
 
 
 def socket_in(path: str, kind: int, proto: int = 0) -> socket.socket:

@@ -45,12 +45,18 @@ def bgp_keepalive_s(fabric: Fabric) -> int:
     return max(1, int(detect_s))
 
 
+def multipath_width(fabric: Fabric, node: Node) -> int:
+    """The switch's `maximum-paths`: one per neighbour (every one may lie on a shortest path), at
+    least 2."""
+    return max(len(bgp_neighbors(fabric, node)), 2)
+
+
 def render_switch(fabric: Fabric, node: Node, held: bool = False) -> dict[str, str]:
     """daemon name -> config text. `held`: the fabric sessions start shut down, for a lab to open
     once bgpd has learnt its interfaces (lab/frr.py, release_sessions); exports leave them open."""
     neighbors = bgp_neighbors(fabric, node)
     context = {"fabric": fabric, "node": node, "neighbors": neighbors,
-               "maximum_paths": max(len(neighbors), 2), "switch_links": FABRIC_LINKS,
+               "maximum_paths": multipath_width(fabric, node), "switch_links": FABRIC_LINKS,
                "keepalive_s": bgp_keepalive_s(fabric), "held": held}
     return {daemon: _env().get_template(f"{daemon}.conf.j2").render(**context) for daemon in DAEMONS}
 

@@ -7,12 +7,13 @@ Labs: every shape the format allows, kept small enough to bring up in seconds on
 superspines, MTU 1500 or 9000, 100 or 200 Mbit/s). Drills, in turn (`KINDS`): a silent drop of
 0.5-5 % on a random link and direction, a bit flip of 1-3 %, a black hole for one host on a
 switch, a switch down, two concurrent silent drops, a drop of every packet of half the flows,
-and a healthy run under a busy all-ranks allreduce. Link faults go only on links some leaf-to-
+a healthy run under a busy all-ranks allreduce, and a misconfiguration (one of the training
+pools' level 4, drawn by its kind). Link faults go only on links some leaf-to-
 leaf path crosses (a link nothing crosses carries nothing to lose).
 
 Every drill runs the probe mesh (pairs: cover) at a rate that gives each link direction about
-PER_LINK_PPS probes/s, both probe detectors, and expects its fault named within `within_s`
-(healthy: no verdict).
+PER_LINK_PPS probes/s, both probe detectors and config-audit, and expects its fault named within
+`within_s` (healthy: no verdict).
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ from pathlib import Path
 from ruamel.yaml import YAML
 
 from twin.detect.builtins import BUILTINS
+from twin.faults import engine
+from twin.faults.registry import FAULTS
 from twin.lab import runtime
 from twin.model.build import build_fabric
+from twin.model.targets import TargetError
 from twin.probes.plan import PATHS_PER_LINK, cover_plan, plan, probe_load
 from twin.spec.labfile import load_lab
 
-KINDS = ("silent_drop", "bitflip", "blackhole", "switch_down", "two_faults", "flow_subset", "healthy")
+KINDS = ("silent_drop", "bitflip", "blackhole", "switch_down", "two_faults", "flow_subset", "healthy", "misconfig")
 MAX_SWITCHES = 24  # a generated lab brings up in about 20 s here
 PER_LINK_PPS = 150  # probes/s over each link direction (paths_per_link x 1000 / interval_ms)
 # One echo in three: the fabric carries as many packets as 100 probes/s echoed each, for half as
@@ -43,7 +47,9 @@ PROBE_DETECTORS = [name for name in BUILTINS.names() if BUILTINS.get(name).local
 # The operator's own tool, as the shipped switch-down drill runs it: a dead switch whose traffic
 # reroutes at once loses too few probes to name, while its ports say so.
 LINK_STATE = Path(__file__).resolve().parents[2] / "examples" / "detectors" / "link_state.py"
-DETECTORS = PROBE_DETECTORS + (["link-state"] if LINK_STATE.is_file() else [])
+# Configuration is compared on every drill: the misconfigurations it must name, and silence on the rest.
+CONFIG_DETECTORS = ["config-audit"]
+DETECTORS = PROBE_DETECTORS + CONFIG_DETECTORS + (["link-state"] if LINK_STATE.is_file() else [])
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,11 @@ def _scenario(kind: str, fabric, lab_file: str, rng: random.Random, number: int)
         faults.append({"id": "blackhole-1", "kind": "blackhole", "node": node, "host": host})
     elif kind == "switch_down":
         faults.append({"id": "switch-down-1", "kind": "switch_down", "node": rng.choice(on_paths)[0]})
+    elif kind == "misconfig":
+        entry = _misconfiguration(fabric, rng, crossed)
+        if entry is None:
+            return None
+        faults.append({"id": "misconfig-1", **entry})
     if kind == "healthy":
         workloads.append({"kind": "allreduce", "size": "8MiB", "ranks": "all"})
     for fault in faults:
@@ -156,10 +167,29 @@ def _scenario(kind: str, fabric, lab_file: str, rng: random.Random, number: int)
     name = f"g{number:02d}-{kind.replace('_', '-')}"
     return {"name": name, "lab": lab_file, "duration_s": HEALTHY_S if kind == "healthy" else ONSET_S + FAULT_S + TAIL_S,
             "seed": number, "workloads": workloads, "faults": faults,
-            "detectors": [{"builtin": d} for d in PROBE_DETECTORS] +
+            "detectors": [{"builtin": d} for d in PROBE_DETECTORS + CONFIG_DETECTORS] +
                          ([{"command": ["python3", str(LINK_STATE)],
                             "name": "link-state"}] if LINK_STATE.is_file() else []),
             "expect": expect}, label
+
+
+def _misconfiguration(fabric, rng: random.Random, crossed: list[str]) -> dict | None:
+    """One of the training pools' misconfigurations (level 4), drawn by the kind itself on the
+    links some probed path crosses; kinds this lab cannot have (no switch with two paths to a host,
+    no link between switches) give way to the others."""
+    between_switches = [link for link in crossed if all(fabric.nodes[n].is_switch for n in link.split(" -- "))]
+    kinds = sorted(name for name, kind in FAULTS.items() if kind.training_level == 4)
+    rng.shuffle(kinds)
+    for name in kinds:
+        kind = FAULTS.get(name)
+        try:
+            entry = {"kind": name, **kind.training_entry(fabric, rng, between_switches)}
+        except (IndexError, TargetError):  # nothing of this kind on this lab
+            continue
+        _timing, params = engine.parse({"id": "x", **entry})
+        if not kind.check(fabric, params, None):
+            return entry
+    return None
 
 
 @dataclass

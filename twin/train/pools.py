@@ -4,6 +4,8 @@ Level 1: faults routing sees (link down, switch down, BGP session down).
 Level 2: faults routing does not see (silent drop, bit flip, black hole, slow node).
 Level 3: the hard ones: drops on a subset of flows only, PFC pause storms that spread, two
 faults at once, faults on superspine links.
+Level 4: misconfiguration, nine in ten of the incidents of the fabrics we twin: an MTU push that
+missed a port, a multipath width, a hash policy, a wrong neighbour AS, a bad route map.
 Which kinds belong to a level, and how each draws its parameters, the kinds say themselves
 (`training_level`, `training_entry`: faults/).
 """
@@ -17,7 +19,7 @@ from twin.faults import engine
 from twin.faults.registry import FAULTS
 from twin.model.fabric import Fabric, link_key
 
-LEVELS = (1, 2, 3)
+LEVELS = (1, 2, 3, 4)
 # The order a level's kinds are drawn in: the one sessions have used from the start, so a seed
 # still gives the session it gave before (trainers hand out seeds). New kinds come after, by name.
 DRAW_ORDER = ("link_down", "switch_down", "bgp_down", "silent_drop", "bitflip", "blackhole", "slow_node")
@@ -91,7 +93,11 @@ def _targets(entry: dict, fabric: Fabric) -> list[str]:
     return engine.targets(timing, params, fabric)
 
 
-POOLS = {1: _level1, 2: _level2, 3: _level3}
+def _level4(fabric: Fabric, rng: random.Random) -> list[dict]:
+    return _one_of_level(fabric, rng, 4)
+
+
+POOLS = {1: _level1, 2: _level2, 3: _level3, 4: _level4}
 
 
 def draw(fabric: Fabric, level: int, seed: int) -> list[dict]:

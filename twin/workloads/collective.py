@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -122,6 +123,9 @@ class Collective:
                             transport=params.transport, roce=params.roce(ctx.lab.fabric.mtu, ctx.lab.fabric.rate_bps))
         self.job = Job(self.spec, ctx.lab)
         self.connected = 0
+        # Built-in detectors that read the ranks' own records (rank-health): called with each record
+        # and its rank's NIC label, from the thread that follows the job.
+        self.listeners: list[Callable[[dict, str], None]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, name=f"collective-{name}", daemon=True)
 
@@ -168,6 +172,8 @@ class Collective:
             kind = record.get("event")
             t = record["t"] - events.t0 if "t" in record else None
             nic = self.spec.nics[record["rank"]].label
+            for listener in self.listeners:
+                listener(record, nic)
             if kind == "iter":
                 busbw = record["size"] / record["comm_s"] * factor if record["comm_s"] > 0 else 0.0
                 events.emit("collective", t=t, workload=self.name, rank=record["rank"], nic=nic,

@@ -56,6 +56,12 @@ def release(lab_dir: Path, fault_id: str) -> dict:
     return request(lab_dir, {"op": "release", "id": fault_id})["report"]
 
 
+def marking(lab_dir: Path) -> dict[tuple[str, str], tuple[int, int, float]]:
+    """(node, ifname) -> the queue's ECN marking now: kmin, kmax (bytes), pmax."""
+    ports = request(lab_dir, {"op": "marking"})["ports"]
+    return {tuple(key.split(" ", 1)): (kmin, kmax, pmax) for key, (kmin, kmax, pmax) in ports.items()}
+
+
 def start(lab: Lab) -> int:
     """Start the controller (a host process the lab owns) and wait until its programs are
     attached and it answers."""

@@ -1,0 +1,72 @@
+"""rank-health's rules on the ranks' own records, without a lab."""
+
+import random
+
+from twin.detect.rank_health import RankHealth, RankView
+
+NICS = [f"host-{n}:nic1" for n in range(4)]
+
+
+def entered(view, rank, iteration, t):
+    view.record({"event": "enter", "rank": rank, "iter": iteration, "t": t}, NICS[rank])
+
+
+def test_a_rank_that_never_enters_the_collective_its_peers_wait_in_hangs():
+    view = RankView(NICS)
+    for iteration in range(5):
+        for rank in range(4):
+            entered(view, rank, iteration, 100 + iteration * 0.3)
+        view.record({"event": "iter", "rank": 0, "iter": iteration, "step_s": 0.3}, NICS[0])
+    for rank in (0, 1, 3):
+        entered(view, rank, 5, 101.5)
+    assert view.hung(102.0) == []  # the peers have waited 0.5 s: a slow step, not yet a hang
+    assert view.hung(103.6) == ["host-2:nic1"]
+    entered(view, 2, 5, 104.0)
+    assert view.hung(104.1) == []
+
+
+def test_when_most_ranks_are_behind_none_is_named():
+    view = RankView(NICS)
+    for rank in range(4):
+        entered(view, rank, 0, 100.0)
+    entered(view, 0, 1, 100.3)
+    entered(view, 1, 1, 100.3)
+    assert view.hung(110.0) == []  # two of four behind: the job, not one rank
+
+
+def steps(view, late_rank=None, late_s=0.0, count=8, seed=1):
+    rng = random.Random(seed)
+    for iteration in range(count):
+        for rank in range(4):
+            jitter = rng.uniform(-0.002, 0.002)
+            entered(view, rank, iteration, 100 + iteration * 0.35 + jitter + (late_s if rank == late_rank else 0))
+
+
+def test_a_rank_last_into_every_collective_by_far_more_than_the_jitter_is_slow():
+    view = RankView(NICS)
+    steps(view, late_rank=1, late_s=0.05)
+    assert view.straggler() == "host-1:nic1"
+
+
+def test_jitter_alone_names_no_straggler():
+    for seed in range(20):
+        view = RankView(NICS)
+        steps(view, seed=seed)
+        assert view.straggler() is None, seed
+
+
+def test_a_host_is_named_once_while_it_holds_and_again_only_after_it_was_gone_a_while():
+    slow, healthy = RankView(NICS), RankView(NICS)
+    steps(slow, late_rank=3, late_s=0.05)
+    steps(healthy)
+    health = RankHealth([slow])
+    assert [(v.kind, v.node) for v in health.observe(1.0, 100.0)] == [("slow_compute", "host-3")]
+    assert health.observe(2.0, 101.0) == []
+    health.views = [healthy]  # a sweep where jitter hid it
+    assert health.observe(3.0, 102.0) == []
+    health.views = [slow]
+    assert health.observe(4.0, 103.0) == []  # back within FORGET_S: the same finding
+    health.views = [healthy]
+    health.observe(5.0, 104.0)
+    health.views = [slow]
+    assert [v.node for v in health.observe(6.0, 110.0)] == ["host-3"]  # gone for 7 s: named again

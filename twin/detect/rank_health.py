@@ -1,0 +1,126 @@
+"""rank-health: the job-wide view of a training job, from its ranks' own records: the collective
+each rank entered last (NCCL's flight recorder keeps the same) and the order in which the ranks
+entered each. It names the host of a rank that never entered the collective its peers wait in
+(`rank_hang`: a hung GPU, or a dead rank) and of a rank that is the last into the collective step
+after step by far more than the ranks vary (`slow_compute`): faults outside the network, which
+the job reports as network timeouts and slow steps. It never names a link or a switch.
+
+No probe traffic, no counters: the ranks write `enter` before each collective
+(collectives/worker.py), and the run's collective workloads hand every record to it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections import deque
+
+from twin.detect.verdicts import Verdict
+
+DETECTOR = "rank-health"
+POLL_S = 0.25
+HANG_MIN_S = 2.0  # a rank this far behind its peers' collective (or 3 of their steps, if longer) hangs
+STEPS = 8  # collectives weighed for a straggler
+LAST_SHARE = 0.75  # the straggler is last into at least this share of them
+LATE_MIN_S = 0.02  # and late by at least this (median), and by 5 times what the other ranks are
+FORGET_S = 5.0  # a name not seen again for this long may be named again
+
+
+class RankView:
+    """One job's ranks: what each entered last, and when each entered recent collectives."""
+
+    def __init__(self, nics: list[str]):
+        self.nics = nics
+        self.world = len(nics)
+        self.last: dict[int, tuple[int, float]] = {}  # rank -> (iteration, monotonic t) last entered
+        self.entries: dict[int, dict[int, float]] = {}  # iteration -> rank -> t entered
+        self.steps: deque[float] = deque(maxlen=STEPS)  # recent step times
+        self.lock = threading.Lock()
+
+    def record(self, record: dict, _nic: str) -> None:
+        with self.lock:
+            if record.get("event") == "enter":
+                rank, iteration, t = record["rank"], record["iter"], record["t"]
+                self.last[rank] = (iteration, t)
+                self.entries.setdefault(iteration, {}).setdefault(rank, t)
+                for old in [i for i in self.entries if i < iteration - 2 * STEPS]:
+                    del self.entries[old]
+            elif record.get("event") == "iter":
+                self.steps.append(record["step_s"])
+
+    def hung(self, now: float) -> list[str]:
+        """NICs of ranks that have not entered the collective the others entered long ago."""
+        with self.lock:
+            if len(self.last) < self.world:
+                return []  # not every rank has started
+            newest = max(iteration for iteration, _t in self.last.values())
+            waiting = [t for iteration, t in self.last.values() if iteration == newest]
+            behind = [rank for rank, (iteration, _t) in self.last.items() if iteration < newest]
+            patience = max(HANG_MIN_S, 3 * statistics.median(self.steps)) if self.steps else HANG_MIN_S
+            if not behind or 2 * len(behind) >= self.world or now - min(waiting) < patience:
+                return []
+            return [self.nics[rank] for rank in behind]
+
+    def straggler(self) -> str | None:
+        """The NIC of a rank that entered the last STEPS complete collectives last, late by far more
+        than the other ranks vary."""
+        with self.lock:
+            complete = sorted(i for i, ranks in self.entries.items() if len(ranks) == self.world)[-STEPS:]
+            if len(complete) < STEPS:
+                return None
+            lateness: dict[int, list[float]] = {rank: [] for rank in range(self.world)}
+            lasts: list[int] = []
+            for iteration in complete:
+                entered = self.entries[iteration]
+                middle = statistics.median(entered.values())
+                for rank, t in entered.items():
+                    lateness[rank].append(t - middle)
+                lasts.append(max(entered, key=entered.get))
+        slowest = max(set(lasts), key=lasts.count)
+        late = statistics.median(lateness[slowest])
+        others = max(abs(statistics.median(v)) for rank, v in lateness.items() if rank != slowest)
+        if lasts.count(slowest) >= LAST_SHARE * STEPS and late >= LATE_MIN_S and late >= 5 * others:
+            return self.nics[slowest]
+        return None
+
+
+class RankHealth:
+    """Verdicts from the views of the run's jobs: a host is named once per kind while it holds, and
+    forgotten after FORGET_S without it (one collective where jitter put another rank last must
+    not name the slow one twice)."""
+
+    def __init__(self, views: list[RankView]):
+        self.views = views
+        self._seen: dict[tuple[str, str], float] = {}  # named (kind, host) -> when it last held
+
+    def observe(self, t: float, now: float) -> list[Verdict]:
+        current = set()
+        for view in self.views:
+            current |= {("rank_hang", nic.split(":")[0]) for nic in view.hung(now)}
+            slow = view.straggler()
+            if slow is not None:
+                current.add(("slow_compute", slow.split(":")[0]))
+        self._seen = {named: seen for named, seen in self._seen.items() if now - seen <= FORGET_S}
+        verdicts = [Verdict(t=t, detector=DETECTOR, kind=kind, node=host, confidence=1.0)
+                    for kind, host in sorted(current - set(self._seen))]
+        self._seen.update({named: now for named in current})
+        return verdicts
+
+
+def attach(run, name: str) -> None:
+    """Follow every collective workload of the run; sweep their views until the run ends."""
+    views = []
+    for workload in run.workloads:
+        if hasattr(workload, "listeners"):
+            view = RankView([nic.label for nic in workload.spec.nics])
+            workload.listeners.append(view.record)
+            views.append(view)
+    health = RankHealth(views)
+
+    def loop(stopping) -> None:
+        while not stopping.wait(POLL_S):
+            for verdict in health.observe(run.events.now(), time.monotonic()):
+                run.emit(name, verdict, source="builtin")
+
+    run.poll(name, loop)
