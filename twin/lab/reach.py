@@ -17,12 +17,13 @@ from dataclasses import dataclass
 
 from twin.lab.handle import Lab
 from twin.model.fabric import Fabric
+from twin.sockopts import SO_RCVBUFFORCE
 
 SOL_RAW = 255
 ICMP_FILTER = 1  # SOL_RAW option of raw ICMP sockets: a bitmask of the ICMP types to drop
 ECHO_REPLY = 0
 RCVBUF = 8 << 20
-SO_RCVBUFFORCE = 33  # root may pass net.core.rmem_max
+
 # Destinations per NIC in the reachability sample a lab's convergence check uses (all pairs grow
 # with NICs squared: 63,488 at pod128, 10 s of echoes); `twin lab up --all-pairs` checks all.
 SAMPLE_PER_NIC = 32

@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass
 
 from twin.lab.handle import Lab
-from twin.lab.reach import SO_RCVBUFFORCE, Nic
+from twin.lab.reach import Nic
+from twin.sockopts import SO_RCVBUFFORCE
 
 DST_PORT = 47000
 PAYLOAD = 64
@@ -34,9 +35,10 @@ def bound_udp_socket(lab: Lab, nic: Nic, port: int) -> socket.socket:
     sock = lab.socket(nic.host, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic.ifname.encode())
     # Room for a whole burst however long the process is kept off the CPU: SO_RCVBUF is capped by
-    # the namespace's rmem_max (208 KB, some 300 datagrams), and a receiver starved for 0.7 s by
-    # the other test worker's training job counted its own full buffer as 11 % network loss.
-    # FORCE (the twin runs as root) goes past the cap.
+    # net.core.rmem_max (208 KB on a fresh Debian, 4 MB on the benchmark VM: 8 MB of kernel memory,
+    # 0.4 s of a 20,000/s burst at about 1 KB a datagram), and a receiver starved for 0.7 s by the
+    # other test worker's training job counted its own full buffer as 11 % network loss. FORCE
+    # (the twin runs as root) goes past the cap.
     sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER)
     sock.bind((nic.address, port))
     return sock

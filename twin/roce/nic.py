@@ -33,12 +33,18 @@ from dataclasses import dataclass
 from twin.roce.dcqcn import NotificationPoint, Pacer, ReactionPoint, ScaledParams
 from twin.roce.qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
 from twin.roce.wire import ACK, CNP, DATA, HEADER, IP_UDP_HEADERS, NAK, Header, payload_per_packet, unpack
+from twin.sockopts import SO_RCVBUFFORCE
 
 UDP_SEGMENT, UDP_GRO = 103, 104
 ECT0, ECN_MASK, ECN_CE = 0x02, 0x03, 0x03
 PACED_PACKETS = 4  # a paced QP's burst: few packets, so a cut rate shows at once on the wire
 SEND_BUFFER = 128 * 1024  # about what a NIC holds in flight on the host side
-RECEIVE_BUFFER = 4 << 20
+# A NIC does not drop what arrives because the host's CPU is busy; its emulation's sockets must
+# not either. SO_RCVBUF is capped by net.core.rmem_max (208 KB on a fresh Debian, 4 MB on the
+# benchmark VM: there, 8 MB of kernel memory, some 0.3 s of a QP's share of an incast of jumbo
+# frames); FORCE sets it past the cap where the process may (root: the incasts, the runner), and
+# a rank, which runs as a user of its own, gets what the cap allows.
+RECEIVE_BUFFER = 16 << 20
 MAX_GSO_BYTES = 65000
 READS_PER_TURN = 64  # datagrams read per socket per turn, so one busy QP cannot starve the rest
 
@@ -97,7 +103,10 @@ class Nic:
         sock = self.new_socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, self.ifname.encode())
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER)
+        except PermissionError:  # a rank runs as its own user (lab/identity.py): capped by rmem_max
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         sock.setsockopt(socket.SOL_UDP, UDP_GRO, 1)
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
         if self.dcqcn is not None:

@@ -15,8 +15,8 @@ import threading
 from twin.events import EventLog
 from twin.lab.fib import MAIN_TABLE, route_of
 from twin.lab.handle import Lab
-from twin.lab.reach import SO_RCVBUFFORCE
 from twin.model.ecmp import host_prefixes
+from twin.sockopts import SO_RCVBUFFORCE
 
 LOG_LINE = re.compile(r"^(?P<stamp>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?) (?P<rest>.*)$")
 BGP_CHANGE = re.compile(r"%ADJCHANGE: neighbor (?P<peer>\S+?)\((?P<name>[^)]*)\).* (?P<state>Up|Down)")
