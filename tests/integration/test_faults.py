@@ -428,7 +428,7 @@ def test_hash_policy_l3_sends_every_port_of_a_pair_one_way(lab):
         hops = set()
         for sport in range(40000, 40032):
             argv = ["ip", "-j", "route", "get", dst.address, "from", src.address, "iif", iif,
-                    "ipproto", "udp", "sport", str(sport), "dport", "47000"]
+                    "ipproto", "17", "sport", str(sport), "dport", "47000"]  # 17: UDP (no /etc/protocols in the images)
             hops.add(json.loads(lab.runtime.exec("leaf-g1-r1", argv).stdout)[0].get("gateway"))
         return hops
 

@@ -152,6 +152,7 @@ def test_diagnose_finds_nothing_on_a_healthy_lab_and_ranks_a_lossy_link_first(la
 
     healthy = diagnose(lab, duration_s=3)
     assert healthy["suspects"] == [] and healthy["probes"]["lost"] == 0
+    assert healthy["answers"] == {"connection": [], "loss": [], "configuration": [], "performance": []}
     # A host link: on mini every path over leaf-g1-r1 -- spine-1 also crosses leaf-g2-r1 -- spine-1
     # (two leaves only), so no probe can tell those two apart.
     timing, params = engine.parse({"id": "grey", "kind": "silent_drop", "link": "leaf-g1-r1 -- host-g1-h2",
@@ -165,6 +166,21 @@ def test_diagnose_finds_nothing_on_a_healthy_lab_and_ranks_a_lossy_link_first(la
     assert top["name"] == "host-g1-h2 -- leaf-g1-r1", found["suspects"]
     assert any("probe localizer named it" in e for e in top["evidence"])
     assert all(s["score"] < top["score"] for s in found["suspects"][1:])
+    assert found["answers"]["loss"][0] == top["name"] and found["answers"]["configuration"] == []
+
+
+def test_diagnose_answers_a_configuration_anomaly_with_the_switch_and_no_loss(lab):
+    from twin.detect.diagnose import diagnose
+
+    timing, params = engine.parse({"id": "narrow", "kind": "ecmp_width", "node": "leaf-g1-r1", "max_paths": 1})
+    engine.inject(FaultContext(lab, seed=3), timing, params)
+    try:
+        found = diagnose(lab, duration_s=3)
+    finally:
+        engine.clear(FaultContext(lab, seed=3), "narrow")
+    assert found["answers"]["configuration"] == ["leaf-g1-r1"] and found["answers"]["loss"] == []
+    assert found["suspects"][0]["name"] == "leaf-g1-r1"
+    assert any("maximum-paths 1, intended 2" in e for e in found["suspects"][0]["evidence"])
 
 
 def test_slow_node_search_finds_the_slowed_host(lab):

@@ -220,11 +220,13 @@ def telemetry(name, interval_ms, duration, output, serve, port) -> None:
 def diagnose_cmd(words, duration, interval_ms, size, as_json) -> None:
     """Rank suspect links and nodes of a running lab, with the evidence for each.
 
-    `twin diagnose LAB` reads BGP/BFD/daemon state, runs the probe mesh with the probe
-    localizer, and compares interface, qdisc and checksum-error counters from before and
-    after. `twin diagnose slow-node LAB` finds a host whose NICs run slow by bisection over
-    allreduce bandwidth between halves of the hosts, printing every step. Exit 1 when there
-    is a suspect.
+    `twin diagnose LAB` reads BGP/BFD/daemon state, compares the running configuration with
+    the lab's intent (config-audit), runs the probe mesh with the probe localizer, and compares
+    interface, qdisc and checksum-error counters from before and after; it answers four
+    questions (a connection failure, packet loss, a configuration anomaly, not enough
+    performance) and ranks the suspects. `twin diagnose slow-node LAB` finds a host whose NICs
+    run slow by bisection over allreduce bandwidth between halves of the hosts, printing every
+    step. Exit 1 when there is a suspect.
     """
     if words[0] == "slow-node" and len(words) != 2:
         raise click.UsageError("usage: twin diagnose slow-node LAB")
@@ -243,8 +245,14 @@ def diagnose_cmd(words, duration, interval_ms, size, as_json) -> None:
         p = found["probes"]
         out.print(f"probes: {p['sent']} sent over {p['paths']} paths, {p['lost']} lost; links no path covered: "
                   f"{', '.join(found['uncovered_links']) or 'none'}")
+        for question, asked in (("connection", "A connection failure?"), ("loss", "Packet loss?"),
+                                ("configuration", "A configuration anomaly?"),
+                                ("performance", "Not enough performance?")):
+            named = found["answers"][question]
+            out.print(f"{asked:26} {'yes: ' + ', '.join(named) if named else 'no'}")
         if not found["suspects"]:
-            out.print("no suspects: routing is complete, no probe was lost, no drop or error counter moved")
+            out.print("no suspects: routing is complete, the configuration is as intended, no probe was lost, "
+                      "no drop or error counter moved")
         table = Table(title="suspects, most likely first", title_justify="left")
         for column in ("#", "suspect", "score", "evidence"):
             table.add_column(column)

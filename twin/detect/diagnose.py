@@ -1,9 +1,12 @@
 """`twin diagnose LAB`: one command that looks everywhere an operator would and ranks suspects.
 
-It reads routing state (BGP sessions, BFD peers, daemons: vtysh JSON), runs the probe mesh with
-the probe localizer for a while, and compares counters from before and after (interface drops
-and errors, qdisc drops and backlog, hosts' checksum errors). Every finding is evidence for a
-link or a node; suspects are ranked by the weight of their evidence.
+It reads routing state (BGP sessions, BFD peers, daemons: vtysh JSON), compares the running
+configuration with the lab's intent (config-audit's sweep), runs the probe mesh with the probe
+localizer for a while, and compares counters from before and after (interface drops and errors,
+qdisc drops and backlog, hosts' checksum errors). Every finding is evidence for a link or a node;
+suspects are ranked by the weight of their evidence, and the findings answer the four questions
+Tencent's one-click localization answers: a connection failure, packet loss, a configuration
+anomaly, not enough performance.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from twin.detect import config_audit
 from twin.detect.localizer import Localizer
 from twin.lab.counters import CounterReader
 from twin.lab.handle import Lab
@@ -20,8 +24,15 @@ from twin.probes.mesh import address_links
 from twin.probes.run import run_probe_mesh
 from twin.progress import NullProgress, Progress
 
-# How much one finding weighs: routing state and a localizer verdict are strong, a counter is a hint.
-WEIGHT = {"routing": 3.0, "localizer": 3.0, "probe_loss": 2.0, "counter": 1.0, "checksum": 1.0}
+# How much one finding weighs: routing state, a configuration that differs from the intent and a
+# localizer verdict are strong, a counter is a hint.
+WEIGHT = {"routing": 3.0, "configuration": 3.0, "localizer": 3.0, "probe_loss": 2.0, "counter": 1.0,
+          "checksum": 1.0}
+QUESTIONS = ("connection", "loss", "configuration", "performance")
+# The question a finding answers, by where it came from (a counter says which itself: drops and
+# errors are loss, a queue that does not drain is performance).
+ANSWERS = {"routing": "connection", "configuration": "configuration", "localizer": "loss", "probe_loss": "loss",
+           "counter": "loss", "checksum": "loss"}
 MIN_LINK_LOSS = 0.002  # probe loss rate on a link's paths worth reporting
 
 
@@ -30,10 +41,12 @@ class Suspect:
     name: str  # "a -- b" (sorted) or a node
     score: float = 0.0
     evidence: list[str] = field(default_factory=list)
+    questions: set[str] = field(default_factory=set)  # which of QUESTIONS its evidence answers
 
-    def add(self, source: str, text: str, strength: float = 1.0) -> None:
+    def add(self, source: str, text: str, strength: float = 1.0, question: str | None = None) -> None:
         self.score = round(self.score + WEIGHT[source] * strength, 3)
         self.evidence.append(text)
+        self.questions.add(question or ANSWERS[source])
 
 
 def diagnose(lab: Lab, duration_s: float = 8.0, interval_ms: int = 50, progress: Progress | None = None) -> dict:
@@ -46,6 +59,9 @@ def diagnose(lab: Lab, duration_s: float = 8.0, interval_ms: int = 50, progress:
 
     progress.phase("routing state", None)
     _routing(lab, suspect)
+    progress.phase("configuration against the intent", None)
+    for finding in config_audit.sweep(lab):
+        suspect(finding.link or finding.node).add("configuration", f"{finding.detail} (looks like {finding.kind})")
     localizer = Localizer(fabric.switch_links())
     verdicts, observed = [], []  # observed: (links of the path, sent, lost) per sample
 
@@ -71,7 +87,9 @@ def diagnose(lab: Lab, duration_s: float = 8.0, interval_ms: int = 50, progress:
     ranked = sorted(suspects.values(), key=lambda s: -s.score)
     return {"duration_s": duration_s, "probes": {k: probes[k] for k in ("paths", "sent", "lost", "achieved_pps")},
             "uncovered_links": probes["uncovered"],
-            "suspects": [{"name": s.name, "score": s.score, "evidence": s.evidence} for s in ranked]}
+            "answers": {question: [s.name for s in ranked if question in s.questions] for question in QUESTIONS},
+            "suspects": [{"name": s.name, "score": s.score, "evidence": s.evidence,
+                          "questions": [q for q in QUESTIONS if q in s.questions]} for s in ranked]}
 
 
 def _unexplained_loss(observed: list[tuple[set, int, int]], named: set[str]) -> dict[str, list[int]]:
@@ -107,7 +125,7 @@ def _routing(lab: Lab, suspect) -> None:
                     "routing", f"BFD {status.name} -> {address} is {bfd}", 0.5)
         if status.ecmp_short:
             suspect(status.name).add("routing", f"{status.name} lacks ECMP next hops for "
-                                                f"{len(status.ecmp_short)} host prefixes", 0.3)
+                                                f"{len(status.ecmp_short)} host prefixes", 0.3, "performance")
 
 
 def _counters(fabric: Fabric, before, after, suspect) -> None:
@@ -123,7 +141,7 @@ def _counters(fabric: Fabric, before, after, suspect) -> None:
                 suspect(link).add("counter", f"{key[0]}:{key[1]} {counter} +{delta}")
         if now.get("backlog_bytes", 0) > 0 and was.get("backlog_bytes", 0) > 0:
             suspect(link).add("counter", f"{key[0]}:{key[1]} queue not draining ({now['backlog_bytes']} bytes "
-                                         "held before and after: paused?)")
+                                         "held before and after: paused?)", question="performance")
     for (host, counter), value in after.checksum_errors.items():
         delta = value - before.checksum_errors.get((host, counter), 0)
         if delta > 0:
