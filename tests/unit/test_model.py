@@ -24,6 +24,7 @@ def fabric_of(name):
     ("rail8", 36, 4, 128),  # 16 leaves, 16 spines, 4 superspines; 32 host NICs
     ("pod64", 104, 16, 640),  # 64 leaves, 32 spines, 8 superspines; 128 host NICs
     ("pod128", 208, 32, 2304),  # 128 leaves, 64 spines, 16 superspines; 256 host NICs
+    ("aipod", 368, 384, 10240),  # 96 leaves, 256 spines, 16 superspines; 3,072 host NICs
 ])
 def test_counts(name, switches, hosts, links):
     fabric = fabric_of(name)

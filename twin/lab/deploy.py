@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from twin.errors import LabStateError, RuntimeBackendError
-from twin.lab import converge, frr, idle, neigh, netconf, nlbatch, offload, preflight, shaping
+from twin.lab import capacity, converge, frr, idle, neigh, netconf, nlbatch, offload, preflight, shaping
 from twin.lab.handle import Lab
 from twin.lab.nsutil import interface_indexes
 from twin.lab.pfc import client as pfc_client
@@ -53,6 +53,9 @@ def up(lab_file: LabFile, fabric: Fabric, progress: Progress | None = None, time
     if load_state(fabric.name) is not None or runtime.owned():
         raise LabStateError(f"lab '{fabric.name}' is already up (or left over from a crash)",
                             hint=f"twin lab down {fabric.name}")
+    too_big = capacity.refusal(fabric)
+    if too_big is not None:
+        raise too_big
     runtime.preflight(list(fabric.nodes.values()))
     for warning in (idle.bfd_warning(fabric), frr.preloads_missing(runtime)):
         if warning:

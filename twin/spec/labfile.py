@@ -161,12 +161,15 @@ def ecn_on(links: LinksSpec) -> bool:
     return links.pfc if links.ecn is None else links.ecn
 
 
-# What one machine models: ten times rail8 (40 nodes, 128 links), the largest lab measured here
-# (docs/benchmarks.md). The counts are checked before anything is built, so a file within every
-# per-key limit cannot make `twin` allocate a fabric of millions of nodes.
-MAX_NODES = 1024
-MAX_LINKS = 4096
+# What the twin models on paper (`twin check`, `plan`, `export`): what its address plan can
+# number, and at most MAX_NODES nodes and MAX_LINKS links, so that a file within every per-key
+# limit cannot make `twin` allocate a fabric of millions of nodes (Baidu's AIPod, 752 nodes and
+# 10,240 links, builds in 0.3 s and 88 MB here). Whether one machine runs a lab is for `twin lab
+# up` to say, from the machine's memory and cores (lab/capacity.py).
+MAX_NODES = 16384
+MAX_LINKS = 65536
 SWITCH_LINK_31S = 1 << 15  # switch-to-switch links are /31s of 10.0.0.0/16
+RAIL_NIC_31S = 1 << 15  # a rail's host links are /31s of 10.<rail>.0.0/16
 
 
 # The 2-byte private ASN plan (RFC 6996, 64512-65534): leaves count up from 64512, superspines
@@ -198,9 +201,13 @@ def _size_problems(fabric: FabricSpec) -> list[tuple[str, str, str]]:
     if size["switch_links"] > SWITCH_LINK_31S:
         found.append(("spines_per_plane", f"{size['switch_links']} switch-to-switch links do not fit the address "
                       f"plan ({SWITCH_LINK_31S} /31s in 10.0.0.0/16)", "fewer spines per plane or superspines"))
+    if fabric.groups * fabric.hosts_per_group > RAIL_NIC_31S:
+        found.append(("hosts_per_group", f"{fabric.groups * fabric.hosts_per_group} NICs on each rail do not fit "
+                      f"the address plan ({RAIL_NIC_31S} /31s in each rail's 10.<rail>.0.0/16)",
+                      "fewer groups or hosts_per_group"))
     if size["nodes"] > MAX_NODES or size["links"] > MAX_LINKS:
-        found.append(("hosts_per_group", f"{size['nodes']} nodes and {size['links']} links: more than one machine "
-                      f"models ({MAX_NODES} nodes, {MAX_LINKS} links at most; rail8 has 40 and 128)",
+        found.append(("hosts_per_group", f"{size['nodes']} nodes and {size['links']} links: more than the twin "
+                      f"models ({MAX_NODES} nodes, {MAX_LINKS} links at most; Baidu's AIPod has 752 and 10,240)",
                       "fewer groups, rails, hosts_per_group or spines"))
     return found
 

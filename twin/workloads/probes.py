@@ -15,7 +15,15 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from twin.probes.mesh import Interval, ProbeMesh
-from twin.probes.plan import MAX_PLANNED_PATHS, PATHS_PER_LINK, fewest_flows, plan, plan_size_bound, probe_load
+from twin.probes.plan import (
+    MAX_PLANNED_PATHS,
+    PATHS_PER_LINK,
+    fewest_flows,
+    most_paths,
+    plan,
+    plan_size_bound,
+    probe_load,
+)
 from twin.workloads.base import WorkloadContext
 
 REFRESH_SETTLE_S = 0.5  # rediscover once route changes have been quiet this long
@@ -60,6 +68,17 @@ def check_plan_size(fabric, pairs: str, paths_per_link: int) -> None:
                              "grows with the links, not the NIC pairs)")
 
 
+# Planning walks every leaf pair's equal-cost paths: pod128 (16,384 pairs x 1,024 paths) takes 2 s
+# here, AIPod (9,216 x 16,384) 40 s. A check builds the plan to weigh its exact load only below
+# this much; above it, the counts' lower bound is what it weighs (issue 34: every check bounded).
+MAX_CHECKED_PLANNING = 32_000_000
+
+
+def planning_work(fabric) -> int:
+    """Leaf pairs times the most equal-cost paths between two NICs: what building a plan walks."""
+    return len(fabric.by_role("leaf")) ** 2 * most_paths(fabric)
+
+
 def check_load(params: ProbesParams, fabric) -> None:
     least = fewest_flows(fabric, params.pairs, params.paths_per_link) * 1000 / params.interval_ms
     if least > params.max_pps:
@@ -68,6 +87,8 @@ def check_load(params: ProbesParams, fabric) -> None:
                              f"{int(params.interval_ms * least / params.max_pps) + 1} or more, {_cheaper(params)}, "
                              "or raise max_pps")
     check_plan_size(fabric, params.pairs, params.paths_per_link)
+    if planning_work(fabric) > MAX_CHECKED_PLANNING:
+        return  # the lower bound above is what a check weighs; the mesh plans when it starts
     load = probe_load(plan(fabric, params.pairs, k=params.paths_per_link), params.interval_ms)
     if load["probes_per_s"] > params.max_pps:
         raise ProbeLoadError(f"the {params.pairs} mesh at interval_ms {params.interval_ms} sends "
