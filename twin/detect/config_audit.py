@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from twin.detect.verdicts import Verdict
 from twin.errors import RuntimeBackendError, TwinError
 from twin.lab.frr import bgpd_running_config
-from twin.lab.netconf import node_sysctls
+from twin.lab.netconf import HASH_POLICY_SYSCTL, node_sysctls
 from twin.lab.nsutil import interface_mtus, read_sysctl
 from twin.lab.pfc import client as pfc_client
 from twin.model.buffers import for_port
@@ -28,7 +28,6 @@ from twin.model.ports import ports
 from twin.model.render import bgp_neighbors, multipath_width
 
 DETECTOR = "config-audit"
-HASH_SYSCTL = "net.ipv4.fib_multipath_hash_policy"
 FRR_DEFAULT_MAXIMUM_PATHS = 64  # FRR's `maximum-paths` when the running config has no line
 MIN_SWEEP_S = 1.0  # at most one sweep a second; a slow one (a big lab) waits ten times its cost
 
@@ -79,11 +78,11 @@ def kernel_findings(fabric: Fabric, node: str, netns: str) -> list[Finding]:
     """The node's hash policy and port MTUs against the lab's."""
     findings = []
     if fabric.nodes[node].is_switch:
-        intended = node_sysctls(fabric, fabric.nodes[node])[HASH_SYSCTL]
-        running = read_sysctl(netns, HASH_SYSCTL)
+        intended = node_sysctls(fabric, fabric.nodes[node])[HASH_POLICY_SYSCTL]
+        running = read_sysctl(netns, HASH_POLICY_SYSCTL)
         if running != intended:
-            findings.append(Finding("hash_policy", node=node, detail=f"{node}: {HASH_SYSCTL} = {running}, intended "
-                                                                     f"{intended}"))
+            findings.append(Finding("hash_policy", node=node,
+                                    detail=f"{node}: {HASH_POLICY_SYSCTL} = {running}, intended {intended}"))
     mtus = interface_mtus(netns)
     for link in fabric.links_of(node):
         ifname = link.endpoint(node).ifname
@@ -99,8 +98,9 @@ def marking_findings(fabric: Fabric, marking: dict[tuple[str, str], tuple[int, i
     for port in ports(fabric):
         running = marking.get((port.node, port.ifname))
         intended = for_port(fabric, port)
-        if running is not None and (running[0], running[1]) != (intended.kmin, intended.kmax) \
-                or running is not None and abs(running[2] - intended.pmax) > 1e-3:
+        if running is None:
+            continue
+        if running[:2] != (intended.kmin, intended.kmax) or abs(running[2] - intended.pmax) > 1e-3:
             findings.append(Finding("ecn_thresholds", node=port.node,
                                     detail=f"{port.node} {port.ifname}: marking {running}, intended "
                                            f"{(intended.kmin, intended.kmax, intended.pmax)}"))

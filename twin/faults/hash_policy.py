@@ -10,10 +10,8 @@ from typing import Literal
 from pydantic import Field
 
 from twin.faults.base import FaultContext, OnNode, Params
+from twin.lab.netconf import HASH_POLICIES, HASH_POLICY_SYSCTL
 from twin.lab.nsutil import read_sysctl, write_sysctls
-
-SYSCTL = "net.ipv4.fib_multipath_hash_policy"
-POLICIES = {"l3": "0", "l4": "1"}  # the kernel's: 0 hashes addresses, 1 the 5-tuple
 
 
 class HashPolicyParams(Params):
@@ -39,8 +37,8 @@ class HashPolicy(OnNode):
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         path = ctx.lab.netns(params.node)
-        record["prior"] = read_sysctl(path, SYSCTL)
-        write_sysctls(path, {SYSCTL: POLICIES[params.policy]})
+        record["prior"] = read_sysctl(path, HASH_POLICY_SYSCTL)
+        write_sysctls(path, {HASH_POLICY_SYSCTL: HASH_POLICIES[params.policy]})
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        write_sysctls(ctx.lab.netns(params.node), {SYSCTL: record["prior"]})
+        write_sysctls(ctx.lab.netns(params.node), {HASH_POLICY_SYSCTL: record["prior"]})

@@ -12,12 +12,13 @@ from pyroute2 import IPRoute
 from twin.lab import nft
 from twin.lab.frr import vtysh_argv, vtysh_json
 from twin.lab.handle import Lab
+from twin.lab.netconf import HASH_POLICY_SYSCTL
 from twin.lab.nsutil import read_sysctl
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState
 
 RTPROT_BGP = 186
-FAULT_SYSCTLS = ("net.ipv4.fib_multipath_hash_policy",)  # faults/hash_policy.py
+FAULT_SYSCTLS = (HASH_POLICY_SYSCTL,)  # faults/hash_policy.py
 # Lines of `show running-config` that change on their own (uptime-like or build info).
 VOLATILE = re.compile(r"^(Building configuration|Current configuration|frr version|!)")
 

@@ -21,12 +21,18 @@ TWIN_PORTS = "47000-47199"  # fixed ports of traffic.py, workloads/flows.py, pro
 HOST_TABLE_BASE = 100
 
 
+# The kernel's ECMP hash fields: 0 hashes addresses, 1 the 5-tuple (faults/hash_policy.py changes
+# it on one switch; config-audit and the restoration snapshot read it).
+HASH_POLICY_SYSCTL = "net.ipv4.fib_multipath_hash_policy"
+HASH_POLICIES = {"l3": "0", "l4": "1"}
+
+
 def node_sysctls(fabric: Fabric, node: Node) -> dict[str, str]:
     common = {
         # Loose reverse-path filtering: ECMP and multi-NIC hosts see asymmetric paths.
         "net.ipv4.conf.all.rp_filter": "2",
         "net.ipv4.conf.default.rp_filter": "2",
-        "net.ipv4.fib_multipath_hash_policy": "1" if fabric.ecmp_hash == "l4" else "0",
+        HASH_POLICY_SYSCTL: HASH_POLICIES[fabric.ecmp_hash],
         # A route over a link without carrier is skipped at once, before BGP withdraws it.
         "net.ipv4.conf.all.ignore_routes_with_linkdown": "1",
         "net.ipv4.conf.default.ignore_routes_with_linkdown": "1",
