@@ -35,6 +35,12 @@ def test_the_python_layout_is_the_objects():
     assert key["size"] == layout.PORT_KEY.size
     assert [m["bits_offset"] // 8 for m in key["members"]] == [0, 8, 12]
     assert layout.EVENT.size == 32  # pinned by a _Static_assert in queues.h
+    assert structs["balance"]["size"] == layout.BALANCE.size
+    assert [m["name"] for m in structs["balance"]["members"]] == ["mode", "choices", "flowlet_gap_ns", "hash_offset",
+                                                                  "spare"]
+    group = structs["ecmp_group"]
+    assert group["size"] == layout.ECMP_GROUP.size
+    assert [m["bits_offset"] // 8 for m in group["members"]] == [0, 4, 8, 8 + 4 * layout.MAX_MEMBERS]
 
 
 def test_a_changed_layout_would_be_caught():
@@ -72,3 +78,18 @@ def test_a_refused_program_names_the_verifiers_reason(tmp_path):
 
 def _multiarch() -> str:
     return subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True).stdout.strip()
+
+
+def test_the_constants_the_programs_share_are_the_same_everywhere():
+    """The DSCP a multipath NIC writes (roce/wire.py) is the one the switches balance, and the
+    group members layout.py packs are the header's."""
+    import re
+
+    from twin.model import pathhash
+    from twin.roce.wire import REORDERABLE_DSCP
+
+    header = (layout.OBJECT.parent / "queues.h").read_text()
+    defines = dict(re.findall(r"^#define (\w+) (\d+)", header, re.MULTILINE))
+    assert int(defines["REORDERABLE_DSCP"]) == layout.REORDERABLE_DSCP == REORDERABLE_DSCP
+    assert int(defines["MAX_MEMBERS"]) == layout.MAX_MEMBERS
+    assert int(defines["OFFSET_BITS"]) == pathhash.OFFSET_BITS

@@ -146,3 +146,21 @@ def test_small_labs_can_ask_for_4_byte_asns(tmp_path):
     fabric = build_fabric(lab_from_text(tmp_path, text))
     asn_ranks(fabric)
     assert min(n.asn for n in fabric.switches) >= 4_200_000_000
+
+
+def test_a_switchs_uplinks_are_its_ports_toward_the_tier_above():
+    from twin.model.balance import flowlet_gap_s, uplinks
+    from twin.model.ports import peer
+
+    fabric = fabric_of("rail4")
+
+    def far_ends(switch):
+        ports = uplinks(fabric, switch)
+        assert all(p.node == switch for p in ports)
+        return [peer(fabric, p).node for p in ports]
+
+    assert far_ends("leaf-g1-r1") == ["spine-r1-s1", "spine-r1-s2"]
+    assert far_ends("spine-r1-s1") == ["superspine-1", "superspine-2"]
+    assert far_ends("superspine-1") == []
+    # lossless: XOFF (100 KB at 200 Mbit/s) drains in 4 ms
+    assert flowlet_gap_s(fabric) == pytest.approx(0.004, rel=0.01)

@@ -61,12 +61,13 @@ def as_median_slowdown(old: dict) -> dict:
 def without_new_fields(new: dict) -> dict:
     """This version's report less what older ones did not compute (mean step, throughput slowdown,
     and the figure a `collective` expectation measures with it; verdicts after the end; what of
-    the folder could not be read; ECN marks)."""
+    the folder could not be read; ECN marks; packets adaptive routing moved)."""
     new.pop("damaged", None)
     if new.get("fabric"):
-        new["fabric"].pop("ecn_marked", None)
-        for window in new["fabric"]["fault_windows"]:
-            window.pop("ecn_marked", None)
+        for name in ("ecn_marked", "steered"):
+            new["fabric"].pop(name, None)
+            for window in new["fabric"]["fault_windows"]:
+                window.pop(name, None)
     for score in new["detectors"].values():
         score.pop("after_end", None)
     for window in _windows(new):
@@ -74,7 +75,7 @@ def without_new_fields(new: dict) -> dict:
         window.pop("mean_step_s", None)
     for collective in new["collectives"].values():  # the RoCE transport's congestion control
         for totals in [collective.get("transport_totals")] + [w.get("transport") for w in collective["fault_windows"]]:
-            for name in ("ecn_marked", "cnps_sent", "cnps_received"):
+            for name in ("ecn_marked", "cnps_sent", "cnps_received", "out_of_order"):
                 (totals or {}).pop(name, None)
     for expectation in new["expectations"]:
         if expectation["kind"] == "collective":

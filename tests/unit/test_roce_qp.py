@@ -1,10 +1,12 @@
-"""The RC queue pair's go-back-N state machine (roce/qp.py) on a simulated link with a virtual
-clock: loss, reordering, duplicates, NAK, timeout, retry exhaustion."""
+"""The RC queue pair's go-back-N state machine (roce/qp.py) and the multipath QP's selective
+repeat (roce/selective.py) on a simulated link with a virtual clock: loss, reordering,
+duplicates, NAK, SACK, timeout, retry exhaustion."""
 
 import pytest
 
 from twin.roce.qp import QueuePair, Timers, ib_timeout_s, retry_budget_s
-from twin.roce.wire import ACK, DATA, NAK, Header
+from twin.roce.selective import SelectiveQueuePair
+from twin.roce.wire import ACK, DATA, NAK, SACK, Header
 
 PAYLOAD = 1000
 
@@ -144,3 +146,87 @@ def test_ncclish_timer_maths():
     assert ib_timeout_s(20) == pytest.approx(4.295, abs=0.001)  # NCCL_IB_TIMEOUT's default
     assert ib_timeout_s(14) == pytest.approx(0.0671, abs=0.0001)
     assert retry_budget_s(14, 7) == pytest.approx(0.0671 * 255, rel=1e-3)
+
+
+# --- selective repeat (roce/selective.py): a multipath QP -----------------------------------------
+class SprayedLink(Link):
+    """As Link, with selective-repeat QPs; `order` permutes each batch of data packets (the
+    paths of a sprayed flow deliver them in any order)."""
+
+    def __init__(self, drop=None, order=None):
+        super().__init__(drop=drop)
+        timers = Timers(timeout_s=0.01, retry_cnt=3, ack_every=4)
+        self.a, self.b = SelectiveQueuePair(1, 2, PAYLOAD, timers), SelectiveQueuePair(2, 1, PAYLOAD, timers)
+        self.order = order or (lambda batch: batch)
+
+    def deliver(self, limit=8):
+        batch = self.order(self.a.transmit(self.now, limit))
+        for header, piece in batch:
+            nth = self.sent[header.psn] = self.sent.get(header.psn, 0) + 1
+            if self.drop(DATA, header.psn, nth):
+                continue
+            controls, _done = self.b.on_data(header, piece, self.now)
+            self._answer(controls)
+        ack = self.b.poll_ack(self.now)
+        if ack:
+            self._answer([ack])
+
+    def _answer(self, controls):
+        for control in controls:
+            if self.drop(control.opcode, control.psn, 1):
+                continue
+            if control.opcode == SACK:
+                self.a.on_sack(control.psn, control.msg, self.now)
+            else:
+                self.a.on_ack(control.psn, self.now)
+
+
+def test_reordering_costs_a_multipath_qp_nothing():
+    link = SprayedLink(order=lambda batch: batch[::-1])  # every batch of 8 arrives backwards
+    size = 40 * PAYLOAD + 5
+    data, out = message(size), bytearray(size)
+    send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
+    link.run(0.05)
+    assert send.done and recv.done and bytes(out) == bytes(data)
+    assert link.a.stats.retrans_packets == 0 and link.a.stats.timeouts == 0
+    assert link.b.stats.out_of_order > 0 and link.b.stats.naks_sent == 0
+
+
+def test_a_lost_packet_is_sent_again_alone():
+    link = SprayedLink(drop=lambda kind, psn, nth: kind == DATA and psn == 3 and nth == 1)
+    data, out = message(40 * PAYLOAD), bytearray(40 * PAYLOAD)
+    send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
+    link.run(0.1)
+    assert send.done and recv.done and bytes(out) == bytes(data)
+    assert link.a.stats.retrans_packets == 1  # PSN 3 only: go-back-N would send 3..39 again
+    assert link.a.stats.timeouts == 0  # found by the SACKs of the packets after it
+
+
+def test_a_lost_tail_is_recovered_by_the_timer_and_duplicates_are_not_written_twice():
+    link = SprayedLink(drop=lambda kind, psn, nth: kind == DATA and psn >= 9 and nth == 1)
+    data, out = message(10 * PAYLOAD), bytearray(10 * PAYLOAD)
+    send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
+    link.run(0.1)
+    assert send.done and recv.done and bytes(out) == bytes(data)
+    assert link.a.stats.timeouts == 1 and link.a.stats.retrans_packets == 1
+    controls, done = link.b.on_data(Header(DATA, 2, 4, 0, 4 * PAYLOAD, 10 * PAYLOAD), data[:PAYLOAD], link.now)
+    assert [c.opcode for c in controls] == [ACK] and done is None and bytes(out) == bytes(data)
+
+
+def test_messages_complete_whatever_order_their_packets_take():
+    import random
+
+    shuffle = random.Random(7)
+    link = SprayedLink(order=lambda batch: shuffle.sample(batch, len(batch)),
+                       drop=lambda kind, psn, nth: kind == DATA and nth == 1 and psn % 11 == 5)
+    sizes = [3 * PAYLOAD + 1, 1, 17 * PAYLOAD]
+    sends, outs, recvs = [], [], []
+    for size in sizes:
+        out = bytearray(size)
+        sends.append(link.a.post_send(message(size)))
+        recvs.append(link.b.post_recv(memoryview(out)))
+        outs.append(out)
+    link.run(0.2)
+    assert all(s.done for s in sends) and all(r.done for r in recvs)
+    assert [bytes(o) for o in outs] == [bytes(message(n)) for n in sizes]
+    assert link.a.stats.retrans_packets >= 2 and not link.a.error

@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from dataclasses import asdict
+from ipaddress import ip_address
 from pathlib import Path
 
 import click
@@ -23,6 +24,7 @@ from twin.lab.runtime.docker import container_labs
 from twin.lab.runtime.netns import orphan_labs
 from twin.lab.state import known_labs
 from twin.lab.status import as_dict, lab_status, queue_status
+from twin.model import pathhash
 from twin.model.describe import describe
 from twin.text import shown
 
@@ -174,16 +176,18 @@ def print_queues(queues) -> None:
         out.print(f"queues: lossless (PFC){marking}; controller reaction p50 {reaction.get('p50_us', '-')} us, "
                   f"p99 {reaction.get('p99_us', '-')} us over {reaction.get('events', 0)} events")
     if queues.ports:
-        table = Table(title="ports that paused, were paused, went above XOFF, marked or dropped (since the lab "
-                            "came up)")
+        table = Table(title="ports that paused, were paused, went above XOFF, marked, dropped or had packets "
+                            "moved by adaptive routing (since the lab came up)")
         for column in ("port", "pauses received", "XOFF sent", "paused s", "held now", "queue now",
-                       "queue peak", "above XOFF", "ECN marked", "queue drops", "watchdog"):
+                       "queue peak", "above XOFF", "ECN marked", "moved in / away", "queue drops", "watchdog"):
             table.add_column(column)
         for row in queues.ports:
-            drops = row["queue_drops"]
+            drops, moved = row["queue_drops"], (row["steered_in"], row["steered_away"])
             table.add_row(row["port"], str(row["rx_pause"]), str(row["tx_pause"]), f"{row['paused_s']:.3f}",
                           "[yellow]yes[/]" if row["paused"] else "", str(row["queue"]), str(row["queue_peak"]),
-                          str(row["xoff_times"]), str(row["ecn_marked"]), f"[red]{drops}[/]" if drops else "0",
+                          str(row["xoff_times"]), str(row["ecn_marked"]),
+                          f"{moved[0]} / {moved[1]}" if any(moved) else "",
+                          f"[red]{drops}[/]" if drops else "0",
                           str(row["watchdog"] or ""))
         out.print(table)
     for error in queues.errors[-3:]:
@@ -207,6 +211,56 @@ def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
         argv = vtysh_argv(lab.state, node) + argv[1:]
     result = lab.runtime.exec(node, argv, timeout=None, capture=False)
     sys.exit(result.rc)
+
+
+@lab.command("path")
+@click.argument("lab_ref", metavar="LAB")
+@click.argument("src")
+@click.argument("dst")
+@click.option("--protocol", type=click.Choice(sorted(pathhash.PROTOCOLS)), default="udp", show_default=True)
+@click.option("--sport", type=click.IntRange(0, 65535), default=49152, show_default=True,
+              help="Source port (its low byte is the offset unless --offset is given).")
+@click.option("--dport", type=click.IntRange(0, 65535), default=4791, show_default=True, help="Destination port.")
+@click.option("--offset", type=click.IntRange(0, pathhash.OFFSET_MASK), default=None,
+              help="Path offset: written into the source port's low byte.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def lab_path(lab_ref: str, src: str, dst: str, protocol: str, sport: int, dport: int, offset: int | None,
+             as_json: bool) -> None:
+    """The path a packet from SRC to DST takes on LAB with routing.hash_offset (a running lab by
+    name, else a lab file; from the model, no root needed). SRC and DST: a host NIC's address or
+    HOST:NIC. Two offsets that differ by one share no spine and no superspine."""
+    fabric = lab_model(lab_ref)
+    if not fabric.hash_offset:
+        raise TwinError(f"lab {fabric.name} hashes with the kernel's ECMP (keyed per switch): its paths are not "
+                        "known in advance", hint="set `routing.hash_offset: true` in the lab file")
+    addresses = {f"{host}:{end.ifname}": end.address.ip for host, end in fabric.host_nics()}
+    known = set(addresses.values())
+
+    def address(text: str):
+        if text in addresses:
+            return addresses[text]
+        try:
+            found = ip_address(text)
+        except ValueError:
+            found = None
+        if found not in known:
+            raise TwinError(f"{text!r} is no host NIC of lab {fabric.name}",
+                            hint="an address or HOST:NIC from `twin lab show " + fabric.name + "`, e.g. "
+                                 + next(iter(addresses)))
+        return found
+
+    if offset is not None:
+        sport = pathhash.with_offset(sport, offset)
+    hops = pathhash.path(fabric, address(src), address(dst), pathhash.PROTOCOLS[protocol], sport, dport)
+    if as_json:
+        out.print_json(json.dumps({"sport": sport, "offset": sport & pathhash.OFFSET_MASK,
+                                   "hops": [{"node": h.node, "egress": h.egress.ifname if h.egress else None}
+                                            for h in hops]}))
+        return
+    click.echo(f"{protocol} {src} -> {dst}, source port {sport} (offset {sport & pathhash.OFFSET_MASK}), "
+               f"destination port {dport}:")
+    for hop in hops:
+        click.echo(f"  {hop.node}" + (f"  out {hop.egress.ifname}" if hop.egress else ""))
 
 
 @lab.command("graph")

@@ -190,6 +190,9 @@ def build_fabric(lab: LabFile) -> Fabric:
         ecn_kmin_bytes=parse_size_bytes(spec.links.ecn_kmin) if spec.links.ecn_kmin else None,
         ecn_kmax_bytes=parse_size_bytes(spec.links.ecn_kmax) if spec.links.ecn_kmax else None,
         ecn_pmax=spec.links.ecn_pmax,
+        load_balance=spec.routing.load_balance,
+        flowlet_gap_s=parse_time_s(spec.routing.flowlet_gap) if spec.routing.flowlet_gap else None,
+        hash_offset=spec.routing.hash_offset,
     )
     for _name, step in STEPS:
         step(fabric, lab)

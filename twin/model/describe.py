@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from twin.model import balance
 from twin.model.buffers import for_port
 from twin.model.fabric import Fabric
 from twin.model.ports import ports
@@ -17,6 +18,7 @@ def describe(fabric: Fabric) -> str:
         f"links: {format_rate(fabric.rate_bps)}, mtu {fabric.mtu}; "
         f"BFD {fabric.bfd_interval_ms} ms x {fabric.bfd_multiplier}; ECMP hash {fabric.ecmp_hash}",
         queues(fabric),
+        balance.describe(fabric),
         f"{len(fabric.switches)} switches, {len(fabric.hosts)} hosts, {len(fabric.links)} links",
         "",
         "nodes:",

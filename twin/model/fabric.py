@@ -119,6 +119,10 @@ class Fabric(_Freezable):
     ecn_kmin_bytes: int | None = None  # None = derived (model/buffers.py)
     ecn_kmax_bytes: int | None = None
     ecn_pmax: float | None = None
+    # adaptive routing of reorderable packets at the switches' uplinks (ebpf/balance.h)
+    load_balance: Literal["ecmp", "flowlet", "packet"] = "ecmp"
+    flowlet_gap_s: float | None = None  # None = derived (model/balance.py)
+    hash_offset: bool = False  # the switches' own ECMP hash, a flow's path moved by its offset (model/pathhash.py)
     nodes: Mapping[str, Node] = field(default_factory=dict)  # a read-only view once frozen
     links: Sequence[Link] = field(default_factory=list)  # a tuple once frozen
     graph: nx.Graph = field(default_factory=nx.Graph)  # nx.freeze()d
@@ -148,8 +152,9 @@ class Fabric(_Freezable):
 
     @property
     def queue_programs(self) -> bool:
-        """Whether switch queues are measured in the kernel (PFC, ECN): the controller runs."""
-        return self.pfc or self.ecn
+        """Whether switch queues are measured in the kernel (PFC, ECN, adaptive routing by queue
+        depth): the controller runs."""
+        return self.pfc or self.ecn or self.load_balance != "ecmp" or self.hash_offset
 
     def with_runtime(self, runtime: str | None) -> Fabric:
         """The same fabric on another runtime (`--runtime`); None keeps the lab file's."""

@@ -165,7 +165,7 @@ def fabric(records: list[dict], windows: list[tuple[float, float]], lossless: bo
     series = replay(records)
     if not series:
         return None
-    zero = {"queue_drops": 0, "pause_s": {}, "pauses": {}, "marks": {}}
+    zero = {"queue_drops": 0, "pause_s": {}, "pauses": {}, "marks": {}, "steered": {}}
 
     def before(t: float) -> dict:
         earlier = [totals for at, totals in series if at < t]
@@ -179,7 +179,8 @@ def fabric(records: list[dict], windows: list[tuple[float, float]], lossless: bo
                  if v - a["pause_s"].get(k, 0.0) > 0}
         return {"queue_drops": b["queue_drops"] - a["queue_drops"], "pause_s": dict(sorted(pause.items())),
                 "pauses": sum(b["pauses"].values()) - sum(a["pauses"].values()),
-                "ecn_marked": sum(b["marks"].values()) - sum(a["marks"].values())}
+                "ecn_marked": sum(b["marks"].values()) - sum(a["marks"].values()),
+                "steered": sum(b["steered"].values()) - sum(a["steered"].values())}
 
     final = series[-1][1]
     return {
@@ -190,6 +191,8 @@ def fabric(records: list[dict], windows: list[tuple[float, float]], lossless: bo
         "pauses": sum(final["pauses"].values()),
         "paused_directions": len(final["pause_s"]),
         "ecn_marked": {"total": sum(final["marks"].values()), "by_port": dict(sorted(final["marks"].items()))},
+        # adaptive routing: packets moved onto each uplink (link direction) from the kernel's choice
+        "steered": {"total": sum(final["steered"].values()), "by_port": dict(sorted(final["steered"].items()))},
         "host_socket_drops": final["host_socket_drops"],
         "kernel_backlog_drops": final["kernel_backlog_drops"],
         "fault_windows": [delta(before(start), after(end)) for start, end in windows],

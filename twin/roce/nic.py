@@ -13,6 +13,9 @@ thread that moves their packets, as an RDMA NIC does beside the application.
   its QP's rate, which then recovers on timers and bytes sent. A QP below line rate is paced by a
   token bucket of a few packets; at line rate the host NIC's shaper alone paces it. Without cc
   (`cc: none`) packets are not ECN-capable, so no switch marks them.
+- Multipath (`multipath`): packets carry DSCP REORDERABLE_DSCP, so a switch balancing
+  adaptively may send each one its own way, and the QPs repeat selectively (selective.py)
+  instead of going back N.
 - Receiving: UDP GRO hands over runs of datagrams at once; each is a packet for the QP state
   machine (qp.py), whose ACKs and NAKs go straight back.
 - Timers: the retransmission timers and coalesced ACKs of every QP.
@@ -30,9 +33,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from twin.roce import wire
 from twin.roce.dcqcn import NotificationPoint, Pacer, ReactionPoint, ScaledParams
 from twin.roce.qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
-from twin.roce.wire import ACK, CNP, DATA, HEADER, IP_UDP_HEADERS, NAK, Header, payload_per_packet, unpack
+from twin.roce.selective import SelectiveQueuePair
+from twin.roce.wire import ACK, CNP, DATA, HEADER, IP_UDP_HEADERS, NAK, SACK, Header, payload_per_packet, unpack
 from twin.sockopts import SO_RCVBUFFORCE
 
 UDP_SEGMENT, UDP_GRO = 103, 104
@@ -75,12 +80,14 @@ class Endpoint:
 
 class Nic:
     def __init__(self, address: str, ifname: str, mtu: int, timers: Timers, label: str = "",
-                 dcqcn: ScaledParams | None = None, new_socket: Callable[[], socket.socket] | None = None):
+                 dcqcn: ScaledParams | None = None, new_socket: Callable[[], socket.socket] | None = None,
+                 multipath: bool = False):
         """new_socket: where a QP's UDP socket comes from (default: this process's namespace, as a
         rank's; a tool driving several hosts' NICs from one process opens them in theirs)."""
         self.address, self.ifname, self.label = address, ifname, label
         self.new_socket = new_socket or (lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
         self.dcqcn = dcqcn
+        self.multipath = multipath
         self.payload = payload_per_packet(mtu)
         self.segment = HEADER.size + self.payload
         self.wire_packet = self.segment + IP_UDP_HEADERS  # what a full packet costs at the rate
@@ -109,12 +116,14 @@ class Nic:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         sock.setsockopt(socket.SOL_UDP, UDP_GRO, 1)
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
-        if self.dcqcn is not None:
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
+        tos = (wire.REORDERABLE_DSCP << 2 if self.multipath else 0) | (ECT0 if self.dcqcn is not None else 0)
+        if tos:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
         sock.bind((self.address, 0))
         sock.setblocking(False)
+        kind = SelectiveQueuePair if self.multipath else QueuePair
         with self.cond:
-            endpoint = Endpoint(QueuePair(qpn, -1, self.payload, self.timers), sock)
+            endpoint = Endpoint(kind(qpn, -1, self.payload, self.timers), sock)
             if self.dcqcn is not None:
                 now = time.monotonic()
                 endpoint.rate = ReactionPoint(self.dcqcn, now)
@@ -336,3 +345,5 @@ class Nic:
             qp.on_ack(header.psn, now)
         elif header.opcode == NAK:
             qp.on_nak(header.psn, now)
+        elif header.opcode == SACK and isinstance(qp, SelectiveQueuePair):
+            qp.on_sack(header.psn, header.msg, now)

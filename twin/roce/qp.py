@@ -68,7 +68,7 @@ class Stats:
     naks_sent: int = 0
     naks_received: int = 0
     timeouts: int = 0
-    out_of_order: int = 0  # packets dropped for a gap before them
+    out_of_order: int = 0  # packets after a gap: dropped (RC) or kept and SACKed (multipath)
     duplicates: int = 0
     acks_sent: int = 0
     ecn_marked: int = 0  # data packets that arrived marked Congestion Experienced
@@ -82,7 +82,7 @@ class Stats:
 
 # What ranks report per iteration (and the report sums per fault window).
 REPORTED_FIELDS = ("retrans_bytes", "retrans_packets", "naks_sent", "naks_received", "timeouts", "qp_errors",
-                   "ecn_marked", "cnps_sent", "cnps_received")
+                   "ecn_marked", "cnps_sent", "cnps_received", "out_of_order")
 
 
 class TransportError(RuntimeError):
@@ -107,6 +107,7 @@ class RecvRequest:
     buffer: memoryview | None = None  # None until posted: arriving data waits in `staged`
     staged: bytearray | None = None
     length: int | None = None
+    received: int = 0  # bytes placed so far (complete at the message's length, in any order)
     done: bool = False
     error: str | None = None
 
@@ -181,13 +182,16 @@ class QueuePair:
         while psn < self.end_psn and len(out) < limit:
             while request is not None and psn >= request.first_psn + request.packets:
                 request = next(wrs, None)
-            index = psn - request.first_psn
-            offset = index * self.payload
-            piece = request.data[offset:offset + self.payload]
-            last = LAST if index == request.packets - 1 else 0
-            out.append((Header(DATA, self.remote, psn, request.msg, offset, len(request.data), last), piece))
+            out.append(self._packet(request, psn))
             psn += 1
         return out
+
+    def _packet(self, request: SendRequest, psn: int) -> tuple[Header, memoryview]:
+        index = psn - request.first_psn
+        offset = index * self.payload
+        piece = request.data[offset:offset + self.payload]
+        last = LAST if index == request.packets - 1 else 0
+        return Header(DATA, self.remote, psn, request.msg, offset, len(request.data), last), piece
 
     def commit(self, packets: list[tuple[Header, memoryview]], now: float) -> None:
         """These packets (from peek) went on the wire."""
@@ -297,6 +301,17 @@ class QueuePair:
             return [self._ack()], None
         self.expected += 1
         self.nak_for = None
+        completed = self._place(header, payload)
+        self.unacked += 1
+        if header.flags & LAST or self.unacked >= self.timers.ack_every:
+            return [self._ack()], completed
+        if self.ack_due is None:
+            self.ack_due = now + self.timers.ack_delay_s
+        return [], completed
+
+    def _place(self, header: Header, payload: memoryview) -> RecvRequest | None:
+        """Write a packet's payload where its header says; returns the receive request it
+        completed (all of the message's bytes in, and the request posted)."""
         request = self.recvs.get(header.msg)
         if request is None:
             request = self.recvs[header.msg] = RecvRequest(self.local, header.msg)
@@ -306,18 +321,14 @@ class QueuePair:
                 request.staged = bytearray(header.msg_len)
             target = memoryview(request.staged)
         target[header.offset:header.offset + len(payload)] = payload
-        completed = None
-        if header.flags & LAST:
-            request.length, request.done = header.msg_len, True
-            if request.buffer is not None:
-                self.recvs.pop(header.msg)
-                completed = request
-        self.unacked += 1
-        if header.flags & LAST or self.unacked >= self.timers.ack_every:
-            return [self._ack()], completed
-        if self.ack_due is None:
-            self.ack_due = now + self.timers.ack_delay_s
-        return [], completed
+        request.received += len(payload)
+        if request.received < header.msg_len:
+            return None
+        request.length, request.done = header.msg_len, True
+        if request.buffer is None:
+            return None
+        self.recvs.pop(header.msg)
+        return request
 
     def poll_ack(self, now: float) -> Header | None:
         """The coalesced ACK, once its delay is up."""

@@ -6,6 +6,8 @@
     ACK   cumulative: every PSN below `psn` has arrived in order
     NAK   sequence error: `psn` is the one expected; resend from it (go-back-N)
     CNP   congestion notification: the receiver saw a packet of this QP marked CE (DCQCN)
+    SACK  selective (multipath QPs, selective.py): every PSN below `psn` has arrived, and so has
+          the one in `msg`
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ from dataclasses import dataclass
 
 HEADER = struct.Struct("!BBHIIIII")  # magic, opcode, flags, qpn, psn, msg, offset, msg_len
 MAGIC = 0xC5
-DATA, ACK, NAK, CNP = 1, 2, 3, 4
+DATA, ACK, NAK, CNP, SACK = 1, 2, 3, 4, 5
 LAST = 1
+# The DSCP a multipath QP's packets carry: "the receiver takes these out of order", so a switch
+# balancing adaptively may move them (the switch's side: lab/ebpf/queues.h, tests/unit/test_bpf_layout.py)
+REORDERABLE_DSCP = 10
 IP_UDP_HEADERS = 20 + 8
 
 

@@ -93,6 +93,15 @@ class RoutingSpec(_Strict):
     asn_plan: Literal["auto", "2-byte", "4-byte"] = Field(
         "auto", description="private ASNs (RFC 6996): 2-byte while they suffice (488 leaves), "
                             "else 4-byte; or either one always")
+    load_balance: Literal["ecmp", "flowlet", "packet"] = Field(
+        "ecmp", description="ecmp (the kernel's hash) | flowlet | packet: adaptive routing of packets "
+                            "their NIC marks reorderable, to the uplink whose queue holds least")
+    hash_offset: bool = Field(False, description="the switches hash TCP/UDP flows themselves, so that a host "
+                                                 "adding k to its source port's low byte moves the flow k members "
+                                                 "along every ECMP group (deterministic path control)")
+    flowlet_gap: Delay | None = Field(None, description="flowlet: a flow idle this long may take another "
+                                                        "uplink, e.g. 5ms (default: the longest queue's "
+                                                        "drain time at line rate)")
 
 
 class LabSpec(_Strict):
@@ -100,7 +109,7 @@ class LabSpec(_Strict):
                       description="lowercase letter, then up to 11 of a-z 0-9 -; prefixes every object")
     fabric: FabricSpec = Field(description="tiers, groups, rails, hosts_per_group, spines_per_plane")
     links: LinksSpec = Field(default_factory=LinksSpec, description="rate, mtu, pfc, buffer, ecn")
-    routing: RoutingSpec = Field(default_factory=RoutingSpec, description="bfd, ecmp_hash")
+    routing: RoutingSpec = Field(default_factory=RoutingSpec, description="bfd, ecmp_hash, load_balance")
     runtime: str = Field("netns", description="netns (default) or docker")
 
 
@@ -150,6 +159,11 @@ def _semantic_problems(lab: LabFile, runtimes: list[str]) -> list[Problem]:
                 problem(("links", key), f"{key} needs ECN marking", "remove it, or set `ecn: true`")
     # How the queue settings fit each other and the MTU: model/buffers.py (setting_problems), which
     # knows the defaults they are weighed against.
+    if spec.routing.flowlet_gap is not None and spec.routing.load_balance != "flowlet":
+        problem(("routing", "flowlet_gap"), "flowlet_gap is for `load_balance: flowlet`",
+                "remove it, or set `load_balance: flowlet`")
+    elif spec.routing.flowlet_gap is not None and parse_time_s(spec.routing.flowlet_gap) <= 0:
+        problem(("routing", "flowlet_gap"), "a flowlet gap must be above 0", "e.g. flowlet_gap: 5ms")
     if spec.runtime not in runtimes:
         problem(("runtime",), f"unknown runtime '{spec.runtime}'",
                 f"valid runtimes: {', '.join(runtimes)}")

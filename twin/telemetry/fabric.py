@@ -1,6 +1,7 @@
 """What the fabric's queues did during a run: packets dropped by any queue (every port's qdisc, switch
 and host), the PFC pauses of every link direction on a lossless lab, and the packets each switch
-queue marked ECN Congestion Experienced where the lab marks.
+queue marked ECN Congestion Experienced where the lab marks, and the packets adaptive routing moved
+onto each uplink where the lab balances so (`steered`).
 
 A watcher thread in the runner reads them and emits `fabric` events holding running totals since
 the run began, so the report can take any window's figures from two of them:
@@ -27,7 +28,7 @@ from twin.lab.pfc import counters as pfc_counters
 from twin.model.ports import Port, direction
 
 PFC_EVERY_S = 0.25
-PFC_COLUMNS = ("paused_s", "rx_pause", "paused", "ecn_marked")
+PFC_COLUMNS = ("paused_s", "rx_pause", "paused", "ecn_marked", "steered_in")
 DROPS_EVERY_S = 1.0
 DROPS_BUDGET = 0.05  # share of a core the periodic drop counts may take
 HOST_SOCKET_COUNTERS = ("Udp.RcvbufErrors", "Udp.SndbufErrors")
@@ -48,9 +49,9 @@ class FabricWatch:
                            for link in fabric.links for end in (link.a, link.b)}
         self._reader = CounterReader(lab)
         self._base_drops: dict[Port, int] = {}
-        self._base_pfc: dict[tuple[str, str], tuple] = {}  # (paused_s, rx_pause, paused, marked) at the start
+        self._base_pfc: dict[tuple[str, str], tuple] = {}  # PFC_COLUMNS at the start
         self._base_host = self._base_softnet = 0
-        self._last: dict[str, dict] = {"drops": {}, "pause_s": {}, "pauses": {}, "marks": {}}
+        self._last: dict[str, dict] = {"drops": {}, "pause_s": {}, "pauses": {}, "marks": {}, "steered": {}}
         self._last_paused: list[str] = []
         self._drops: dict[Port, int] = {}
         self._host_drops = self._softnet = 0
@@ -113,10 +114,12 @@ class FabricWatch:
                 self._host_drops = self._read_host_drops() - self._base_host
                 self._softnet = softnet_drops() - self._base_softnet
             document = pfc_counters.read(self.state.directory)
-            totals = {"drops": {str(p): n for p, n in self._drops.items()}, "pause_s": {}, "pauses": {}, "marks": {}}
+            totals = {"drops": {str(p): n for p, n in self._drops.items()}, "pause_s": {}, "pauses": {}, "marks": {},
+                      "steered": {}}
             paused = []
-            for port, (paused_s, rx_pause, held, marked) in pfc_counters.columns(document, *PFC_COLUMNS).items():
-                base_s, base_pauses, _held, base_marked = self._base_pfc.get(port, (0.0, 0, False, 0))
+            for port, (paused_s, rx_pause, held, marked, moved_in) in \
+                    pfc_counters.columns(document, *PFC_COLUMNS).items():
+                base_s, base_pauses, _held, base_marked, base_moved = self._base_pfc.get(port, (0.0, 0, False, 0, 0))
                 name = self.directions.get(port)
                 if name is None:
                     continue
@@ -125,6 +128,8 @@ class FabricWatch:
                     totals["pauses"][name] = rx_pause - base_pauses
                 if marked - base_marked > 0:
                     totals["marks"][name] = marked - base_marked
+                if moved_in - base_moved > 0:
+                    totals["steered"][name] = moved_in - base_moved
                 if held:
                     paused.append(name)
             changed = {key: {k: v for k, v in totals[key].items() if self._last[key].get(k) != v}
@@ -139,7 +144,7 @@ class FabricWatch:
 
 def replay(records: list[dict]) -> list[tuple[float, dict]]:
     """The `fabric` events as (t, totals) with every direction's running totals filled in."""
-    state = {"drops": {}, "pause_s": {}, "pauses": {}, "marks": {}}  # "marks": absent before ECN
+    state = {"drops": {}, "pause_s": {}, "pauses": {}, "marks": {}, "steered": {}}  # absent in older runs
     out = []
     for record in records:
         if record["kind"] != "fabric":

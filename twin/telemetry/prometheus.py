@@ -14,7 +14,8 @@ COUNTERS = {"rx_bytes": "Bytes received", "tx_bytes": "Bytes sent", "rx_packets"
             "qdisc_drops": "Packets the root qdisc dropped",
             "pfc_rx_pause": "PFC pauses this port received (its egress was held)",
             "pfc_tx_pause": "PFC XOFF this interface sent (it held its peer's egress)",
-            "ecn_marked": "Packets the port's egress queue marked ECN Congestion Experienced"}
+            "ecn_marked": "Packets the port's egress queue marked ECN Congestion Experienced",
+            "steered_in": "Packets adaptive routing moved onto this uplink from the one the kernel chose"}
 GAUGES = {"backlog_bytes": ("fabric_twin_qdisc_backlog_bytes", "Bytes queued in the root qdisc"),
           "pfc_queue_bytes": ("fabric_twin_pfc_queue_bytes", "Bytes in the port's PFC-managed egress queue")}
 

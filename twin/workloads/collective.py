@@ -31,7 +31,7 @@ from twin.workloads.base import WorkloadContext
 POLL_S = 0.2
 
 
-ROCE_KEYS = ("ib_timeout", "retry_cnt", "qps_per_connection", "time_scale", "cc")
+ROCE_KEYS = ("ib_timeout", "retry_cnt", "qps_per_connection", "time_scale", "cc", "multipath")
 
 
 class CollectiveParams(BaseModel):
@@ -53,6 +53,9 @@ class CollectiveParams(BaseModel):
     cc: Literal["dcqcn", "none"] = Field("dcqcn", description="roce: congestion control; dcqcn: packets are "
                                          "ECN-capable, a CE mark comes back as a CNP that cuts the QP's rate "
                                          "(twin/roce/dcqcn.py); none: line rate always, PFC alone holds it")
+    multipath: bool = Field(False, description="roce: packets marked reorderable (a lab with routing.load_balance "
+                                               "flowlet or packet spreads them over its uplinks) and selective "
+                                               "repeat instead of go-back-N (twin/roce/selective.py)")
 
     @field_validator("size")
     @classmethod
@@ -71,7 +74,7 @@ class CollectiveParams(BaseModel):
     def roce(self, mtu: int, line_bps: int) -> dict:
         return {"ib_timeout": self.ib_timeout, "retry_cnt": self.retry_cnt,
                 "qps_per_connection": self.qps_per_connection, "time_scale": self.time_scale, "mtu": mtu,
-                "cc": self.cc, "line_bps": line_bps}
+                "cc": self.cc, "line_bps": line_bps, "multipath": self.multipath}
 
 
 class TrainParams(CollectiveParams):

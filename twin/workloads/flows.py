@@ -5,7 +5,7 @@ so it leaves through its rail). Each interval the workload emits, per flow, how 
 sent in that interval arrived and the longest delay among them, once they had time to arrive:
 a drop shows as loss, a pause as delay. With `dodge`, a flow that loses packets, or whose path
 crosses a link a detector has named, moves to a source port whose path avoids the suspected
-link (twin/mitigate/dodge.py).
+link (twin/mitigate/dodge.py; `dodge: offset`: by its path offset, mitigate/offset_dodge.py).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from twin.lab.reach import Nic, fabric_nics, fabric_pairs
 from twin.lab.traffic import bound_udp_socket
 from twin.mitigate.dodge import TRACE_FLOW, Dodger, Request
+from twin.mitigate.offset_dodge import OffsetDodger
 from twin.probes.trace import send
 from twin.workloads.base import WorkloadContext
 
@@ -38,9 +39,17 @@ class FlowsParams(BaseModel):
     interval_ms: int = Field(500, ge=100, le=10000, description="reporting interval")
     flows_per_pair: int = Field(1, ge=1, le=16,
                                 description="flows (source ports) per NIC pair; more spread over ECMP paths")
-    dodge: bool = Field(False, description="hash dodging: a flow that loses packets, or crosses a link a "
-                                           "detector named, moves to a source port whose path (found by path "
-                                           "discovery) avoids the suspected link")
+    dodge: Literal[False, True, "offset"] = Field(
+        False, description="hash dodging: a flow that loses packets, or crosses a link a detector named, moves "
+                           "to a source port whose path avoids the suspected link; true: found by path discovery "
+                           "(random source ports, traced); offset: the next path offset (a lab with "
+                           "routing.hash_offset), known without tracing")
+
+
+def check_flows(params: FlowsParams, fabric) -> None:
+    if params.dodge == "offset" and not fabric.hash_offset:
+        raise ValueError(f"dodge: offset moves a flow by its path offset, and lab {fabric.name} hashes with the "
+                         "kernel's ECMP (set `routing.hash_offset: true` in the lab file, or use `dodge: true`)")
 
 
 def choose_pairs(nics: list[Nic], mode: str) -> list[tuple[Nic, Nic]]:
@@ -55,7 +64,8 @@ class Flows:
     def __init__(self, ctx: WorkloadContext, params: FlowsParams, name: str):
         self.lab, self.params, self.events, self.name = ctx.lab, params, ctx.events, name
         self.pairs = choose_pairs(fabric_nics(ctx.lab.fabric), params.pairs) * params.flows_per_pair
-        self.dodger = Dodger(ctx.lab, ctx.events, name, PORT) if params.dodge else None
+        dodger = OffsetDodger if params.dodge == "offset" else Dodger
+        self.dodger = dodger(ctx.lab, ctx.events, name, PORT) if params.dodge else None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"flows-{name}", daemon=True)
 

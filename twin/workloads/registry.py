@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from twin.collectives.metrics import OPS
 from twin.registry import Registry
 from twin.workloads.collective import Collective, CollectiveParams, TrainParams, check_ranks
-from twin.workloads.flows import Flows, FlowsParams
+from twin.workloads.flows import Flows, FlowsParams, check_flows
 from twin.workloads.probes import Probes, ProbesParams, check_load
 
 
@@ -27,7 +27,8 @@ class WorkloadKind:
 
 
 WORKLOADS: Registry[WorkloadKind] = Registry("workload kind")
-WORKLOADS.add("flows", WorkloadKind(FlowsParams, Flows, "steady UDP flows between host NICs: loss and delay"))
+WORKLOADS.add("flows", WorkloadKind(FlowsParams, Flows, "steady UDP flows between host NICs: loss and delay",
+                                    check_flows))
 WORKLOADS.add("probes", WorkloadKind(ProbesParams, Probes, "the probe mesh: every path probed, loss and RTT per "
                                      "path (feeds the probe localizer)", check_load))
 WORKLOADS.add("train", WorkloadKind(TrainParams, partial(Collective, op="train"), "a training-step loop: compute, "

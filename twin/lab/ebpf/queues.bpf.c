@@ -21,6 +21,9 @@
  * takes the queue above kmin is marked Congestion Experienced with a probability rising
  * linearly from 0 at kmin to pmax just below kmax, and always at or above kmax. On the
  * instantaneous queue, as most ASICs mark; the count of marks is the queue's `marked`.
+ *
+ * Adaptive routing (balance.h): before it is counted, a reorderable packet leaving by a member of
+ * an ECMP group may move to the member whose queue holds least.
  */
 #include "vmlinux.h"  /* the running kernel's types, from its BTF (make deps: bpftool) */
 #include <bpf/bpf_core_read.h>
@@ -31,6 +34,7 @@
 
 #define TC_ACT_OK 0
 #define ETH_HLEN 14
+#define ETH_ALEN 6
 #define ETH_P_IP 0x0800
 #define ECN_MASK 3
 #define ECN_CE 3
@@ -72,18 +76,22 @@ struct {
 
 extern void *bpf_cast_to_kern_ctx(void *ctx) __ksym;
 
-static __always_inline struct queue *find(struct __sk_buff *skb, void *ports, __u32 *id)
+static __always_inline struct queue *find(struct __sk_buff *skb, void *ports, __u32 *id, struct port_key *key)
 {
 	struct sk_buff *kernel_skb = bpf_cast_to_kern_ctx(skb);
-	struct port_key key = { .netns = BPF_CORE_READ(kernel_skb, dev, nd_net.net, net_cookie),
-				.ifindex = skb->ifindex };
-	__u32 *found = bpf_map_lookup_elem(ports, &key);
+	__u32 *found;
 
+	key->netns = BPF_CORE_READ(kernel_skb, dev, nd_net.net, net_cookie);
+	key->ifindex = skb->ifindex;
+	key->spare = 0;
+	found = bpf_map_lookup_elem(ports, key);
 	if (!found)
 		return NULL;  /* a port without a queue (a host's) */
 	*id = *found;
 	return bpf_map_lookup_elem(&queues, id);
 }
+
+#include "balance.h"
 
 /* Put an event on the ring; false (and counted in `lost`) when the ring refused it: full, or
  * its producers' lock not taken (the lock gives up rather than wait). */
@@ -125,12 +133,17 @@ SEC("tc")
 int enqueue(struct __sk_buff *skb)
 {
 	__u32 id, ingress;
-	struct queue *q = find(skb, &enqueue_ports, &id);
-	__s64 occ;
 	__u64 phase, key, *told;
+	struct port_key port;
+	struct queue *q = find(skb, &enqueue_ports, &id, &port);
+	__s64 occ;
+	int moved;
 
 	if (!q)
 		return TC_ACT_OK;
+	moved = steer(skb, q, &port);
+	if (moved != KEEP)
+		return moved;  /* counted on the port it moves to, where this program meets it again */
 	occ = __sync_fetch_and_add(&q->occ, skb->len) + skb->len - q->discount;
 	if (occ > q->peak)
 		q->peak = occ;
@@ -159,9 +172,10 @@ SEC("tc")
 int dequeue(struct __sk_buff *skb)
 {
 	__u32 id;
-	struct queue *q = find(skb, &dequeue_ports, &id);
-	__s64 occ;
 	__u64 phase;
+	struct port_key port;
+	struct queue *q = find(skb, &dequeue_ports, &id, &port);
+	__s64 occ;
 
 	if (!q)
 		return TC_ACT_OK;

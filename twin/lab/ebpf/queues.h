@@ -23,6 +23,8 @@ struct queue {
 	__s64 discount;  /* bytes the controller found counted but gone (a link that went down, an
 			  * overflow): the queue is occ - discount. The controller's field alone, so its
 			  * corrections never race the programs' atomic adds to occ. */
+	__u64 steered_in;   /* adaptive routing: packets the kernel sent to another port, moved here */
+	__u64 steered_away; /* ... packets the kernel sent here, moved to another port */
 };
 
 /* A port as the programs find it: the packet's network namespace and interface. */
@@ -33,6 +35,49 @@ struct port_key {
 };
 
 enum { EVENT_XOFF = 1, EVENT_XON = 2 };
+
+/* Adaptive routing (routing.load_balance; balance.h). */
+enum { BALANCE_ECMP = 0, BALANCE_FLOWLET = 1, BALANCE_PACKET = 2 };
+#define MAX_MEMBERS 64
+/* What a sending NIC writes in the DSCP field of a packet the receiver can take out of order
+ * (`multipath: true`); every other packet keeps the kernel's ECMP path. */
+#define REORDERABLE_DSCP 10
+
+/* The lab's setting: one element, the controller's. */
+struct balance {
+	__u32 mode;           /* BALANCE_* */
+	__u32 choices;        /* members drawn at random and weighed against the kernel's choice */
+	__u64 flowlet_gap_ns; /* flowlet: a flow idle this long may take another member */
+	__u32 hash_offset;    /* 1: every other forwarded TCP/UDP packet takes its group's member
+			       * (hash + offset) mod size, the offset its source port's low byte */
+	__u32 spare;
+};
+
+/* routing.hash_offset: the source port's low OFFSET_BITS are the offset; the hash takes the rest */
+#define OFFSET_BITS 8
+
+/* An ECMP group of a switch (model/balance.py: the neighbours on the shortest paths to some
+ * destination), the value of every member port's key (struct port_key) in `groups`. */
+struct ecmp_group {
+	__u32 count;
+	__u32 seed;    /* its switch's tier's: the hash of routing.hash_offset (model/pathhash.py) */
+	__u32 ifindex[MAX_MEMBERS];
+	__u32 queue[MAX_MEMBERS];  /* each one's index in `queues` */
+};
+
+/* A flow at one switch (flowlet mode): the flowlet table's key and value. */
+struct flow_key {
+	__u64 netns;
+	__u32 saddr, daddr;
+	__u16 sport, dport;
+	__u32 protocol;
+};
+
+struct flowlet {
+	__u64 last_ns;   /* the flow's last packet at this switch */
+	__u32 ifindex;   /* the member its flowlet took */
+	__u32 spare;
+};
 
 /* What the ring buffer carries to the controller. */
 struct event {

@@ -152,7 +152,9 @@ class Controller:
         self.phases_ended_early = 0
         self.busy_s = self.longest_turn_s = self.publish_s = 0.0
         self.dirty = True
-        self.marks_published = 0  # ECN marks counted at the last publication
+        self.marks_published = 0  # ECN marks and moved packets counted at the last publication
+        # counters the programs move without an event (ECN marks, adaptive routing's moves)
+        self.counts_quietly = self.fabric.ecn or self.fabric.load_balance != "ecmp"
         self.stopping = False
         self.orphaned = False  # the lab's state disappeared: stop, leaving its files alone
 
@@ -427,6 +429,7 @@ class Controller:
                 counter.queue, counter.queue_peak = max(0, occ), max(counter.queue_peak, peak)
                 counter.xoff, counter.xoff_times = bool(phase & 1), (phase + 1) // 2
                 counter.ecn_marked = self.queues.marked(queue_.id)
+                counter.steered_in, counter.steered_away = self.queues.steered(queue_.id)
             since = self.paused_since.get(port)
             held_for = now - since if since is not None else 0.0
             counter.paused_for_s = round(held_for, 4)
@@ -442,8 +445,8 @@ class Controller:
             "errors": (self.errors + self.gates.errors())[-20:]})
         self.publish_s = time.monotonic() - started
         self.dirty = bool(self.paused_since)  # paused times grow while ports are held
-        if self.fabric.ecn:
-            self.marks_published = self.queues.total_marked()
+        if self.counts_quietly:
+            self.marks_published = self.queues.total_counted()
 
     # --- the loop -----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -460,7 +463,7 @@ class Controller:
         while not self.stopping:
             now = time.monotonic()
             timed = bool(self.paused_since) or any(h.next_change != float("inf") for h in self.holds.values())
-            deadline = min(next_flush if self.dirty or self.fabric.ecn else now + RESYNC_S, next_check,
+            deadline = min(next_flush if self.dirty or self.counts_quietly else now + RESYNC_S, next_check,
                            now if self.pending_checks else float("inf"), now + TICK_S if timed else float("inf"))
             ready = poller.poll(max(0.0, deadline - now))
             awake = time.monotonic()
@@ -487,10 +490,10 @@ class Controller:
             if self.children:
                 self._reap()
             self.gates.flush()
-            # At most one slower step per turn, so the next events never wait long. Marks move
-            # without an event: a lab that marks publishes when they did.
-            if not self.dirty and self.fabric.ecn and now >= next_flush:
-                self.dirty = self.queues.total_marked() != self.marks_published
+            # At most one slower step per turn, so the next events never wait long. Marks and
+            # moved packets count without an event: a lab that has them publishes when they moved.
+            if not self.dirty and self.counts_quietly and now >= next_flush:
+                self.dirty = self.queues.total_counted() != self.marks_published
                 if not self.dirty:
                     next_flush = now + FLUSH_S
             if self.dirty and now >= next_flush:

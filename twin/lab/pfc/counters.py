@@ -13,6 +13,8 @@ per-port PFC counters:
                 often it went above
     watchdog    times the PFC watchdog turned its pause into drops
     ecn_marked  packets its queue marked Congestion Experienced (ECN)
+    steered_in  adaptive routing: packets the kernel routed to another uplink, moved to this one;
+                steered_away the packets it routed here, moved to another
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class PortCounters:
     xoff_times: int = 0
     watchdog: int = 0
     ecn_marked: int = 0
+    steered_in: int = 0
+    steered_away: int = 0
 
 
 def directory(lab_dir: Path) -> Path:
@@ -94,5 +98,6 @@ def ports(document: dict | None) -> dict[tuple[str, str], PortCounters]:
     if not document:
         return {}
     names = document["fields"]
-    return {tuple(key.split(" ", 1)): PortCounters(**dict(zip(names, values)))
+    known = set(FIELDS)  # a file written before a counter existed lacks it: the default stands
+    return {tuple(key.split(" ", 1)): PortCounters(**{n: v for n, v in zip(names, values) if n in known})
             for key, values in document["ports"].items()}

@@ -24,6 +24,7 @@ from twin.lab.ebpf.libbpf import BpfObject, update
 from twin.lab.ebpf.ringbuf import RingBuffer
 from twin.lab.handle import Lab
 from twin.lab.nsutil import interface_indexes, socket_in
+from twin.model import balance, pathhash
 from twin.model.buffers import Thresholds, for_port
 from twin.model.ports import Port, peer, ports
 
@@ -33,6 +34,9 @@ PORT_MAPS = {CLSACT_EGRESS: "enqueue_ports", CLSACT_INGRESS: "dequeue_ports"}
 
 FD_SENTINEL = 0x7EADBEEF  # where a program's fd goes in an encoded filter request
 NO_QDISC = frozenset({errno.ENOENT, errno.EINVAL})  # deleting a clsact that is not there
+# Adaptive routing weighs the kernel's uplink against this many drawn at random: two random
+# choices balance load nearly as well as weighing every uplink (Mitzenmacher), at two map reads.
+BALANCE_CHOICES = 2
 
 
 @cache
@@ -64,7 +68,8 @@ class Queues:
         self.indexes: dict[str, dict[str, int]] = {}  # node -> ifname -> index, read once by attach()
         count = len(self.queues)
         self.bpf = BpfObject(layout.OBJECT, max_entries={"queues": count, "enqueue_ports": count,
-                                                         "dequeue_ports": count})
+                                                         "dequeue_ports": count,
+                                                         "groups": len(self.by_port)})
         size = max(mmap.PAGESIZE, -(-count * layout.QUEUE.size // mmap.PAGESIZE) * mmap.PAGESIZE)
         self._state = mmap.mmap(self.bpf.map_fd("queues"), size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.events_fd = self.bpf.map_fd("events")
@@ -73,6 +78,9 @@ class Queues:
             self.set_thresholds(queue.id, queue.thresholds.xoff if fabric.pfc else 0, queue.thresholds.xon)
             if fabric.ecn:
                 self.set_marking(queue.id, queue.thresholds.kmin, queue.thresholds.kmax, queue.thresholds.pmax)
+        update(self.bpf.map_fd("balance"), layout.QUEUE_ID.pack(0), layout.BALANCE.pack(
+            layout.BALANCE_MODES[fabric.load_balance], BALANCE_CHOICES, round(balance.flowlet_gap_s(fabric) * 1e9),
+            int(fabric.hash_offset), 0))
 
     # --- thresholds and occupancy (shared memory with the programs) ---------------------------
     def _field(self, queue_id: int, name: str) -> int:
@@ -99,15 +107,20 @@ class Queues:
         values, at = layout.QUEUE.unpack_from(self._state, queue_id * layout.QUEUE.size), layout.INDEX
         return values[at["occ"]] - values[at["discount"]], values[at["phase"]], values[at["peak"]]
 
+    def steered(self, queue_id: int) -> tuple[int, int]:
+        """Adaptive routing: (packets moved onto this port, packets moved off it)."""
+        return struct.unpack_from("<QQ", self._state, self._field(queue_id, "steered_in"))
+
     def marked(self, queue_id: int) -> int:
         """Packets the queue marked Congestion Experienced."""
         return struct.unpack_from("<Q", self._state, self._field(queue_id, "marked"))[0]
 
-    def total_marked(self) -> int:
-        """Every queue's marks, summed (one pass over the shared array: 4,608 queues in ~1 ms)."""
+    def total_counted(self) -> int:
+        """Every queue's marks and packets moved in, summed: what the programs count without
+        an event (one pass over the shared array: 4,608 queues in ~1 ms)."""
         view = memoryview(self._state)[:len(self.queues) * layout.QUEUE.size]
-        marked = layout.INDEX["marked"]
-        return sum(values[marked] for values in layout.QUEUE.iter_unpack(view))
+        marked, moved = layout.INDEX["marked"], layout.INDEX["steered_in"]
+        return sum(values[marked] + values[moved] for values in layout.QUEUE.iter_unpack(view))
 
     def lost_events(self) -> int:
         """Events the ring refused the programs (full, or its lock not taken): the controller
@@ -141,12 +154,18 @@ class Queues:
             by_node.setdefault(queue.peer.node, []).append((queue.peer.ifname, CLSACT_INGRESS, queue.id))
         fds = {hook: self.bpf.program_fd(name) for hook, name in PROGRAMS.items()}
         port_maps = {hook: self.bpf.map_fd(name) for hook, name in PORT_MAPS.items()}
+        groups_map, groups = self.bpf.map_fd("groups"), balance.ecmp_groups(self.fabric)
         for node, hooks in by_node.items():
             netns = self.lab.netns(node)
             index = self.indexes[node] = interface_indexes(netns)
             cookie = netns_cookie(netns)
             for ifname, hook, queue_id in hooks:  # before the programs see a packet
                 update(port_maps[hook], layout.port_key(cookie, index[ifname]), layout.QUEUE_ID.pack(queue_id))
+            for group in groups.get(node, ()):
+                members = [(index[p.ifname], self.by_port[p].id) for p in group]
+                for ifindex, _queue_id in members:
+                    update(groups_map, layout.port_key(cookie, ifindex),
+                           layout.ecmp_group(members, pathhash.seed(self.fabric, node)))
             with nlbatch.Sender(netns, node) as sender:
                 for ifname in sorted({h[0] for h in hooks}):
                     sender.add(_requests("del"), index[ifname], f"removing {ifname}'s clsact", NO_QDISC)

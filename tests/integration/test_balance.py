@@ -1,0 +1,173 @@
+"""Adaptive routing and deterministic path control on a real lab (routing.load_balance: packet,
+hash_offset: true): two marked (reorderable) flows the kernel's ECMP hash puts on one leaf uplink
+are spread over both by their queues, at line rate and without a pause, where the same flows
+unmarked share one uplink (the one `twin lab path` computes for their offsets) and pause; an
+uplink that is down is never chosen; a multipath RoCE collective (selective repeat) is correct
+over the sprayed fabric."""
+
+import socket
+import threading
+import time
+from ipaddress import ip_address
+
+import pytest
+
+from twin.collectives.bench import run_bench
+from twin.faults import engine
+from twin.faults.base import FaultContext
+from twin.lab.counters import CounterReader
+from twin.lab.pfc import counters as pfc_counters
+from twin.lab.reach import fabric_nics
+from twin.lab.traffic import bound_udp_socket
+from twin.model import pathhash
+from twin.roce.wire import REORDERABLE_DSCP
+
+from .helpers import lab_copy, lab_running
+
+pytestmark = [pytest.mark.integration, pytest.mark.own_labs]
+PACKETS = 1500
+DATAGRAM = 8000  # a jumbo frame each
+PORT = 47000
+MARKED, UNMARKED = REORDERABLE_DSCP << 2, 0
+UPLINKS = ("sp-1", "sp-2")  # leaf-g2-r1's ports toward spine-1 and spine-2
+FLOWS = (("host-g2-h1:nic1", "host-g1-h1:nic1"), ("host-g2-h2:nic1", "host-g1-h2:nic1"))  # both up leaf-g2-r1
+
+
+@pytest.fixture(scope="module")
+def sprayed(tmp_path_factory):
+    path = lab_copy(tmp_path_factory.mktemp("balance"), "mini", "spray")
+    path.write_text(path.read_text().replace("  ecmp_hash: l4\n",
+                                             "  ecmp_hash: l4\n  load_balance: packet\n  hash_offset: true\n"))
+    with lab_running(str(path), "netns") as lab:
+        yield lab
+
+
+def uplink_packets(lab) -> dict[str, int]:
+    with CounterReader(lab) as reader:
+        snap = reader.read(checksums=False)
+    return {ifname: snap.interfaces[("leaf-g2-r1", ifname)]["tx_packets"] for ifname in UPLINKS}
+
+
+def counters(lab) -> dict:
+    return pfc_counters.ports(pfc_counters.read(lab.state.directory))
+
+
+def kernel_uplink(lab, flow: tuple[str, str], sport: int) -> str:
+    """The uplink the kernel's ECMP hash gives a marked flow: 20 packets, too slowly to queue,
+    so adaptive routing leaves them where the kernel put them."""
+    nics = {n.label: n for n in fabric_nics(lab.fabric)}
+    sock = bound_udp_socket(lab, nics[flow[0]], sport)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, MARKED)
+    before = uplink_packets(lab)
+    for _ in range(20):
+        sock.sendto(b"x" * 100, (nics[flow[1]].address, PORT))
+        time.sleep(0.002)
+    sock.close()
+    after = uplink_packets(lab)
+    return max(UPLINKS, key=lambda ifname: after[ifname] - before[ifname])
+
+
+def both_flows(lab, tos: int, sports: tuple[int, int]) -> dict:
+    """FLOWS at once, PACKETS jumbo datagrams each as fast as their NICs take them: the packets
+    each uplink of leaf-g2-r1 sent, how many arrived, how long sending took, the pauses and the
+    packets adaptive routing moved meanwhile."""
+    nics = {n.label: n for n in fabric_nics(lab.fabric)}
+    arrived = [set() for _ in FLOWS]
+    sockets, threads = [], []
+
+    def receive(number, sock):
+        sock.settimeout(2.0)
+        try:
+            while len(arrived[number]) < PACKETS:
+                arrived[number].add(int.from_bytes(sock.recv(DATAGRAM)[:4], "big"))
+        except TimeoutError:
+            pass
+
+    def send(sock, address):
+        for seq in range(PACKETS):
+            sock.sendto(seq.to_bytes(4, "big").ljust(DATAGRAM, b"\0"), (address, PORT))
+
+    for number, ((src, dst), sport) in enumerate(zip(FLOWS, sports)):
+        receiver, sender = bound_udp_socket(lab, nics[dst], PORT), bound_udp_socket(lab, nics[src], sport)
+        sender.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
+        sockets += [receiver, sender]
+        threads += [threading.Thread(target=receive, args=(number, receiver)),
+                    threading.Thread(target=send, args=(sender, nics[dst].address))]
+    before, counted = uplink_packets(lab), counters(lab)
+    started = time.monotonic()
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads[1::2]:
+            thread.join()
+        sending_s = time.monotonic() - started
+        for thread in threads[::2]:
+            thread.join()
+    finally:
+        for sock in sockets:
+            sock.close()
+    after = uplink_packets(lab)
+    time.sleep(0.5)  # the controller publishes its counters every 100 ms
+    now = counters(lab)
+    return {"uplinks": {ifname: after[ifname] - before[ifname] for ifname in UPLINKS},
+            "arrived": [len(a) for a in arrived], "sending_s": sending_s,
+            "pauses": sum(now[port].rx_pause - counted[port].rx_pause for port in now),
+            "moved": sum(now[port].steered_in - counted[port].steered_in for port in now)}
+
+
+def colliding_sports(lab) -> tuple[int, int]:
+    """Source ports for FLOWS that the kernel's hash puts on one uplink (it is seeded per switch
+    name, so the search ends the same way every time)."""
+    first = kernel_uplink(lab, FLOWS[0], 47100)
+    for sport in range(47101, 47164):
+        if kernel_uplink(lab, FLOWS[1], sport) == first:
+            return 47100, sport
+    pytest.fail("no source port in 63 collides with the first flow: the kernel's hash is not ECMP")
+
+
+def test_marked_flows_the_kernel_collides_are_spread_over_the_uplinks(sprayed):
+    result = both_flows(sprayed, MARKED, colliding_sports(sprayed))
+    assert result["arrived"] == [PACKETS, PACKETS], result
+    assert min(result["uplinks"].values()) >= 0.4 * PACKETS, result  # both uplinks carried half
+    assert result["moved"] >= 0.3 * PACKETS, result  # off the kernel's choice, by the program
+    assert result["pauses"] == 0, result  # no queue reached XOFF: the load went where there was room
+
+
+def test_unmarked_flows_take_the_paths_their_offsets_name(sprayed):
+    paths = pathhash.Paths(sprayed.fabric)
+    nics = {n.label: n for n in fabric_nics(sprayed.fabric)}
+
+    def leaf_egress(flow, sport):
+        hops = paths.path(ip_address(nics[flow[0]].address), ip_address(nics[flow[1]].address), 17, sport, PORT)
+        return hops[1].egress.ifname
+
+    # offsets one apart leave by different uplinks; two flows on one named uplink share it
+    first = [leaf_egress(FLOWS[0], pathhash.with_offset(47100, offset)) for offset in range(4)]
+    assert first[0] != first[1] and first[1] != first[2], first
+    sport = next(s for s in range(47100, 47400) if leaf_egress(FLOWS[1], s) == first[0])
+    result = both_flows(sprayed, UNMARKED, (pathhash.with_offset(47100, 0), sport))
+    assert result["arrived"] == [PACKETS, PACKETS], result
+    assert result["uplinks"][first[0]] >= 2 * PACKETS and min(result["uplinks"].values()) <= 20, result
+    assert result["moved"] == 0 and result["pauses"] > 0, result  # one uplink for two: PFC held the senders
+
+
+def test_an_uplink_that_is_down_is_never_chosen(sprayed):
+    sports = colliding_sports(sprayed)
+    timing, params = engine.parse({"id": "cut", "kind": "link_down", "link": "leaf-g2-r1 -- spine-1"})
+    engine.inject(FaultContext(sprayed), timing, params)
+    try:
+        result = both_flows(sprayed, MARKED, sports)
+    finally:
+        engine.clear(FaultContext(sprayed), "cut")
+    assert result["arrived"] == [PACKETS, PACKETS], result
+    assert result["uplinks"]["sp-1"] == 0 and result["uplinks"]["sp-2"] >= 2 * PACKETS, result
+
+
+def test_a_multipath_roce_allreduce_is_correct_over_sprayed_paths(sprayed):
+    result = run_bench(sprayed, "allreduce", [4 * 1024 * 1024], iters=3, warmup=1, timeout_s=120,
+                       transport="roce", roce={"ib_timeout": 20, "retry_cnt": 7, "qps_per_connection": 1,
+                                               "time_scale": 1.0, "multipath": True})
+    (measurement,) = result.measurements
+    assert measurement.wrong == 0, measurement
+    stats = measurement.transport
+    assert stats["timeouts"] == 0 and stats["naks_sent"] == 0, stats  # selective repeat: no go-back-N

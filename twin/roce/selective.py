@@ -1,0 +1,119 @@
+"""Selective repeat for a queue pair whose packets take many paths (`multipath: true`): they
+arrive out of order, and RC's go-back-N (qp.py) would take every overtaken packet for a loss and
+send everything after it again. As Ultra Ethernet's reliable unordered delivery and IRN do:
+
+Receive side: a packet within RECEIVE_WINDOW of the next expected PSN is written into its message
+at once (its header says where) and remembered; the cumulative ACK moves over what has arrived
+without a gap. A packet beyond a gap is answered by a SACK: the cumulative PSN, and the PSN that
+arrived. A message completes when all of its bytes are in, in whatever order they came.
+
+Send side: a packet acknowledged either way is never sent again. A gap is taken for a loss, and
+its packet sent once more, when a packet sent REORDER_PACKETS or more after it has been SACKed:
+the paths of a fabric differ by their queues, and a packet overtaken by that many is not late but
+lost (at the twin's rates a queue at XOFF holds a dozen jumbo frames). The retransmission timer
+sends again every packet not yet acknowledged; its timers, backoff and retry budget are RC's.
+"""
+
+from __future__ import annotations
+
+from twin.roce.qp import QueuePair, RecvRequest, SendRequest
+from twin.roce.wire import LAST, SACK, Header
+
+REORDER_PACKETS = 16
+RECEIVE_WINDOW = 1 << 14  # PSNs beyond the expected one the receiver keeps; later ones are dropped
+
+
+class SelectiveQueuePair(QueuePair):
+    def __post_init__(self):
+        super().__post_init__()
+        self.sacked: set[int] = set()  # send side: PSNs at or above base the receiver has
+        self.highest_sacked = -1
+        self.scanned = 0  # PSNs below this were weighed for loss against the SACKs
+        self.lost: dict[int, None] = {}  # PSNs to send again, oldest first
+        self.arrived: set[int] = set()  # receive side: PSNs beyond `expected` that are in
+
+    @property
+    def sending(self) -> bool:
+        return self.error is None and (bool(self.lost) or self.next_psn < self.end_psn)
+
+    # --- send side ------------------------------------------------------------------------------
+    def peek(self, limit: int) -> list[tuple[Header, memoryview]]:
+        if self.error:
+            return []
+        out = [self._packet(self._request(psn), psn) for psn in list(self.lost)[:limit]]
+        return out + super().peek(limit - len(out))
+
+    def _request(self, psn: int) -> SendRequest:
+        return next(r for r in self.sends if r.first_psn <= psn < r.first_psn + r.packets)
+
+    def commit(self, packets: list[tuple[Header, memoryview]], now: float) -> None:
+        before = self.next_psn
+        for header, _piece in packets:
+            self.lost.pop(header.psn, None)
+        super().commit(packets, now)
+        # RC's commit moves next_psn to the last packet sent, here perhaps a resent one
+        self.next_psn = max([before] + [h.psn + 1 for h, _piece in packets if h.psn >= before])
+        self.high_psn = max(self.high_psn, self.next_psn)
+
+    def on_ack(self, psn: int, now: float) -> list[SendRequest]:
+        done = super().on_ack(psn, now)
+        if self.sacked and min(self.sacked) < self.base:
+            self.sacked = {p for p in self.sacked if p >= self.base}
+        for stale in [p for p in self.lost if p < self.base]:
+            del self.lost[stale]
+        return done
+
+    def on_sack(self, cumulative: int, psn: int, now: float) -> list[SendRequest]:
+        """Everything below `cumulative` arrived, and `psn` too."""
+        done = self.on_ack(cumulative, now)
+        if self.base <= psn < self.high_psn and psn not in self.sacked:
+            self.sacked.add(psn)
+            self.lost.pop(psn, None)
+            self.highest_sacked = max(self.highest_sacked, psn)
+            overtaken = self.highest_sacked - REORDER_PACKETS + 1
+            for gap in range(max(self.base, self.scanned), overtaken):
+                if gap not in self.sacked:
+                    self.lost[gap] = None
+            self.scanned = max(self.scanned, overtaken)
+        return done
+
+    def on_timer(self, now: float) -> None:
+        if self.deadline is None or now < self.deadline or self.error:
+            return
+        if self.base >= self.high_psn:
+            self.deadline = None
+            return
+        self.stats.timeouts += 1
+        self._retry("timeout")
+        if self.error is None:
+            self.rto *= 2
+            for psn in range(self.base, self.high_psn):
+                if psn not in self.sacked:
+                    self.lost[psn] = None
+            self.deadline = now + self.rto
+
+    # --- receive side ---------------------------------------------------------------------------
+    def on_data(self, header: Header, payload: memoryview, now: float) -> tuple[list[Header], RecvRequest | None]:
+        psn = header.psn
+        if psn < self.expected or psn in self.arrived:
+            self.stats.duplicates += 1
+            return [self._ack()], None
+        if psn >= self.expected + RECEIVE_WINDOW:
+            self.stats.out_of_order += 1  # beyond what the receiver keeps: dropped, sent again later
+            return [], None
+        completed = self._place(header, payload)
+        if psn != self.expected:
+            self.arrived.add(psn)
+            self.stats.out_of_order += 1
+            self.stats.acks_sent += 1
+            return [Header(SACK, self.remote, self.expected, msg=psn)], completed
+        self.expected += 1
+        while self.expected in self.arrived:
+            self.arrived.remove(self.expected)
+            self.expected += 1
+        self.unacked += 1
+        if completed is not None or header.flags & LAST or self.unacked >= self.timers.ack_every:
+            return [self._ack()], completed
+        if self.ack_due is None:
+            self.ack_due = now + self.timers.ack_delay_s
+        return [], completed
