@@ -12,6 +12,10 @@ Per run: busbw against line rate, and over the leaf uplinks that carried the rin
 interface counters' bytes while it ran) the max/mean ratio (MMR) and Jain's fairness index; per
 fabric the coefficient of variation of the runs' step times, the packets the switches moved,
 and what the transport did (out-of-order packets, retransmissions, timeouts).
+Then, under faults (`--faults`, rail4 only), an allreduce over the same ring as a scenario, on the
+ECMP fabric with RC and on the packet fabric with multipath QPs: a 1 % silent drop on a leaf's
+uplinks (busbw kept against the same run's healthy steps, what the transport resent), and one
+of them down for 4 s (the slowest step against the healthy ones, retransmission timeouts, hangs).
 Rewrites the "Adaptive routing" section of the output file.
 """
 
@@ -19,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -40,10 +46,18 @@ from sections import emit  # noqa: E402
 BEGIN, END = "<!-- multipath:begin -->", "<!-- multipath:end -->"
 FABRICS = (("ecmp", "ecmp", False), ("flowlet", "flowlet", True), ("packet", "packet", True))
 SIZE = 8 * 1024 * 1024
+TWIN = [sys.executable, "-c", "from twin.cli import main; main()"]
+# The drop is on both of leaf-g1-r1's uplinks, so that two of the ring's four hops cross it whatever
+# the ECMP hash (on one link, whether an ECMP ring crosses it is the hash's luck); the cut on one.
+UPLINKS = ("leaf-g1-r1 -- spine-r1-s1", "leaf-g1-r1 -- spine-r1-s2")
+FAULTS = {"1 % silent drop": [{"kind": "silent_drop", "loss_pct": 1, "duration_s": 12, "link": link}
+                               for link in UPLINKS],
+          "link down 4 s": [{"kind": "link_down", "duration_s": 4, "link": UPLINKS[0]}]}
 
 
 def leaf_uplink_bytes(lab) -> dict[tuple[str, str], int]:
-    ports = [p for leaf in lab.fabric.by_role("leaf") for p in uplinks(lab.fabric, leaf.name)]
+    """Bytes sent so far by every uplink of the leaves of rail 1 (the ring's)."""
+    ports = [p for leaf in lab.fabric.by_role("leaf") if leaf.rail == 1 for p in uplinks(lab.fabric, leaf.name)]
     with CounterReader(lab) as reader:
         snap = reader.read(checksums=False)
     return {(p.node, p.ifname): snap.interfaces[(p.node, p.ifname)]["tx_bytes"] for p in ports}
@@ -54,12 +68,11 @@ def moved(lab) -> int:
 
 
 def balance_figures(loads: list[int]) -> tuple[float, float]:
-    """(max/mean, Jain's index) over the uplinks that carried traffic."""
-    used = [x for x in loads if x > 0]
-    if not used:
+    """(max/mean, Jain's index) over the uplinks the ring could use, idle ones included."""
+    if not loads or not any(loads):
         return 0.0, 0.0
-    mean = sum(used) / len(used)
-    return max(used) / mean, sum(used) ** 2 / (len(used) * sum(x * x for x in used))
+    mean = sum(loads) / len(loads)
+    return max(loads) / mean, sum(loads) ** 2 / (len(loads) * sum(x * x for x in loads))
 
 
 def bench_fabric(ref: str, mode: str, multipath: bool, runs: int, folder: Path) -> dict:
@@ -90,15 +103,65 @@ def bench_fabric(ref: str, mode: str, multipath: bool, runs: int, folder: Path) 
     return out
 
 
-def render(results: list[dict], command: str) -> list[str]:
+def under_fault(ref: str, mode: str, multipath: bool, folder: Path) -> list[dict]:
+    """Each of FAULTS under a rail-aligned naive-ring RoCE allreduce on a copy of `ref` balancing
+    by `mode`: what the run's report says of the collective in the fault's window."""
+    name = f"mf{mode[:3]}{ref[-1]}"
+    path = lab_copy(ref, name, folder)
+    path.write_text(path.read_text().replace("routing:\n", f"routing:\n  load_balance: {mode}\n", 1))
+    results, rows = folder / "results", []
+    try:
+        for label, faults in FAULTS.items():
+            scenario = folder / f"{name}-{faults[0]['kind'].replace('_', '-')}.yaml"
+            job = {"kind": "allreduce", "transport": "roce", "ranks": "rail:1", "order": "naive", "size": "8MiB",
+                   "timeout_s": 60, "multipath": multipath}
+            scenario.write_text(json.dumps({
+                "name": scenario.stem, "lab": str(path), "duration_s": 26, "telemetry_ms": 0, "workloads": [job],
+                "faults": [{"id": f"fault-{n}", "at_s": 8, **fault} for n, fault in enumerate(faults)]}))
+            before = set(results.glob(f"{scenario.stem}-*"))
+            done = subprocess.run([*TWIN, "run", str(scenario), "--keep", "--results", str(results)],
+                                  capture_output=True, text=True)
+            found = sorted(set(results.glob(f"{scenario.stem}-*")) - before)
+            if not found:
+                raise SystemExit(f"{scenario.stem} wrote no results: {done.stderr.strip()[-500:]}")
+            run = found[0]
+            report = json.loads((run / "report.json").read_text())
+            onset = report["faults"][0]["applied_s"]
+            fault_end = onset + faults[0]["duration_s"]
+            steps: dict[tuple, list[float]] = {}  # (gen, iter) -> [end t (first rank), slowest rank's step]
+            totals = dict.fromkeys(("retrans_packets", "timeouts", "out_of_order", "tail_probes"), 0)
+            for line in (run / "events.jsonl").read_text().splitlines():
+                event = json.loads(line)
+                if event.get("kind") != "collective" or event.get("iter", 0) < 1:
+                    continue
+                step = steps.setdefault((event["gen"], event["iter"]), [event["t"], 0.0])
+                step[0], step[1] = min(step[0], event["t"]), max(step[1], event["step_s"])
+                if event["t"] - event["step_s"] < fault_end + 1 and event["t"] >= onset:
+                    for counter in totals:
+                        totals[counter] += event.get(counter, 0)
+            healthy = [s for end, s in steps.values() if end < onset - 1]
+            hit = [s for end, s in steps.values() if end >= onset and end - s < fault_end + 1]
+            collective = next(iter(report["collectives"].values()))
+            row = {"fabric": mode, "multipath": multipath, "fault": label,
+                   "kept": round(statistics.fmean(healthy) / statistics.fmean(hit), 2) if healthy and hit else None,
+                   "healthy_max_step_s": round(max(healthy), 3) if healthy else None,
+                   "fault_max_step_s": round(max(hit), 3) if hit else None, **totals, "hangs": collective["hangs"]}
+            print(f"{ref} {label} on {mode}: {row}", flush=True)
+            rows.append(row)
+    finally:
+        subprocess.run([*TWIN, "lab", "down", name], capture_output=True)
+    return rows
+
+
+def render(results: list[dict], command: str, faults: list[dict]) -> list[str]:
     lines = [BEGIN, "## Adaptive routing against ECMP: the hash-collision case (issue 30, "
              f"{datetime.date.today().isoformat()})", "",
              f"`{command}` on {machine()}.", "",
              "rail:1, naive ring (every hop crosses the spines), allreduce of 8 MiB over RoCE with DCQCN, one QP "
-             "per rank pair, each run new QPs (new hashes). MMR: max/mean bytes over the leaf uplinks that "
-             "carried the ring; JFI: Jain's index over them; CV: of the runs' step times; moved: packets the "
-             "switches moved off the kernel's choice; transport: out-of-order packets, retransmitted packets, "
-             "timeouts, summed over runs.", "",
+             "per rank pair, each run new QPs (new hashes). MMR: max/mean bytes over the uplinks of the ring's "
+             "leaves (rail 1), idle ones included; JFI: Jain's index over them; CV: of the runs' step times; "
+             "moved: packets the switches moved off the kernel's choice; transport: out-of-order packets, "
+             "retransmitted packets, timeouts, summed over runs.", "",
              "| lab | fabric | transport | busbw / line, each run | min | MMR (worst) | JFI (worst) | step CV | "
              "moved | out of order / resent / timeouts | wrong |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -113,23 +176,41 @@ def render(results: list[dict], command: str) -> list[str]:
                      f"{max(x['mmr'] for x in runs):.2f} | {min(x['jain'] for x in runs):.3f} | {cv * 100:.1f} % | "
                      f"{sum(x['moved'] for x in runs):,} | {t['out_of_order']:,} / {t['retrans_packets']:,} / "
                      f"{t['timeouts']} | {sum(x['wrong'] for x in runs)} |")
+    if faults:
+        lines += ["", "Under faults (rail4, the same ring as a scenario, at 8 s): a 1 % silent drop on both of "
+                  f"leaf-g1-r1's uplinks ({', '.join(UPLINKS)}; two of the ring's four hops cross one, whatever the "
+                  f"hash), or {UPLINKS[0]} down (both ends, so the spine loses its way down to the leaf). Busbw "
+                  "kept: the healthy steps' mean time over the mean of the steps the fault overlapped; the slowest of "
+                  "those against the slowest healthy one; what the transport did in them.", "",
+                  "| fabric | transport | fault | busbw kept | slowest step, healthy / in the fault | resent | "
+                  "timeouts | tail probes | out of order | hangs |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for f in faults:
+            transport = "multipath (selective repeat)" if f["multipath"] else "RC (go-back-N)"
+            lines.append(f"| {f['fabric']} | {transport} | {f['fault']} | {f['kept']} | {f['healthy_max_step_s']} / "
+                         f"{f['fault_max_step_s']} s | {f['retrans_packets']} | {f['timeouts']} | {f['tail_probes']} | "
+                         f"{f['out_of_order']} | {f['hangs']} |")
     return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--labs", nargs="+", default=["rail4", "rail8"])
+    parser.add_argument("--labs", nargs="*", default=["rail4", "rail8"])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--fabrics", nargs="+", default=[f[0] for f in FABRICS], choices=[f[0] for f in FABRICS])
+    parser.add_argument("--faults", action="store_true", help="also the fault runs on rail4")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    results = []
+    results, faults = [], []
     with tempfile.TemporaryDirectory() as folder:
         for ref in args.labs:
             for mode, balance, multipath in FABRICS:
                 if mode in args.fabrics:
                     results.append(bench_fabric(ref, balance, multipath, args.runs, Path(folder)))
-    emit(render(results, "python bench/multipath.py " + " ".join(sys.argv[1:])), args.out, BEGIN, END)
+        if args.faults:
+            for mode, multipath in (("ecmp", False), ("packet", True)):
+                faults += under_fault("rail4", mode, multipath, Path(folder))
+    emit(render(results, "python bench/multipath.py " + " ".join(sys.argv[1:]), faults), args.out, BEGIN, END)
 
 
 if __name__ == "__main__":

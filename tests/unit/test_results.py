@@ -63,6 +63,7 @@ def without_new_fields(new: dict) -> dict:
     and the figure a `collective` expectation measures with it; verdicts after the end; what of
     the folder could not be read; ECN marks; packets adaptive routing moved)."""
     new.pop("damaged", None)
+    new.pop("balance", None)
     if new.get("fabric"):
         for name in ("ecn_marked", "steered"):
             new["fabric"].pop(name, None)
@@ -73,9 +74,10 @@ def without_new_fields(new: dict) -> dict:
     for window in _windows(new):
         window.pop("slowdown", None)
         window.pop("mean_step_s", None)
+        window.pop("step_cv", None)
     for collective in new["collectives"].values():  # the RoCE transport's congestion control
         for totals in [collective.get("transport_totals")] + [w.get("transport") for w in collective["fault_windows"]]:
-            for name in ("ecn_marked", "cnps_sent", "cnps_received", "out_of_order"):
+            for name in ("ecn_marked", "cnps_sent", "cnps_received", "out_of_order", "tail_probes"):
                 (totals or {}).pop(name, None)
     for expectation in new["expectations"]:
         if expectation["kind"] == "collective":

@@ -153,9 +153,9 @@ class SprayedLink(Link):
     """As Link, with selective-repeat QPs; `order` permutes each batch of data packets (the
     paths of a sprayed flow deliver them in any order)."""
 
-    def __init__(self, drop=None, order=None):
+    def __init__(self, drop=None, order=None, timeout_s=0.01):
         super().__init__(drop=drop)
-        timers = Timers(timeout_s=0.01, retry_cnt=3, ack_every=4)
+        timers = Timers(timeout_s=timeout_s, retry_cnt=3, ack_every=4)
         self.a, self.b = SelectiveQueuePair(1, 2, PAYLOAD, timers), SelectiveQueuePair(2, 1, PAYLOAD, timers)
         self.order = order or (lambda batch: batch)
 
@@ -202,15 +202,34 @@ def test_a_lost_packet_is_sent_again_alone():
     assert link.a.stats.timeouts == 0  # found by the SACKs of the packets after it
 
 
-def test_a_lost_tail_is_recovered_by_the_timer_and_duplicates_are_not_written_twice():
-    link = SprayedLink(drop=lambda kind, psn, nth: kind == DATA and psn >= 9 and nth == 1)
+def test_a_lost_tail_is_sent_again_by_the_probe_long_before_the_retransmission_timer():
+    link = SprayedLink(drop=lambda kind, psn, nth: kind == DATA and psn >= 9 and nth == 1, timeout_s=1.0)
+    data, out = message(10 * PAYLOAD), bytearray(10 * PAYLOAD)
+    send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
+    link.run(0.1)  # a tenth of the 1 s timer
+    assert send.done and recv.done and bytes(out) == bytes(data)
+    assert link.a.stats.timeouts == 0 and link.a.stats.tail_probes == 1 and link.a.stats.retrans_packets == 1
+    controls, done = link.b.on_data(Header(DATA, 2, 4, 0, 4 * PAYLOAD, 10 * PAYLOAD), data[:PAYLOAD], link.now)
+    assert [c.opcode for c in controls] == [ACK] and done is None and bytes(out) == bytes(data)
+
+
+def test_a_probe_sends_the_whole_unacknowledged_tail_at_once():
+    link = SprayedLink(drop=lambda kind, psn, nth: kind == DATA and psn >= 7 and nth == 1, timeout_s=1.0)
     data, out = message(10 * PAYLOAD), bytearray(10 * PAYLOAD)
     send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
     link.run(0.1)
     assert send.done and recv.done and bytes(out) == bytes(data)
-    assert link.a.stats.timeouts == 1 and link.a.stats.retrans_packets == 1
-    controls, done = link.b.on_data(Header(DATA, 2, 4, 0, 4 * PAYLOAD, 10 * PAYLOAD), data[:PAYLOAD], link.now)
-    assert [c.opcode for c in controls] == [ACK] and done is None and bytes(out) == bytes(data)
+    # one probe: 7, 8 and 9 sent again, no timeout
+    assert link.a.stats.tail_probes == 1 and link.a.stats.retrans_packets == 3 and link.a.stats.timeouts == 0
+
+
+def test_a_tail_whose_probe_is_lost_too_waits_for_the_timer():
+    link = SprayedLink(drop=lambda kind, psn, nth: kind == DATA and psn >= 9 and nth <= 2)
+    data, out = message(10 * PAYLOAD), bytearray(10 * PAYLOAD)
+    send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
+    link.run(0.1)
+    assert send.done and recv.done and bytes(out) == bytes(data)
+    assert link.a.stats.tail_probes == 1 and link.a.stats.timeouts == 1 and link.a.stats.retrans_packets == 2
 
 
 def test_messages_complete_whatever_order_their_packets_take():
@@ -230,3 +249,28 @@ def test_messages_complete_whatever_order_their_packets_take():
     assert all(s.done for s in sends) and all(r.done for r in recvs)
     assert [bytes(o) for o in outs] == [bytes(message(n)) for n in sizes]
     assert link.a.stats.retrans_packets >= 2 and not link.a.error
+
+
+def test_random_loss_and_reordering_lose_no_byte_and_need_no_timer_when_probes_get_through():
+    import random
+
+    rng = random.Random(3)
+    link = SprayedLink(order=lambda batch: rng.sample(batch, len(batch)), timeout_s=1.0,
+                       drop=lambda kind, psn, nth: kind == DATA and nth <= 2 and psn != 199 and rng.random() < 0.05)
+    data, out = message(200 * PAYLOAD), bytearray(200 * PAYLOAD)
+    send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
+    link.run(0.5)
+    assert send.done and recv.done and bytes(out) == bytes(data)
+    assert link.a.stats.timeouts == 0 and link.a.stats.retrans_packets >= 5
+
+
+def test_a_gap_filled_late_does_not_stretch_the_round_trip():
+    """A cumulative ACK that arrives when a gap is filled covers packets SACKed long before: timing
+    them would inflate the round trip, and the probe and retransmission timeouts with it."""
+    link = SprayedLink(drop=lambda kind, psn, nth: kind == DATA and psn == 0 and link.now < 0.15, timeout_s=0.05)
+    data, out = message(40 * PAYLOAD), bytearray(40 * PAYLOAD)
+    link.a.post_send(data)
+    link.b.post_recv(memoryview(out))
+    link.run(0.5)  # PSN 0 gets through at 0.15 s at the earliest, the rest at once
+    assert bytes(out) == bytes(data)
+    assert link.a.srtt is not None and link.a.srtt < 0.01, link.a.srtt  # the link's round trip is 0-1 ms

@@ -5,6 +5,7 @@ reads anything else, so a report can be rebuilt at any time (`twin report DIR`).
 from __future__ import annotations
 
 from twin.results import workloads
+from twin.results.balance import load_balance
 from twin.results.expectations import Expectation, grade
 from twin.results.grading import detectors
 from twin.results.record import FaultTiming, RunFolder
@@ -104,6 +105,7 @@ def analyse(run: RunFolder) -> Report:
         telemetry=next((r["stats"] for r in records if r["kind"] == "telemetry"), None),
         mitigation=workloads.mitigation(records),
         fabric=workloads.fabric(records, windows, run.fabric.pfc),
+        balance=load_balance(run.path, run.fabric),
         transport_note=TRANSPORT_NOTE, fabric_note=LOSSLESS_NOTE if run.fabric.pfc else LOSSY_NOTE,
         damaged=run.damaged)
     report.detectors = detectors(records, report.faults, run.targets, duration)

@@ -97,6 +97,7 @@ class Report(BaseModel):
     telemetry: dict[str, Any] | None = None
     mitigation: dict[str, Any] | None = None
     fabric: dict[str, Any] | None = None
+    balance: dict[str, Any] | None = None  # per tier: MMR and Jain's index of busy ECMP groups (balance.py)
     expectations: list[Graded] = []
     detectors: dict[str, DetectorScore] = {}
     passed: bool = False

@@ -39,10 +39,13 @@ def _step_times(records: list[dict]) -> dict[tuple[str, int, int], dict]:
 def _summary(steps: list[dict]) -> dict:
     if not steps:
         return {"iterations": 0}
+    times = [s["step_s"] for s in steps]
     return {"iterations": len(steps),
             "median_step_s": round(statistics.median(s["step_s"] for s in steps), 4),
             "mean_step_s": round(statistics.fmean(s["step_s"] for s in steps), 4),
             "max_step_s": round(max(s["step_s"] for s in steps), 4),
+            # coefficient of variation of the step times: how even the iterations ran
+            "step_cv": round(statistics.pstdev(times) / statistics.fmean(times), 4) if statistics.fmean(times) else 0.0,
             "median_busbw_Bps": round(statistics.median(min(s["busbw"]) for s in steps)),
             "wrong": sum(s["wrong"] for s in steps)}
 

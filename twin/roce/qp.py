@@ -74,6 +74,7 @@ class Stats:
     ecn_marked: int = 0  # data packets that arrived marked Congestion Experienced
     cnps_sent: int = 0
     cnps_received: int = 0  # each one a rate cut (DCQCN)
+    tail_probes: int = 0  # multipath QPs: unacknowledged packets sent again after a probe timeout
 
     def add(self, other: Stats) -> None:
         for name, value in vars(other).items():
@@ -82,7 +83,7 @@ class Stats:
 
 # What ranks report per iteration (and the report sums per fault window).
 REPORTED_FIELDS = ("retrans_bytes", "retrans_packets", "naks_sent", "naks_received", "timeouts", "qp_errors",
-                   "ecn_marked", "cnps_sent", "cnps_received", "out_of_order")
+                   "ecn_marked", "cnps_sent", "cnps_received", "out_of_order", "tail_probes")
 
 
 class TransportError(RuntimeError):
