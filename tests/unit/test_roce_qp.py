@@ -21,9 +21,10 @@ class Link:
         self.drop = drop or (lambda kind, psn, nth: False)
         self.now, self.sent = 0.0, {}
         self.swap_next = False
+        self.order = lambda batch: batch  # how the paths deliver a batch (SprayedLink permutes it)
 
     def deliver(self, limit=8):
-        batch = self.a.transmit(self.now, limit)
+        batch = self.order(self.a.transmit(self.now, limit))
         if self.swap_next and len(batch) >= 2:
             batch[0], batch[1] = batch[1], batch[0]
             self.swap_next = False
@@ -41,7 +42,10 @@ class Link:
         for control in controls:
             if self.drop(control.opcode, control.psn, 1):
                 continue
-            (self.a.on_ack if control.opcode == ACK else self.a.on_nak)(control.psn, self.now)
+            if control.opcode == SACK:
+                self.a.on_sack(control.psn, control.msg, self.now)
+            else:
+                (self.a.on_ack if control.opcode == ACK else self.a.on_nak)(control.psn, self.now)
 
     def run(self, until, step=0.001):
         while self.now < until and not self.a.error:
@@ -157,28 +161,7 @@ class SprayedLink(Link):
         super().__init__(drop=drop)
         timers = Timers(timeout_s=timeout_s, retry_cnt=3, ack_every=4)
         self.a, self.b = SelectiveQueuePair(1, 2, PAYLOAD, timers), SelectiveQueuePair(2, 1, PAYLOAD, timers)
-        self.order = order or (lambda batch: batch)
-
-    def deliver(self, limit=8):
-        batch = self.order(self.a.transmit(self.now, limit))
-        for header, piece in batch:
-            nth = self.sent[header.psn] = self.sent.get(header.psn, 0) + 1
-            if self.drop(DATA, header.psn, nth):
-                continue
-            controls, _done = self.b.on_data(header, piece, self.now)
-            self._answer(controls)
-        ack = self.b.poll_ack(self.now)
-        if ack:
-            self._answer([ack])
-
-    def _answer(self, controls):
-        for control in controls:
-            if self.drop(control.opcode, control.psn, 1):
-                continue
-            if control.opcode == SACK:
-                self.a.on_sack(control.psn, control.msg, self.now)
-            else:
-                self.a.on_ack(control.psn, self.now)
+        self.order = order or self.order
 
 
 def test_reordering_costs_a_multipath_qp_nothing():

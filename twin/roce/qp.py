@@ -270,8 +270,12 @@ class QueuePair:
         self._retry("timeout")
         if self.error is None:
             self.rto *= 2
-            self.next_psn = self.base
+            self._resend_unacknowledged()
             self.deadline = now + self.rto
+
+    def _resend_unacknowledged(self) -> None:
+        """After a timeout: go back to the oldest unacknowledged packet (go-back-N)."""
+        self.next_psn = self.base
 
     def _retry(self, why: str) -> None:
         self.retries += 1

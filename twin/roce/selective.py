@@ -105,22 +105,14 @@ class SelectiveQueuePair(QueuePair):
             self.probe_at = None  # one probe until something is acknowledged again
             if self.base < self.high_psn:
                 self.stats.tail_probes += 1
-                for psn in range(self.base, self.high_psn):
-                    if psn not in self.sacked:
-                        self.lost[psn] = None
-        if self.deadline is None or now < self.deadline or self.error:
-            return
-        if self.base >= self.high_psn:
-            self.deadline = None
-            return
-        self.stats.timeouts += 1
-        self._retry("timeout")
-        if self.error is None:
-            self.rto *= 2
-            for psn in range(self.base, self.high_psn):
-                if psn not in self.sacked:
-                    self.lost[psn] = None
-            self.deadline = now + self.rto
+                self._resend_unacknowledged()
+        super().on_timer(now)
+
+    def _resend_unacknowledged(self) -> None:
+        """Every packet not acknowledged either way, once more (not go-back-N)."""
+        for psn in range(self.base, self.high_psn):
+            if psn not in self.sacked:
+                self.lost[psn] = None
 
     def next_deadline(self) -> float | None:
         times = [t for t in (super().next_deadline(), self.probe_at) if t is not None]
