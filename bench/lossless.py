@@ -113,7 +113,7 @@ def measured_incast(lab_path: Path, send) -> dict:
     from twin.lab.counters import CounterReader
     from twin.lab.files import open_lab
     from twin.lab.pfc import counters as pfc_counters
-    from twin.lab.reach import fabric_nics
+    from twin.model.nics import fabric_nics
 
     lab_file, fabric = open_lab(str(lab_path))
     lab = deploy.up(lab_file, fabric)

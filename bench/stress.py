@@ -86,8 +86,8 @@ def measure(load: str, incasts: int, folder: Path) -> dict:
     from twin.lab.counters import CounterReader
     from twin.lab.files import open_lab
     from twin.lab.pfc import counters as pfc_counters
-    from twin.lab.reach import fabric_nics
     from twin.lab.traffic import tcp_incast
+    from twin.model.nics import fabric_nics
 
     lab_file, fabric = open_lab("mini")
     lab = deploy.up(lab_file, fabric)

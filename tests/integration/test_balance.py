@@ -17,9 +17,9 @@ from twin.faults import engine
 from twin.faults.base import FaultContext
 from twin.lab.counters import CounterReader
 from twin.lab.pfc import counters as pfc_counters
-from twin.lab.reach import fabric_nics
 from twin.lab.traffic import bound_udp_socket
 from twin.model import pathhash
+from twin.model.nics import fabric_nics
 from twin.roce.wire import REORDERABLE_DSCP
 
 from .helpers import lab_copy, lab_running

@@ -10,8 +10,8 @@ from twin.collectives.incast import roce_incast
 from twin.lab.offload import snmp
 from twin.lab.pfc import counters as pfc_counters
 from twin.lab.pfc.controller import FLUSH_S
-from twin.lab.reach import fabric_nics
 from twin.lab.traffic import tcp_incast
+from twin.model.nics import fabric_nics
 
 from .helpers import lab_running, marking
 from .test_pfc import queue_drops
@@ -95,10 +95,13 @@ def _roce_incast(lab, cc: str) -> tuple[int, int, object]:
 def test_a_roce_incast_with_dcqcn_pauses_far_less_than_without_and_drops_nothing(mini):
     none_pauses, none_drops, none = _roce_incast(mini, "none")
     dcqcn_pauses, dcqcn_drops, dcqcn = _roce_incast(mini, "dcqcn")
-    # A retransmission means a lost packet: the stats say whether a host lost it (CI saw one, with
-    # no queue drop, while the docker tier loaded the machine)
+    # A retransmission means a lost or a reordered packet: the stats say whether a host lost it,
+    # and duplicates (an original arriving after its go-back-N copy was asked for) tell a reordering
+    # (CI saw both kinds of run resend with no queue drop while the docker tier loaded the machine:
+    # packets of a flow in two CPUs' backlogs, before every port steered a flow to one, netconf.py)
     assert none_drops == dcqcn_drops == 0 and none.stats["retrans_packets"] == dcqcn.stats["retrans_packets"] == 0, \
-        (none.stats, dcqcn.stats)
+        [{key: run.stats[key] for key in ("retrans_packets", "naks_sent", "out_of_order", "duplicates", "host_drops")}
+         for run in (none, dcqcn)]
     assert none.stats["cnps_received"] == 0 and dcqcn.stats["cnps_received"] > 0, (none.stats, dcqcn.stats)
     assert none_pauses > 0 and dcqcn_pauses < none_pauses / 5, (none_pauses, dcqcn_pauses)
     assert dcqcn.goodput_bps() >= 0.85 * mini.fabric.rate_bps, dcqcn.goodput_bps()

@@ -17,11 +17,12 @@ from twin.lab import kernel_state as snapshot
 from twin.lab.converge import fib_next_hops
 from twin.lab.pfc import client as pfc_client
 from twin.lab.pfc import counters as pfc_counters
-from twin.lab.reach import fabric_nics, unreachable_pairs
+from twin.lab.reach import unreachable_pairs
 from twin.lab.shaping import shaped_rate_bps
 from twin.lab.status import lab_status
 from twin.lab.traffic import udp_burst
 from twin.model.fabric import link_key
+from twin.model.nics import fabric_nics
 from twin.procs import alive
 from twin.progress import NullProgress
 

@@ -11,8 +11,8 @@ from twin.faults import engine
 from twin.faults.base import FaultContext
 from twin.lab.counters import CounterReader
 from twin.lab.pfc import counters as pfc_counters
-from twin.lab.reach import fabric_nics
 from twin.lab.traffic import tcp_incast
+from twin.model.nics import fabric_nics
 
 from .helpers import lab_copy, lab_running, marking
 

@@ -5,6 +5,8 @@ cycle between modules, and only the core modules at the top of twin/. Read from 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import networkx as nx
@@ -135,3 +137,12 @@ def test_a_planted_violation_is_caught(tmp_path):
     (root / "run" / "engine.py").write_text("from twin.model import build\n")
     assert _upward(root) == ["twin.model.build -> twin.run.engine (model may not import run)"]
     assert [sorted(c) for c in nx.simple_cycles(_graph(root))] == [["twin.model.build", "twin.run.engine"]]
+
+
+def test_the_pure_planners_load_no_kernel_or_container_library():
+    """Planning probes or pairs needs the model only: importing it must not pull in the Docker
+    SDK or pyroute2 (lab/), which a machine without them could not load."""
+    code = ("import sys, twin.probes.plan, twin.model.nics; "
+            "print(sorted(m for m in ('docker', 'pyroute2', 'twin.lab') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=TWIN.parent, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr)

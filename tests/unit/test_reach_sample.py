@@ -1,4 +1,4 @@
-"""The reachability sample of a lab's convergence check (reach.sample_pairs): small labs keep all
+"""The reachability sample of a lab's convergence check (model/nics.py, sample_pairs): small labs keep all
 pairs; big ones send from every NIC to a fixed number of others spread over rails and leaves."""
 
 from collections import Counter
@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from twin.lab.files import open_lab
-from twin.lab.reach import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs, sample_pairs
+from twin.model.nics import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs, sample_pairs
 
 
 @pytest.mark.parametrize("lab", ["mini", "rail4", "rail8"])

@@ -19,13 +19,13 @@ from twin.lab import deploy, idle
 from twin.lab.files import open_lab
 from twin.lab.frr import vtysh_argv
 from twin.lab.handle import Lab, lab_model
-from twin.lab.reach import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs
 from twin.lab.runtime.docker import container_labs
 from twin.lab.runtime.netns import orphan_labs
 from twin.lab.state import known_labs
 from twin.lab.status import as_dict, lab_status, queue_status
 from twin.model import pathhash
 from twin.model.describe import describe
+from twin.model.nics import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs
 from twin.text import shown
 
 

@@ -9,8 +9,8 @@ and only one hop per leaf crosses the spines.
 
 from __future__ import annotations
 
-from twin.lab.reach import Nic, fabric_nics
 from twin.model.fabric import Fabric
+from twin.model.nics import Nic, fabric_nics
 
 ORDERS = ("naive", "topo")
 

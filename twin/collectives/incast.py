@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from twin.lab.handle import Lab
-from twin.lab.reach import Nic as HostNic
+from twin.model.nics import Nic as HostNic
 from twin.roce.dcqcn import DcqcnParams
 from twin.roce.nic import Nic
 from twin.roce.qp import Timers, ib_timeout_s

@@ -17,7 +17,7 @@ from twin.errors import TwinError
 from twin.events import JsonlTail
 from twin.lab.handle import Lab, python_module
 from twin.lab.identity import share_with_ranks
-from twin.lab.reach import Nic
+from twin.model.nics import Nic
 from twin.procs import alive, terminate
 
 

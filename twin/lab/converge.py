@@ -13,11 +13,12 @@ from twin.errors import ConvergenceError, RuntimeBackendError
 from twin.lab.fib import next_hop_counts
 from twin.lab.frr import vtysh_json, wait_established
 from twin.lab.handle import Lab
-from twin.lab.reach import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs, unreachable_pairs
+from twin.lab.reach import unreachable_pairs
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState
 from twin.model.ecmp import expected_next_hops
 from twin.model.fabric import Fabric
+from twin.model.nics import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs
 from twin.model.render import bgp_neighbors
 from twin.progress import Progress
 
@@ -153,7 +154,7 @@ def wait_bfd(lab: Lab, progress: Progress, deadline: float) -> None:
 
 def wait_reachable(lab: Lab, progress: Progress, deadline: float, all_pairs: bool = False) -> None:
     """A real packet from every host NIC reaches the NICs of other hosts: every pair with
-    `all_pairs`, else the sample of reach.sample_pairs (the same on small labs)."""
+    `all_pairs`, else the sample of model/nics.sample_pairs (the same on small labs)."""
     nics = fabric_nics(lab.fabric)
     pairs = checked_pairs(nics, all_pairs)
     progress.phase("all-pairs reachability" if len(pairs) == len(fabric_pairs(nics))

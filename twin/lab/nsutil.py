@@ -58,12 +58,17 @@ def pids_in_netns(path: str) -> list[int]:
     return pids
 
 
-def write_sysctls(path: str, settings: dict[str, str]) -> None:
-    """Write net.* sysctls inside the namespace at `path` (they are per namespace)."""
+def write_sysctls(path: str, settings: dict[str, str], optional: tuple[str, ...] = ()) -> None:
+    """Write net.* sysctls inside the namespace at `path` (they are per namespace). A key in
+    `optional` that this kernel does not have per namespace is left out."""
     with in_netns(path):
         for key, value in settings.items():
-            with open("/proc/sys/" + key.replace(".", "/"), "w") as handle:
-                handle.write(value)
+            try:
+                with open("/proc/sys/" + key.replace(".", "/"), "w") as handle:
+                    handle.write(value)
+            except FileNotFoundError:
+                if key not in optional:
+                    raise
 
 
 def read_sysctl(path: str, key: str) -> str:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from twin.lab.handle import Lab
-from twin.lab.reach import Nic
+from twin.model.nics import Nic
 from twin.sockopts import SO_RCVBUFFORCE
 
 DST_PORT = 47000

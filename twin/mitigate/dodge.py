@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from twin.lab.handle import Lab
-from twin.lab.reach import Nic
 from twin.lab.traffic import bound_udp_socket
 from twin.model.fabric import link_key
+from twin.model.nics import Nic
 from twin.probes.mesh import PathNames
 from twin.probes.plan import equal_cost_paths
 from twin.probes.trace import report_errors, send, time_exceeded

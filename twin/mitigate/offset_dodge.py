@@ -15,10 +15,10 @@ import socket
 import time
 from ipaddress import ip_address
 
-from twin.lab.reach import Nic
 from twin.lab.traffic import bound_udp_socket
 from twin.mitigate.dodge import Dodger, Move, Request, links_to_avoid
 from twin.model import pathhash
+from twin.model.nics import Nic
 
 
 class OffsetDodger(Dodger):

@@ -24,8 +24,8 @@ from functools import lru_cache
 
 import networkx as nx
 
-from twin.lab.reach import Nic, fabric_nics
 from twin.model.fabric import Fabric
+from twin.model.nics import Nic, fabric_nics
 
 Hop = tuple[str, str]  # (link name, the node it leads to)
 MISS = 0.01  # accepted chance that discovery finds fewer than k distinct paths over a link

@@ -20,8 +20,8 @@ from functools import cache
 
 import networkx as nx
 
-from twin.lab.reach import Nic, fabric_nics
 from twin.model.fabric import Fabric
+from twin.model.nics import Nic, fabric_nics
 from twin.probes.cover import Leaves, candidates, draw_paths, switch_graph
 from twin.probes.select import Selection, select
 
