@@ -101,6 +101,14 @@ def terminate(pids: list[int], grace_s: float = 0.5) -> None:
             time.sleep(0.02)
 
 
+def reap(pid: int) -> None:
+    """Collect one child that has exited: until then its pid is held (a zombie), never reused."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not ours (a container's process), or already collected
+        pass
+
+
 def kill(pids: list[int]) -> None:
     """SIGKILL without waiting (terminate() waits for them and reaps)."""
     for pid in set(pids):

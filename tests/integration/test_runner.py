@@ -223,6 +223,31 @@ def test_second_signal_during_cleanup_does_not_cut_it_short(tmp_path):
         twin_cli("lab", "down", "runtwice")
 
 
+def test_a_crashed_rank_is_named_as_its_host_restarted_after_the_clear_and_the_job_goes_on(tmp_path, runtime,
+                                                                                          lab_ref):
+    """A GPU fault kills one rank's process: its peers' allreduce breaks on the closed connections,
+    rank-health names the host at once (the launcher saw the rank exit), the probes lose nothing;
+    clearing the fault restarts the rank, which rejoins at its peers' step, and the job goes on."""
+    _result, run_dir = _run_shipped(tmp_path, "crashed-gpu", runtime, lab_ref)
+    report = json.loads((run_dir / "report.json").read_text())
+    train = report["collectives"]["train-0"]
+    [crash] = report["faults"]
+    exits = [(e["rank"], e["restarted"]) for e in train["rank_exits"]]
+    assert exits == [(2, False), (2, True)], train["rank_exits"]  # host-g2-h1's rank, ring order
+    crashed_at, restarted_at = (e["t"] for e in train["rank_exits"])
+    assert crash["applied_s"] <= crashed_at <= crash["applied_s"] + 1 and crash["cleared_s"] <= restarted_at
+    assert any(h["cause"] == "peer_closed" for h in train["hang_events"]) and train["wrong"] == 0
+    assert crash["cleared_s"] <= train["recovered_s"] <= crash["cleared_s"] + 10
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    steps = sorted({e["iter"] for e in events if e["kind"] == "collective" and e["gen"] >= 1 and e["rank"] == 2})
+    survivors = {e["iter"] for e in events if e["kind"] == "collective" and e["gen"] >= 1 and e["rank"] == 0}
+    assert steps and steps[0] == min(survivors) > 0  # the new rank took up its peers' step, not step 0
+    health = report["detectors"]["rank-health"]
+    assert health["right"] == 1 and health["wrong"] == 0 and health["detect_s"]["dead-gpu"] < 2
+    assert report["detectors"]["probe-localizer"]["verdicts"] == 0
+    assert [e["status"] for e in report["expectations"]] == ["pass"] * 4
+
+
 def test_a_hung_and_a_slow_gpu_are_named_as_their_hosts_and_the_network_is_not(tmp_path, runtime, lab_ref):
     """The job reports timeouts while one rank's GPU hangs, and slower steps while another's throttles;
     rank-health names both hosts, the probes lose nothing and the probe localizer says nothing."""

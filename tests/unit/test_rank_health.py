@@ -11,7 +11,8 @@ def entered(view, rank, iteration, t):
     view.record({"event": "enter", "rank": rank, "iter": iteration, "t": t}, NICS[rank])
 
 
-def test_a_rank_that_never_enters_the_collective_its_peers_wait_in_hangs():
+def five_steps_then_rank_2_missing() -> RankView:
+    """Five steps of 0.3 s by every rank, then ranks 0, 1 and 3 enter step 5 and rank 2 does not."""
     view = RankView(NICS)
     for iteration in range(5):
         for rank in range(4):
@@ -19,6 +20,11 @@ def test_a_rank_that_never_enters_the_collective_its_peers_wait_in_hangs():
         view.record({"event": "iter", "rank": 0, "iter": iteration, "step_s": 0.3}, NICS[0])
     for rank in (0, 1, 3):
         entered(view, rank, 5, 101.5)
+    return view
+
+
+def test_a_rank_that_never_enters_the_collective_its_peers_wait_in_hangs():
+    view = five_steps_then_rank_2_missing()
     assert view.hung(102.0) == []  # the peers have waited 0.5 s: a slow step, not yet a hang
     assert view.hung(103.6) == ["host-2:nic1"]
     entered(view, 2, 5, 104.0)
@@ -70,3 +76,17 @@ def test_a_host_is_named_once_while_it_holds_and_again_only_after_it_was_gone_a_
     health.observe(5.0, 104.0)
     health.views = [slow]
     assert [v.node for v in health.observe(6.0, 110.0)] == ["host-3"]  # gone for 7 s: named again
+
+
+def test_a_rank_whose_process_died_is_named_crashed_not_hung_and_forgotten_once_it_rejoins():
+    view = five_steps_then_rank_2_missing()  # rank 2 died before it entered step 5: its peers wait there
+    view.record({"event": "exited", "rank": 2, "t": 101.6}, NICS[2])
+    assert view.crashed() == ["host-2:nic1"] and view.hung(110.0) == []
+    health = RankHealth([view])
+    assert [(v.kind, v.node) for v in health.observe(10.0, 110.0)] == [("rank_crash", "host-2")]
+    view.record({"event": "restarted", "rank": 2, "t": 111.0}, NICS[2])
+    assert view.crashed() == [] and view.hung(115.0) == []  # starting (torch takes seconds): not hung
+    entered(view, 2, 5, 116.0)  # it rejoined at its peers' step
+    for rank in (0, 1, 3):
+        entered(view, rank, 5, 116.0)
+    assert view.hung(120.0) == [] and health.observe(20.0, 120.0) == []

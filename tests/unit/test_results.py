@@ -61,7 +61,7 @@ def as_median_slowdown(old: dict) -> dict:
 def without_new_fields(new: dict) -> dict:
     """This version's report less what older ones did not compute (mean step, throughput slowdown,
     and the figure a `collective` expectation measures with it; verdicts after the end; what of
-    the folder could not be read; ECN marks; packets adaptive routing moved)."""
+    the folder could not be read; ECN marks; packets adaptive routing moved; ranks crashed and restarted)."""
     new.pop("damaged", None)
     new.pop("balance", None)
     if new.get("fabric"):
@@ -76,6 +76,7 @@ def without_new_fields(new: dict) -> dict:
         window.pop("mean_step_s", None)
         window.pop("step_cv", None)
     for collective in new["collectives"].values():  # the RoCE transport's congestion control
+        collective.pop("rank_exits", None)  # ranks a fault crashed and the launcher restarted
         for totals in [collective.get("transport_totals")] + [w.get("transport") for w in collective["fault_windows"]]:
             for name in ("ecn_marked", "cnps_sent", "cnps_received", "out_of_order", "tail_probes"):
                 (totals or {}).pop(name, None)

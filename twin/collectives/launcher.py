@@ -3,6 +3,10 @@
 Each rank is a process recorded in the lab state (kind `worker`) before it starts; its
 command line names the job file inside the lab's run directory, which is how `twin lab
 down` recognises it as the lab's own. Ranks are ended by pid, never by name.
+
+A rank a fault crashed (`rank_crash`: its control file says so) is not the job failing: the
+launcher holds it down while the fault lasts and starts it again once the fault is cleared, as an
+elastic launcher (torchrun's agent) restarts a failed worker; the new process rejoins its peers.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -18,7 +23,7 @@ from twin.events import JsonlTail
 from twin.lab.handle import Lab, python_module
 from twin.lab.identity import share_with_ranks
 from twin.model.nics import Nic
-from twin.procs import alive, terminate
+from twin.procs import alive, reap, terminate
 
 
 @dataclass
@@ -45,6 +50,7 @@ class Job:
     directory: Path = field(init=False)
     pids: list[int] = field(default_factory=list)
     logs: list[JsonlTail] = field(default_factory=list)
+    down: set[int] = field(default_factory=set)  # ranks a fault crashed, not yet restarted
 
     def __post_init__(self) -> None:
         self.directory = self.lab.paths.jobs / self.spec.name
@@ -57,12 +63,46 @@ class Job:
         share_with_ranks(self.directory, files=("store",))
         job_file = self.directory / "job.json"
         job_file.write_text(json.dumps({**asdict(self.spec), "directory": str(self.directory)}))
-        for rank, nic in enumerate(self.spec.nics):
-            argv = python_module("twin.collectives.worker", str(job_file), str(rank))
-            spawned = self.lab.spawn_owned(f"job/{self.spec.name}/rank{rank}", argv,
-                                           self.directory / f"rank-{rank}.log", node=nic.host)
-            self.pids.append(spawned.pid)
+        for rank in range(len(self.spec.nics)):
+            self.pids.append(self._spawn(rank))
             self.logs.append(JsonlTail(self.directory / f"rank-{rank}.jsonl"))
+
+    def _spawn(self, rank: int, *extra: str) -> int:
+        argv = python_module("twin.collectives.worker", str(self.directory / "job.json"), str(rank), *extra)
+        return self.lab.spawn_owned(self._resource(rank), argv, self.directory / f"rank-{rank}.log",
+                                    node=self.spec.nics[rank].host).pid
+
+    def _resource(self, rank: int) -> str:
+        return f"job/{self.spec.name}/rank{rank}"
+
+    def _crash_asked(self, rank: int) -> bool:
+        """Whether a fault's control file (faults/ranks.py) tells this rank to crash."""
+        try:
+            return bool(json.loads((self.directory / f"rank-{rank}.control").read_text()).get("crash"))
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    def supervise(self) -> Iterator[tuple[str, int]]:
+        """Ranks a fault crashed (`crashed`, once each) and, once the fault is cleared, started again
+        to rejoin the job (`restarted`)."""
+        for rank, pid in enumerate(self.pids):
+            if alive(pid) or self._finished(rank):
+                continue
+            if self._crash_asked(rank):
+                if rank not in self.down:
+                    self.down.add(rank)
+                    yield "crashed", rank
+            elif rank in self.down:
+                self.lab.forget([r for r in self.lab.owned("worker", self._resource(rank))
+                                 if r.name == self._resource(rank)])
+                self.pids[rank] = self._spawn(rank, "--rejoin")
+                reap(pid)  # only now: until its record was gone, its pid must not be reused
+                self.down.discard(rank)
+                yield "restarted", rank
+
+    def _finished(self, rank: int) -> bool:
+        records = self.directory / f"rank-{rank}.jsonl"
+        return records.exists() and '"event": "done"' in records.read_text()
 
     def running(self) -> int:
         return sum(alive(pid) for pid in self.pids)
@@ -74,10 +114,7 @@ class Job:
     def failure(self) -> str | None:
         """The tail of the first log of a rank that exited before writing `done`."""
         for rank, pid in enumerate(self.pids):
-            if alive(pid):
-                continue
-            records = (self.directory / f"rank-{rank}.jsonl")
-            if records.exists() and '"event": "done"' in records.read_text():
+            if alive(pid) or rank in self.down or self._crash_asked(rank) or self._finished(rank):
                 continue
             log = self.directory / f"rank-{rank}.log"
             tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []

@@ -19,7 +19,13 @@ In a loop, each rank writes `enter` as it starts a collective (NCCL's flight rec
 same: the last collective each rank entered), and reads its control file (`rank-N.control`,
 written by faults outside the network, faults/ranks.py) before each step: `{"compute": F}` makes
 its compute take F times as long, `{"hang": true}` stops it before the next collective until the
-file changes, as a hung GPU stops its rank while the process lives.
+file changes, as a hung GPU stops its rank while the process lives, and `{"crash": true}` kills the
+process there, as a GPU fault kills the process that drives it.
+
+    python -m twin.collectives.worker <job.json> <rank> --rejoin
+
+starts a rank again after a crash (the launcher, once the fault is cleared): it joins the process
+group its peers are forming now and starts at the step they are in.
 """
 
 from __future__ import annotations
@@ -60,6 +66,8 @@ class Rank:
         self.out = open(Path(job["directory"]) / f"rank-{rank}.jsonl", "a", buffering=1)
         self.control = dist.FileStore(str(Path(job["directory"]) / "store"), self.world)
         self.generation = 0
+        self.iteration = 0  # the step the loop is in (a failed collective is tried again, not skipped)
+        self.rejoining = False  # restarted after a crash: learns the generation and the step from its peers
         self.groups: list = []
         self.backend = "roce" if job.get("transport") == "roce" else "gloo"
         self.transport_seen: dict = {}  # the transport counters already reported, this generation
@@ -77,17 +85,34 @@ class Rank:
         timing out on it would split the ranks over different generations.
         """
         dist = self.dist
+        if self.rejoining:
+            self.generation = self._forming_generation()
         joined = f"join{self.generation}"
+        # The step this rank is in, written before it counts itself in: a rank that rejoins reads
+        # its peers' once every rank has (a crash ends a rank between steps, not within one).
+        self.control.set(f"step{self.generation}/{self.rank}", str(self.iteration))
         self.control.add(joined, 1)
         while self.control.add(joined, 0) < self.world:
             if STOP or time.monotonic() > self.deadline:
                 raise Stopped()
             time.sleep(0.05)
+        if self.rejoining:
+            self.iteration = max(int(self.control.get(f"step{self.generation}/{rank}"))
+                                 for rank in range(self.world) if rank != self.rank)
+            self.rejoining = False
         store = dist.PrefixStore(f"gen{self.generation}", self.control)
         dist.init_process_group(self.backend, store=store, rank=self.rank, world_size=self.world,
                                 timeout=self.timeout)
         self.groups = [None] + [dist.new_group(list(range(self.world)), timeout=self.timeout)
                                 for _ in range(self.job["channels"] - 1)]
+
+    def _forming_generation(self) -> int:
+        """The first generation not every rank has joined: the one the peers of a restarted rank
+        are waiting in (or will be, once their collective with the dead rank has failed)."""
+        generation = 0
+        while self.control.add(f"join{generation}", 0) >= self.world:
+            generation += 1
+        return generation
 
     def reconnect(self) -> None:
         """After any failure every rank moves to the next generation (they all fail the old one:
@@ -165,6 +190,9 @@ class Rank:
     def compute(self, compute_s: float) -> None:
         """The step's compute: `compute_s`, times the control file's factor; held while it says hang."""
         asked = self.asked()
+        if asked.get("crash"):
+            self.out.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
         if compute_s:
             time.sleep(compute_s * float(asked.get("compute", 1.0)))
         while asked.get("hang") and not STOP:
@@ -174,26 +202,26 @@ class Rank:
     def loop(self) -> None:
         size, compute_s = self.job["sizes"][0], self.job["compute_ms"] / 1000
         buffers = Buffers(self.job["ops"][0], size, self.rank, self.world, self.job["channels"])
-        iteration, deadline = 0, time.monotonic() + self.job["duration_s"]
+        deadline = time.monotonic() + self.job["duration_s"]
         self.deadline = deadline
         while not STOP and time.monotonic() < deadline:
             step_start = time.monotonic()
             self.compute(compute_s)
             buffers.fill()
             op_start = time.monotonic()
-            self.emit(event="enter", iter=iteration, t=op_start)
+            self.emit(event="enter", iter=self.iteration, t=op_start)
             try:
                 comm_s = self.run_op(buffers)
             except RuntimeError as exc:  # timed out, a peer's connection broke, a QP failed
                 error = str(exc).splitlines()[0][:300]
                 self.emit(event="hang", t=op_start, waited_s=round(time.monotonic() - op_start, 3),
-                          iter=iteration, error=error, cause=hang_cause(error), **self.transport_delta())
+                          iter=self.iteration, error=error, cause=hang_cause(error), **self.transport_delta())
                 self._recover()
                 continue
-            self.emit(event="iter", iter=iteration, t=step_start, comm_s=round(comm_s, 5),
+            self.emit(event="iter", iter=self.iteration, t=step_start, comm_s=round(comm_s, 5),
                       step_s=round(time.monotonic() - step_start, 5), size=size, wrong=buffers.wrong(),
                       **self.transport_delta(), **self.transport_levels())
-            iteration += 1
+            self.iteration += 1
 
     def _recover(self) -> None:
         started = time.monotonic()
@@ -249,7 +277,8 @@ def main() -> None:
 
     torch.set_num_threads(1)  # two cores for the whole lab: no intra-op thread pools
     worker = Rank(job, rank)
-    worker.emit(event="start", t=time.monotonic(), pid=os.getpid())
+    worker.rejoining = sys.argv[3:] == ["--rejoin"]
+    worker.emit(event="start", t=time.monotonic(), pid=os.getpid(), rejoin=worker.rejoining)
     try:
         worker.connect()
         worker.emit(event="connected", t=time.monotonic())

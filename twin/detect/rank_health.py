@@ -1,12 +1,14 @@
 """rank-health: the job-wide view of a training job, from its ranks' own records: the collective
 each rank entered last (NCCL's flight recorder keeps the same) and the order in which the ranks
 entered each. It names the host of a rank that never entered the collective its peers wait in
-(`rank_hang`: a hung GPU, or a dead rank) and of a rank that is the last into the collective step
-after step by far more than the ranks vary (`slow_compute`): faults outside the network, which
-the job reports as network timeouts and slow steps. It never names a link or a switch.
+(`rank_hang`: a hung GPU), of a rank whose process died (`rank_crash`: the job's launcher saw it
+exit), and of a rank that is the last into the collective step after step by far more than the
+ranks vary (`slow_compute`): faults outside the network, which the job reports as network
+timeouts, broken connections and slow steps. It never names a link or a switch.
 
 No probe traffic, no counters: the ranks write `enter` before each collective
-(collectives/worker.py), and the run's collective workloads hand every record to it.
+(collectives/worker.py), the launcher says when a rank exits and when it is started again
+(`exited`, `restarted`), and the run's collective workloads hand every record to it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ class RankView:
         self.last: dict[int, tuple[int, float]] = {}  # rank -> (iteration, monotonic t) last entered
         self.entries: dict[int, dict[int, float]] = {}  # iteration -> rank -> t entered
         self.steps: deque[float] = deque(maxlen=STEPS)  # recent step times
+        self.dead: set[int] = set()  # ranks whose process exited and was not started again
+        self.away: set[int] = set()  # and those started again that have not entered a collective yet
         self.lock = threading.Lock()
 
     def record(self, record: dict, _nic: str) -> None:
@@ -43,11 +47,22 @@ class RankView:
             if record.get("event") == "enter":
                 rank, iteration, t = record["rank"], record["iter"], record["t"]
                 self.last[rank] = (iteration, t)
+                self.away.discard(rank)
                 self.entries.setdefault(iteration, {}).setdefault(rank, t)
                 for old in [i for i in self.entries if i < iteration - 2 * STEPS]:
                     del self.entries[old]
             elif record.get("event") == "iter":
                 self.steps.append(record["step_s"])
+            elif record.get("event") == "exited":
+                self.dead.add(record["rank"])
+                self.away.add(record["rank"])
+            elif record.get("event") == "restarted":
+                self.dead.discard(record["rank"])
+
+    def crashed(self) -> list[str]:
+        """NICs of ranks whose process is gone."""
+        with self.lock:
+            return [self.nics[rank] for rank in sorted(self.dead)]
 
     def hung(self, now: float) -> list[str]:
         """NICs of ranks that have not entered the collective the others entered long ago."""
@@ -56,7 +71,8 @@ class RankView:
                 return []  # not every rank has started
             newest = max(iteration for iteration, _t in self.last.values())
             waiting = [t for iteration, t in self.last.values() if iteration == newest]
-            behind = [rank for rank, (iteration, _t) in self.last.items() if iteration < newest]
+            behind = [rank for rank, (iteration, _t) in self.last.items()
+                      if iteration < newest and rank not in self.away]  # a dead rank is not hung
             patience = max(HANG_MIN_S, 3 * statistics.median(self.steps)) if self.steps else HANG_MIN_S
             if not behind or 2 * len(behind) >= self.world or now - min(waiting) < patience:
                 return []
@@ -98,6 +114,7 @@ class RankHealth:
         current = set()
         for view in self.views:
             current |= {("rank_hang", nic.split(":")[0]) for nic in view.hung(now)}
+            current |= {("rank_crash", nic.split(":")[0]) for nic in view.crashed()}
             slow = view.straggler()
             if slow is not None:
                 current.add(("slow_compute", slow.split(":")[0]))

@@ -17,6 +17,7 @@ from twin.faults import (
     peer_mismatch,
     pfc_pause,
     pfc_storm,
+    rank_crash,
     rank_hang,
     route_filter,
     silent_drop,
@@ -35,7 +36,7 @@ for _kind in (bgp_down.BgpDown(), bitflip.Bitflip(), blackhole.Blackhole(), flap
               ecmp_width.EcmpWidth(), ecn_thresholds.EcnThresholds(), hash_policy.HashPolicy(),
               mtu_mismatch.MtuMismatch(), peer_mismatch.PeerMismatch(), route_filter.RouteFilter(),
               # outside the network: a "network timeout" that is a GPU
-              rank_hang.RankHang(), slow_compute.SlowCompute()):
+              rank_hang.RankHang(), rank_crash.RankCrash(), slow_compute.SlowCompute()):
     FAULTS.add(_kind.name, _kind)
 
 

@@ -55,6 +55,7 @@ class CollectiveSummary(BaseModel):
     hang_events: list[dict[str, Any]] = []
     first_hang_s: float | None = None
     recovered_s: float | None = None
+    rank_exits: list[dict[str, Any]] = []  # a fault crashed a rank (restarted: false), the launcher restarted it (true)
     wrong: int = 0
 
 

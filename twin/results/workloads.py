@@ -93,6 +93,9 @@ def collectives(records: list[dict], windows: list[tuple[float, float]], settle_
                              "cause": h["cause"]} for h in hangs[:50]],
             "first_hang_s": min((h["t"] for h in hangs), default=None),
             "recovered_s": max((r["t"] for r in recovered), default=None),
+            "rank_exits": [{"t": r["t"], "rank": r["rank"], "nic": r["nic"],
+                            "restarted": r["kind"] == "rank_restarted"} for r in records
+                           if r["kind"] in ("rank_crashed", "rank_restarted") and r["workload"] == workload][:50],
             "wrong": sum(s["wrong"] for s in items),
         }
     return result

@@ -163,10 +163,22 @@ class Collective:
     def _follow(self) -> None:
         while not self._stop.wait(POLL_S):
             self._publish()
+            self._supervise()
             problem = self.job.failure()
             if problem:
                 self.ctx.events.emit("workload", op="failed", workload=self.name, error=problem)
                 return
+
+    def _supervise(self) -> None:
+        """A rank a fault crashed, and its restart once the fault is cleared: recorded as events, and
+        told to the listeners as the job's launcher sees them (`exited`, `restarted`)."""
+        for what, rank in self.job.supervise():
+            now = time.monotonic()
+            nic = self.spec.nics[rank].label
+            record = {"event": "exited" if what == "crashed" else "restarted", "rank": rank, "t": now}
+            for listener in self.listeners:
+                listener(record, nic)
+            self.ctx.events.emit(f"rank_{what}", workload=self.name, rank=rank, nic=nic)
 
     def _publish(self) -> None:
         factor = bus_factor(self.op, self.world)
