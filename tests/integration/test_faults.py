@@ -15,6 +15,7 @@ from twin.faults.base import FaultContext
 from twin.lab import converge, nft
 from twin.lab import kernel_state as snapshot
 from twin.lab.converge import fib_next_hops
+from twin.lab.counters import CounterReader
 from twin.lab.pfc import client as pfc_client
 from twin.lab.pfc import counters as pfc_counters
 from twin.lab.reach import unreachable_pairs
@@ -26,7 +27,8 @@ from twin.model.nics import fabric_nics
 from twin.procs import alive
 from twin.progress import NullProgress
 
-from .helpers import lab_running
+from .helpers import lab_running, marking
+from .test_pfc import incast
 
 pytestmark = pytest.mark.integration
 
@@ -450,3 +452,25 @@ def test_ecn_thresholds_turn_one_switch_marking_off_and_back(lab):
                                                                        if k[0] != "spine-1"}
         assert audited(lab) == {("ecn_thresholds", "spine-1")}
     assert pfc_client.marking(lab.paths.root) == before
+
+
+def test_lossy_class_leaves_one_queue_unpaused_so_an_incast_drops_there_and_nowhere_else(lab):
+    """The leaf's port toward the incast's receiver leaves the lossless class: that queue stops
+    pausing its senders, fills to its buffer and drops, while the lab as shipped drops nothing
+    (test_pfc); config-audit names the link; clearing gives the queue its XOFF back."""
+    before = pfc_client.thresholds(lab.paths.root)
+    port = ("leaf-g1-r1", lab.fabric.find_link("leaf-g1-r1", "host-g1-h1").endpoint("leaf-g1-r1").ifname)
+    assert before[port][0] > 0 and all(xoff > 0 for xoff, _xon in before.values())
+    with Applied(lab, id="lossy", kind="lossy_class", link="leaf-g1-r1 -- host-g1-h1", node="leaf-g1-r1"):
+        now = pfc_client.thresholds(lab.paths.root)
+        assert now[port] == (0, before[port][1]) and {k: v for k, v in now.items() if k != port} == \
+            {k: v for k, v in before.items() if k != port}
+        assert audited(lab) == {("lossy_class", link_key("leaf-g1-r1 -- host-g1-h1"))}
+        with CounterReader(lab) as reader:
+            start = reader.read(checksums=False).interfaces
+            with marking(lab, kmin=0):  # PFC alone: ECN would slow the senders before the queue overflows
+                incast(lab)
+            end = reader.read(checksums=False).interfaces
+    drops = {key: end[key].get("qdisc_drops", 0) - start[key].get("qdisc_drops", 0) for key in end}
+    assert drops[port] > 0 and sum(drops.values()) == drops[port], {k: v for k, v in drops.items() if v}
+    assert pfc_client.thresholds(lab.paths.root) == before and audited(lab) == set()

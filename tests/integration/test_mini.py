@@ -11,7 +11,6 @@ import pytest
 from twin.lab import shaping, vty
 from twin.lab.deploy import wait_converged
 from twin.lab.frr import PRELOADS, preload_path, vtysh_argv, vtysh_json
-from twin.lab.netconf import every_cpu_mask
 from twin.lab.reach import unreachable_pairs
 from twin.lab.status import lab_status
 from twin.model.buffers import queue_limit
@@ -102,17 +101,6 @@ def test_ports_are_shaped_as_pyroute2_shapes_them(mini):
     # the lab's port also carries the PFC programs (clsact), which the spare has not
     clsact = shaped.find("qdisc clsact")
     assert "htb 1:" in reference and reference == shaped.replace(shaped[clsact:shaped.find("\n", clsact) + 1], "")
-
-
-def test_every_port_steers_its_flows_to_one_cpu(mini):
-    """RPS on every port (netconf.RPS_MASK_SYSCTL): without it, a flow's packets can sit in two CPUs'
-    backlogs and overtake each other, which go-back-N RoCE answers with retransmissions."""
-    for node in ("leaf-g1-r1", "host-g1-h1"):
-        masks = mini.runtime.exec(node, ["sh", "-c", "cat /sys/class/net/*/queues/rx-0/rps_cpus"]).stdout.split()
-        ports = [link.endpoint(node).ifname for link in mini.fabric.links_of(node)]
-        assert len(masks) == len(ports) + 1, masks  # and lo, created with the namespace, before the mask
-        every_cpu = int(every_cpu_mask().replace(",", ""), 16)
-        assert sorted(int(m.replace(",", ""), 16) for m in masks)[1:] == [every_cpu] * len(ports), masks
 
 
 def test_frr_runs_with_its_fixes_and_sessions_survive_a_reset(mini):

@@ -3,7 +3,6 @@ pyroute2's own parser, to that port's address, prefix length and MTU."""
 
 from ipaddress import IPv4Interface
 
-import pytest
 from pyroute2.netlink.rtnl.ifaddrmsg import ifaddrmsg
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
@@ -31,10 +30,3 @@ def test_a_link_request_sets_up_and_mtu():
     assert message.get_attr("IFLA_MTU") == 9000
     [plain] = netconf._link_up(None)
     assert _decode(ifinfmsg, plain).get_attr("IFLA_MTU") is None
-
-
-@pytest.mark.parametrize("cpus,mask", [({0}, "1"), ({0, 1}, "3"), (set(range(36)), "f,ffffffff"),
-                                       ({0, 40}, "100,00000001")])
-def test_the_rps_mask_is_every_cpu_in_the_kernels_notation(monkeypatch, cpus, mask):
-    monkeypatch.setattr(netconf.os, "sched_getaffinity", lambda _pid: cpus)
-    assert netconf.every_cpu_mask() == mask

@@ -1,7 +1,8 @@
 """config-audit: the lab's intent (the model, as the lab rendered and set it) against each node's
 running state, swept again and again: BGP neighbours (their AS, shut or not), the multipath width,
-route maps on the sessions, the ECMP hash policy, the MTU of every link's ports, and on a marking
-lab every switch queue's ECN thresholds (asked of the PFC controller). A difference
+route maps on the sessions, the ECMP hash policy, the MTU of every link's ports, and on a lossless
+lab every switch queue's class (whether it still pauses its senders) and, where it marks, its ECN
+thresholds (both asked of the PFC controller). A difference
 is named at once, as the link or switch it is on with the fault kind it looks like; a lab that
 matches its intent gets no verdict. It reads bgpd's vty socket, /proc/sys and one ioctl per port
 inside each namespace: no traffic, no netlink dump.
@@ -107,6 +108,21 @@ def marking_findings(fabric: Fabric, marking: dict[tuple[str, str], tuple[int, i
     return findings
 
 
+def pfc_findings(fabric: Fabric, thresholds: dict[tuple[str, str], tuple[int, int]]) -> list[Finding]:
+    """Each switch queue of a lossless lab that no longer pauses its senders (XOFF 0, the PFC
+    controller's answer): its port left the lossless class. Other XOFF values are tuning (a storm
+    drill's), not a class."""
+    findings = []
+    for link in fabric.links:
+        for end in (link.a, link.b):
+            running = thresholds.get((end.node, end.ifname))
+            if running is not None and running[0] == 0:
+                findings.append(Finding("lossy_class", link=link_key(link.name),
+                                        detail=f"{end.node} {end.ifname}: XOFF 0, the queue never pauses its "
+                                               f"senders; the lab is lossless"))
+    return findings
+
+
 def sweep(lab) -> list[Finding]:
     """Every node once. A node that does not answer (a switch whose FRR is down: another fault's)
     is skipped: its state cannot be compared, and routing will show the rest."""
@@ -118,11 +134,13 @@ def sweep(lab) -> list[Finding]:
             findings += kernel_findings(lab.fabric, name, lab.netns(name))
         except (RuntimeBackendError, OSError):
             continue
-    if lab.fabric.ecn:
-        try:
+    try:
+        if lab.fabric.ecn:
             findings += marking_findings(lab.fabric, pfc_client.marking(lab.paths.root))
-        except TwinError:
-            pass  # the controller is restarting or gone: the ports are compared next sweep
+        if lab.fabric.pfc:
+            findings += pfc_findings(lab.fabric, pfc_client.thresholds(lab.paths.root))
+    except TwinError:
+        pass  # the controller is restarting or gone: the ports are compared next sweep
     return findings
 
 

@@ -13,6 +13,7 @@ from twin.faults import (
     flap,
     hash_policy,
     link_down,
+    lossy_class,
     mtu_mismatch,
     peer_mismatch,
     pfc_pause,
@@ -34,7 +35,8 @@ for _kind in (bgp_down.BgpDown(), bitflip.Bitflip(), blackhole.Blackhole(), flap
               switch_down.SwitchDown(),
               # misconfiguration (issue 31): 90 % of the incidents of the fabrics we twin
               ecmp_width.EcmpWidth(), ecn_thresholds.EcnThresholds(), hash_policy.HashPolicy(),
-              mtu_mismatch.MtuMismatch(), peer_mismatch.PeerMismatch(), route_filter.RouteFilter(),
+              lossy_class.LossyClass(), mtu_mismatch.MtuMismatch(), peer_mismatch.PeerMismatch(),
+              route_filter.RouteFilter(),
               # outside the network: a "network timeout" that is a GPU
               rank_hang.RankHang(), rank_crash.RankCrash(), slow_compute.SlowCompute()):
     FAULTS.add(_kind.name, _kind)

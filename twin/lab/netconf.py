@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import zlib
 from functools import lru_cache
 from ipaddress import IPv4Address, IPv4Interface
@@ -28,33 +27,8 @@ HASH_POLICY_SYSCTL = "net.ipv4.fib_multipath_hash_policy"
 HASH_POLICIES = {"l3": "0", "l4": "1"}
 
 
-# Receive packet steering on every interface of a lab (the mask new devices of a namespace get,
-# written before its veths exist): a veth hands what it sends to the backlog of the CPU that sent
-# it, and a port's qdisc is run by whichever CPU enqueues, opens its gate (pfc/gate.py's kick) or
-# fires its timer, so two packets of one flow could sit in two CPUs' backlogs and overtake each
-# other when one CPU's backlog waits for ksoftirqd: a reordering no cable makes, which RoCE's
-# go-back-N answers with retransmissions (CI: a DCQCN incast resent 2 packets with no drop
-# anywhere). Steered by the flow's hash, every packet of a flow takes one CPU's backlog per hop,
-# in the order it left the qdisc.
-RPS_MASK_SYSCTL = "net.core.rps_default_mask"
-
-
-def every_cpu_mask() -> str:
-    """The kernel's CPU mask notation (hex, 32-bit groups separated by commas) for every CPU this
-    process may run on."""
-    bits = sum(1 << cpu for cpu in os.sched_getaffinity(0))
-    groups = []
-    while True:
-        groups.append(f"{bits & 0xFFFFFFFF:08x}")
-        bits >>= 32
-        if not bits:
-            break
-    return ",".join(reversed(groups)).lstrip("0") or "0"
-
-
 def node_sysctls(fabric: Fabric, node: Node) -> dict[str, str]:
     common = {
-        RPS_MASK_SYSCTL: every_cpu_mask(),
         # Loose reverse-path filtering: ECMP and multi-NIC hosts see asymmetric paths.
         "net.ipv4.conf.all.rp_filter": "2",
         "net.ipv4.conf.default.rp_filter": "2",
@@ -110,8 +84,7 @@ def host_tcp_queue_bytes(fabric: Fabric) -> int:
 
 
 def configure_sysctls(netns_path: str, fabric: Fabric, node: Node) -> None:
-    # The RPS mask is per namespace on recent kernels (on older ones it is the machine's, not the lab's: left alone).
-    write_sysctls(netns_path, node_sysctls(fabric, node), optional=(RPS_MASK_SYSCTL,))
+    write_sysctls(netns_path, node_sysctls(fabric, node))
 
 
 # Encoded once (nlbatch.py) with this address, written over with each port's own.

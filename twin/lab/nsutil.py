@@ -58,17 +58,12 @@ def pids_in_netns(path: str) -> list[int]:
     return pids
 
 
-def write_sysctls(path: str, settings: dict[str, str], optional: tuple[str, ...] = ()) -> None:
-    """Write net.* sysctls inside the namespace at `path` (they are per namespace). A key in
-    `optional` that this kernel does not have per namespace is left out."""
+def write_sysctls(path: str, settings: dict[str, str]) -> None:
+    """Write net.* sysctls inside the namespace at `path` (they are per namespace)."""
     with in_netns(path):
         for key, value in settings.items():
-            try:
-                with open("/proc/sys/" + key.replace(".", "/"), "w") as handle:
-                    handle.write(value)
-            except FileNotFoundError:
-                if key not in optional:
-                    raise
+            with open("/proc/sys/" + key.replace(".", "/"), "w") as handle:
+                handle.write(value)
 
 
 def read_sysctl(path: str, key: str) -> str:

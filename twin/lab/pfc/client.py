@@ -62,6 +62,12 @@ def marking(lab_dir: Path) -> dict[tuple[str, str], tuple[int, int, float]]:
     return {tuple(key.split(" ", 1)): (kmin, kmax, pmax) for key, (kmin, kmax, pmax) in ports.items()}
 
 
+def thresholds(lab_dir: Path) -> dict[tuple[str, str], tuple[int, int]]:
+    """(node, ifname) -> the queue's XOFF and XON now (bytes; XOFF 0: it never pauses its senders)."""
+    ports = request(lab_dir, {"op": "thresholds"})["ports"]
+    return {tuple(key.split(" ", 1)): (xoff, xon) for key, (xoff, xon) in ports.items()}
+
+
 def start(lab: Lab) -> int:
     """Start the controller (a host process the lab owns) and wait until its programs are
     attached and it answers."""

@@ -274,6 +274,9 @@ class Controller:
         if op == "marking":  # every switch queue's ECN marking now: kmin, kmax (bytes), pmax (config-audit)
             return {"ok": True, "ports": {f"{q.port.node} {q.port.ifname}": list(self.queues.marking(q.id))
                                           for q in self.queues.queues}}
+        if op == "thresholds":  # every switch queue's XOFF and XON now, bytes (config-audit: 0 is lossy)
+            return {"ok": True, "ports": {f"{q.port.node} {q.port.ifname}": list(self.queues.thresholds(q.id))
+                                          for q in self.queues.queues}}
         if op == "status":  # why each held port is held (queue ids and their XOFF phase, fault ids)
             return {"ok": True, "held": {str(p): sorted(r) for p, r in self.reasons.items() if r},
                     "queues": {str(self.queues.queues[q].port): {"phase": self.queues.read(q)[1],
