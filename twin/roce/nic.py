@@ -17,10 +17,7 @@ thread that moves their packets, as an RDMA NIC does beside the application.
   adaptively may send each one its own way, and the QPs repeat selectively (selective.py)
   instead of going back N.
 - Receiving: UDP GRO hands over runs of datagrams at once; each is a packet for the QP state
-  machine (qp.py), whose ACKs and NAKs go straight back. A packet counts from when the kernel
-  received it (its timestamp), not from when this thread got to it: a NIC acts on arrival, and on a
-  busy machine the thread is milliseconds late, which would bunch up the CNPs a receiver sends and
-  the rate cuts a sender makes and leave out the rate increases between them.
+  machine (qp.py), whose ACKs and NAKs go straight back.
 - Timers: the retransmission timers and coalesced ACKs of every QP.
 The collective thread posts sends and receives and waits for their completion (`wait`).
 """
@@ -41,7 +38,7 @@ from twin.roce.dcqcn import NotificationPoint, Pacer, ReactionPoint, ScaledParam
 from twin.roce.qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
 from twin.roce.selective import SelectiveQueuePair
 from twin.roce.wire import ACK, CNP, DATA, HEADER, IP_UDP_HEADERS, NAK, SACK, Header, payload_per_packet, unpack
-from twin.sockopts import SO_RCVBUFFORCE, SO_TIMESTAMPNS
+from twin.sockopts import SO_RCVBUFFORCE
 
 UDP_SEGMENT, UDP_GRO = 103, 104
 ECT0, ECN_MASK, ECN_CE = 0x02, 0x03, 0x03
@@ -54,8 +51,6 @@ SEND_BUFFER = 128 * 1024  # about what a NIC holds in flight on the host side
 # a rank, which runs as a user of its own, gets what the cap allows.
 RECEIVE_BUFFER = 16 << 20
 MAX_GSO_BYTES = 65000
-TIMESPEC = struct.Struct("qq")  # the kernel's receive time: seconds, nanoseconds (CLOCK_REALTIME)
-ANCILLARY_BYTES = socket.CMSG_SPACE(4) + socket.CMSG_SPACE(4) + socket.CMSG_SPACE(TIMESPEC.size)  # GRO, TOS, time
 READS_PER_TURN = 64  # datagrams read per socket per turn, so one busy QP cannot starve the rest
 
 
@@ -121,7 +116,6 @@ class Nic:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         sock.setsockopt(socket.SOL_UDP, UDP_GRO, 1)
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         tos = (wire.REORDERABLE_DSCP << 2 if self.multipath else 0) | (ECT0 if self.dcqcn is not None else 0)
         if tos:
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
@@ -313,25 +307,22 @@ class Nic:
     def _receive(self, endpoint: Endpoint, now: float) -> None:
         for _ in range(READS_PER_TURN):
             try:
-                data, ancillary, _flags, _address = endpoint.sock.recvmsg(1 << 16, ANCILLARY_BYTES)
+                data, ancillary, _flags, _address = endpoint.sock.recvmsg(1 << 16, 2 * socket.CMSG_SPACE(4))
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:  # an ICMP error queued on the socket (the peer's port is gone)
                 continue
             if not data:
                 continue
-            size, marked, arrived = len(data), False, now
+            size, marked = len(data), False
             for level, kind, value in ancillary:
                 if level == socket.SOL_UDP and kind == UDP_GRO:
                     size = struct.unpack("i", value[:4])[0]
                 elif level == socket.IPPROTO_IP and kind == socket.IP_TOS:
                     marked = value[0] & ECN_MASK == ECN_CE  # GRO merges only packets of one TOS
-                elif level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                    seconds, nanoseconds = TIMESPEC.unpack(value[:TIMESPEC.size])
-                    arrived = min(now, now - (time.time() - seconds - nanoseconds / 1e9))
             view = memoryview(data)
             for start in range(0, len(data), size or len(data)):
-                self._packet(endpoint, view[start:start + size], arrived, marked)
+                self._packet(endpoint, view[start:start + size], now, marked)
 
     def _packet(self, endpoint: Endpoint, datagram: memoryview, now: float, marked: bool = False) -> None:
         header = unpack(datagram)
