@@ -92,23 +92,19 @@ def _roce_incast(lab, cc: str) -> tuple[int, int, object]:
     return sum(c.rx_pause - before[k].rx_pause for k, c in after.items()), queue_drops(lab) - drops, result
 
 
+@pytest.mark.quiet
 def test_a_roce_incast_with_dcqcn_pauses_far_less_than_without_and_drops_nothing(mini):
     none_pauses, none_drops, none = _roce_incast(mini, "none")
     dcqcn_pauses, dcqcn_drops, dcqcn = _roce_incast(mini, "dcqcn")
-    # Nothing is dropped: not by a queue, not by a host (its sockets' buffers, the kernel's input
-    # backlog). A retransmission is allowed only for a reordering, where the receiver got the
-    # original after it had asked for it again (a duplicate), never for a loss. Reordering is the
-    # emulation's, not the fabric's: a veth hands a packet to the backlog of the CPU that sent it
-    # and a port's qdisc runs on whichever CPU is there, so under load (the docker tier beside it)
-    # a flow's packets can sit in two CPUs' backlogs and overtake each other (CI saw 2 resent
-    # packets with no drop anywhere; about 1 incast in 60 here, with no kernel drop traced).
-    # Steering each flow to one CPU (RPS) would end it, but RPS sets the packet's hash and the
-    # kernel's ECMP then takes that hash instead of the switch's seeded one: not done yet.
+    # Nothing is dropped, by a queue or by a host's socket buffers, and nothing is resent, as on a
+    # lossless fabric of hardware NICs. Under load the emulation can resend a packet with no drop
+    # anywhere (CI, with the docker tier beside it: 2 packets; here about one incast in 60 under
+    # that load, none alone, no kernel drop traced, once with no duplicate at the receiver, so a
+    # loss rather than a reordering): cause not found yet, so the test runs alone (marker quiet).
     for run, drops in ((none, none_drops), (dcqcn, dcqcn_drops)):
         stats = run.stats
-        assert drops == 0 and stats["host_drops"] == {"rcvbuf": 0, "backlog": 0}, stats
-        assert stats["retrans_packets"] == 0 or stats["duplicates"] > 0, \
-            {key: stats[key] for key in ("retrans_packets", "naks_sent", "out_of_order", "duplicates")}
+        assert drops == 0 and stats["host_drops"]["rcvbuf"] == 0 and stats["retrans_packets"] == 0, \
+            {key: stats[key] for key in ("retrans_packets", "naks_sent", "out_of_order", "duplicates", "host_drops")}
     assert none.stats["cnps_received"] == 0 and dcqcn.stats["cnps_received"] > 0, (none.stats, dcqcn.stats)
     assert none_pauses > 0 and dcqcn_pauses < none_pauses / 5, (none_pauses, dcqcn_pauses)
     assert dcqcn.goodput_bps() >= 0.85 * mini.fabric.rate_bps, dcqcn.goodput_bps()

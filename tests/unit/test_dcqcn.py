@@ -100,17 +100,3 @@ def test_the_pacer_holds_a_qp_to_its_rate():
     pacer.spend(9000)
     assert pacer.ready_at(8e6, 9000) == pytest.approx(0.004 + 14000 / 1e6)
     assert pacer.allowed(8e6, 10.0) == 9000  # never more than one burst saved up
-
-
-def test_the_pacer_owes_a_qp_what_the_emulations_lateness_cost_it_and_nothing_for_idleness():
-    pacer = Pacer(burst=9000)
-    pacer.allowed(8e6, 0.0)
-    pacer.spend(0)
-    due = pacer.ready_at(8e6, 9000)  # 9 ms at 1 MB/s
-    assert due == pytest.approx(0.009)
-    # woken 20 ms late: the 9000 bytes it was due, and the 20,000 it would have sent meanwhile
-    assert pacer.allowed(8e6, due + 0.020, due) == pytest.approx(29000)
-    pacer.spend(18000)
-    pacer.spend(9000)
-    assert pacer.owed == 0 and pacer.tokens == pytest.approx(2000)
-    assert pacer.allowed(8e6, 10.0) == 9000  # idle (it was not waiting): one burst, as before

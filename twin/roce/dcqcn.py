@@ -158,31 +158,19 @@ class NotificationPoint:
 
 @dataclass
 class Pacer:
-    """A token bucket at a QP's current rate: how much it may send now, and when it may next.
-
-    A NIC's pacer is hardware and never late; the emulation's thread can be (a busy machine wakes it
-    milliseconds after the QP was due). The time between when it was due and when it woke is owed to
-    the QP, beyond the burst, so it keeps its rate while the machine is busy; idle time (nothing to
-    send, or a paused port) earns no more than the burst."""
+    """A token bucket at a QP's current rate: how much it may send now, and when it may next."""
     burst: int  # bytes: one batch the NIC hands the socket at once
     tokens: float = 0.0
     at: float = 0.0
-    owed: float = 0.0  # bytes the emulation's lateness cost it, spent before the tokens
 
-    def allowed(self, rate_bps: float, now: float, due: float = 0.0) -> float:
-        """The bytes it may send now; `due`: when it was to send next (0: it was not waiting)."""
-        late = due and now > due
-        self.tokens = min(self.burst, self.tokens + ((due if late else now) - self.at) * rate_bps / 8)
-        if late:
-            self.owed += (now - due) * rate_bps / 8
+    def allowed(self, rate_bps: float, now: float) -> float:
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * rate_bps / 8)
         self.at = now
-        return self.tokens + self.owed
+        return self.tokens
 
     def spend(self, size: int) -> None:
-        from_owed = min(self.owed, size)
-        self.owed -= from_owed
-        self.tokens -= size - from_owed
+        self.tokens -= size
 
     def ready_at(self, rate_bps: float, size: int) -> float:
         """When `size` bytes will be allowed at this rate."""
-        return self.at + max(0.0, size - self.tokens - self.owed) * 8 / rate_bps
+        return self.at + max(0.0, size - self.tokens) * 8 / rate_bps

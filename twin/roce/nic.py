@@ -248,13 +248,12 @@ class Nic:
 
     def _send(self, endpoint: Endpoint, now: float) -> None:
         qp = endpoint.qp
-        due, endpoint.send_at = endpoint.send_at, 0.0
+        endpoint.send_at = 0.0
         while qp.sending:
             packets = qp.peek(self.max_segments)
             cut = next((i + 1 for i, (_h, piece) in enumerate(packets) if len(piece) != self.payload), len(packets))
             packets = packets[:cut]  # only the batch's last datagram may be short (GSO)
-            paced = self._paced(endpoint, now, due)
-            due = 0.0  # the lateness is credited once
+            paced = self._paced(endpoint, now)
             if paced is not None:
                 if paced < 1:
                     return
@@ -279,7 +278,7 @@ class Nic:
                 if paced is not None:
                     endpoint.pacer.spend(wire)
 
-    def _paced(self, endpoint: Endpoint, now: float, due: float = 0.0) -> int | None:
+    def _paced(self, endpoint: Endpoint, now: float) -> int | None:
         """How many full packets a QP below line rate may send now (0: none; then `send_at` says
         when); None: it runs at line rate, unpaced."""
         rate = endpoint.rate
@@ -287,9 +286,9 @@ class Nic:
             return None
         rate.advance(now)
         if rate.rate_bps >= rate.params.line_bps:
-            endpoint.pacer.tokens, endpoint.pacer.owed, endpoint.pacer.at = 0.0, 0.0, now  # nothing saved up unpaced
+            endpoint.pacer.tokens, endpoint.pacer.at = 0.0, now  # nothing saved up while unpaced
             return None
-        fit = int(endpoint.pacer.allowed(rate.rate_bps, now, due) // self.wire_packet)
+        fit = int(endpoint.pacer.allowed(rate.rate_bps, now) // self.wire_packet)
         if fit < 1:
             endpoint.send_at = endpoint.pacer.ready_at(rate.rate_bps, self.wire_packet)
         return max(0, fit)
