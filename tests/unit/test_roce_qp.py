@@ -196,22 +196,24 @@ def test_a_lost_tail_is_sent_again_by_the_probe_long_before_the_retransmission_t
     assert [c.opcode for c in controls] == [ACK] and done is None and bytes(out) == bytes(data)
 
 
-def test_a_probe_sends_the_whole_unacknowledged_tail_at_once():
-    link = SprayedLink(drop=lambda kind, psn, nth: kind == DATA and psn >= 7 and nth == 1, timeout_s=1.0)
+def ten_packets_arrive(link) -> None:
+    """A ten-packet message over `link`, run for 0.1 s: it arrives whole."""
     data, out = message(10 * PAYLOAD), bytearray(10 * PAYLOAD)
     send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
     link.run(0.1)
     assert send.done and recv.done and bytes(out) == bytes(data)
+
+
+def test_a_probe_sends_the_whole_unacknowledged_tail_at_once():
+    link = SprayedLink(drop=lambda kind, psn, nth: kind == DATA and psn >= 7 and nth == 1, timeout_s=1.0)
+    ten_packets_arrive(link)
     # one probe: 7, 8 and 9 sent again, no timeout
     assert link.a.stats.tail_probes == 1 and link.a.stats.retrans_packets == 3 and link.a.stats.timeouts == 0
 
 
 def test_a_tail_whose_probe_is_lost_too_waits_for_the_timer():
     link = SprayedLink(drop=lambda kind, psn, nth: kind == DATA and psn >= 9 and nth <= 2)
-    data, out = message(10 * PAYLOAD), bytearray(10 * PAYLOAD)
-    send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
-    link.run(0.1)
-    assert send.done and recv.done and bytes(out) == bytes(data)
+    ten_packets_arrive(link)
     assert link.a.stats.tail_probes == 1 and link.a.stats.timeouts == 1 and link.a.stats.retrans_packets == 2
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from twin.collectives.control import asked, control_file
 from twin.errors import TwinError
 from twin.events import JsonlTail
 from twin.lab.handle import Lab, python_module
@@ -77,10 +78,7 @@ class Job:
 
     def _crash_asked(self, rank: int) -> bool:
         """Whether a fault's control file (faults/ranks.py) tells this rank to crash."""
-        try:
-            return bool(json.loads((self.directory / f"rank-{rank}.control").read_text()).get("crash"))
-        except (OSError, ValueError, AttributeError):
-            return False
+        return bool(asked(control_file(self.directory, rank)).get("crash"))
 
     def supervise(self) -> Iterator[tuple[str, int]]:
         """Ranks a fault crashed (`crashed`, once each) and, once the fault is cleared, started again

@@ -38,6 +38,7 @@ import sys
 import time
 from pathlib import Path
 
+from twin.collectives.control import asked, control_file
 from twin.collectives.verify import Buffers
 from twin.lab.identity import become_rank
 from twin.procs import LOAD_NICE, set_priority
@@ -72,7 +73,7 @@ class Rank:
         self.backend = "roce" if job.get("transport") == "roce" else "gloo"
         self.transport_seen: dict = {}  # the transport counters already reported, this generation
         self.deadline = time.monotonic() + job.get("duration_s", 0) + job["timeout_s"] * 4 + 600
-        self.control_file = Path(job["directory"]) / f"rank-{rank}.control"
+        self.control_file = control_file(Path(job["directory"]), rank)
 
     def emit(self, **record) -> None:
         self.out.write(json.dumps({"rank": self.rank, "gen": self.generation, **record}) + "\n")
@@ -182,10 +183,7 @@ class Rank:
 
     def asked(self) -> dict:
         """What a fault outside the network asks of this rank now (faults/ranks.py); {} when none."""
-        try:
-            return json.loads(self.control_file.read_text())
-        except (OSError, ValueError):
-            return {}
+        return asked(self.control_file)
 
     def compute(self, compute_s: float) -> None:
         """The step's compute: `compute_s`, times the control file's factor; held while it says hang."""

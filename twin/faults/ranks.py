@@ -1,5 +1,5 @@
 """What the faults outside the network share: the training ranks a host runs (the lab's own
-records of its collective jobs) and each rank's control file (collectives/worker.py reads it
+records of its collective jobs) and each rank's control file (collectives/control.py: the worker reads it
 before every step)."""
 
 from __future__ import annotations
