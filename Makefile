@@ -6,10 +6,10 @@ TWIN := $(VENV)/bin/twin
 PYTEST := $(VENV)/bin/pytest
 LAB ?= rail4
 VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' twin/__init__.py)
-# Debian packages the twin runs on (FRR for routing, iproute2/nftables/ethtool for the data
-# plane and faults, iperf3 for rate checks, util-linux for unshare, python3-venv for the venv,
+# Debian packages the twin runs on (FRR for routing, lldpd for who is cabled to whom in each node,
+# iproute2/nftables/ethtool for the data plane and faults, iperf3 for rate checks, util-linux for unshare, python3-venv for the venv,
 # gcc to build the fixes preloaded into FRR).
-SYSTEM_PACKAGES := frr nftables iproute2 ethtool iperf3 iputils-ping procps util-linux python3-venv gcc libc6-dev \
+SYSTEM_PACKAGES := frr lldpd nftables iproute2 ethtool iperf3 iputils-ping procps util-linux python3-venv gcc libc6-dev \
 	clang libbpf-dev libbpf1 bpftool
 # Preloaded into FRR's daemons: its event loop spins before every timer, bgpd wipes idle ring
 # buffers into memory (see each source).
@@ -44,7 +44,7 @@ deps:
 twin/lab/ebpf/vmlinux.h:
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-twin/lab/ebpf/%.bpf.o: twin/lab/ebpf/%.bpf.c twin/lab/ebpf/queues.h twin/lab/ebpf/balance.h twin/lab/ebpf/vmlinux.h
+twin/lab/ebpf/%.bpf.o: twin/lab/ebpf/%.bpf.c twin/lab/ebpf/queues.h twin/lab/ebpf/balance.h twin/lab/ebpf/wire.h twin/lab/ebpf/vmlinux.h
 	clang $(BPF_CFLAGS) -c $< -o $@
 
 twin/lab/native/frr_%.so: twin/lab/native/frr_%.c
@@ -58,6 +58,10 @@ packages:
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:" $$missing; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  if echo "$$missing" | grep -qx lldpd; then \
+	    echo "lldpd: the machine-wide service the package starts is stopped (labs run their own per node)"; \
+	    { systemctl disable --now lldpd || service lldpd stop; } >/dev/null 2>&1 || true; \
+	  fi; \
 	fi
 
 $(VENV)/.installed: pyproject.toml

@@ -80,6 +80,15 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def working_dir(pid: int) -> str:
+    """Where a process runs: the one mark of a daemon that rewrites its own command line (lldpd's
+    "lldpd: monitor.") and environment."""
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
+
+
 def terminate(pids: list[int], grace_s: float = 0.5) -> None:
     """SIGTERM, wait up to grace_s, then SIGKILL what is left; reap our own children."""
     pids = [p for p in set(pids) if alive(p)]

@@ -118,3 +118,56 @@ def test_probe_paths_cover_every_link_no_ecmp_polarization(rail4):
     assert coverage["hops_short"] == 0 and coverage["ambiguous"] == []
     assert summary["paths"] == coverage["flows"] <= 1.25 * coverage["hops"] and coverage["hops"] == 96
     assert summary["lost"] == 0
+
+
+def test_miswire_crosses_two_nics_cables_and_the_leaves_lldp_names_the_host(rail4):
+    """host-g1-h1's nic1 and nic2 cables swapped at the leaves: both NICs lose what is sent to them
+    (their leaves' frames reach the other NIC, which is not addressed), nic3 keeps working, the
+    leaves' queues count every frame off (nothing left in them), LLDP at each leaf port hears the
+    other NIC and config-audit names the host; clearing restores every filter and qdisc."""
+    from twin.detect import config_audit
+    from twin.faults import engine
+    from twin.faults.base import FaultContext
+    from twin.lab import kernel_state as snapshot
+    from twin.lab import lldp
+    from twin.lab.pfc import counters as pfc_counters
+    from twin.lab.traffic import udp_burst
+    from twin.model.nics import fabric_nics
+
+    nics = {n.label: n for n in fabric_nics(rail4.fabric)}
+    host, port = "host-g1-h1", rail4.fabric.find_link("leaf-g1-r1", "host-g1-h1").endpoint("leaf-g1-r1").ifname
+
+    def audited():
+        return {(f.kind, f.link or f.node) for f in config_audit.sweep(rail4)}
+
+    def burst(label):
+        return udp_burst(rail4, nics[label.replace("host-g1-h1", "host-g2-h2")], nics[label], 200, settle_s=0.5)
+
+    def settled(predicate, what):
+        deadline = time.monotonic() + 10
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.2)
+
+    settled(lambda: lldp.neighbors(rail4.state, "leaf-g1-r1").get(port) == lldp.Neighbor(host, "nic1"),
+            "leaf-g1-r1's LLDP to hear host-g1-h1 nic1")
+    assert audited() == set()
+    before = snapshot.take(rail4)
+    entry = {"id": "cables", "kind": "miswire", "node": host, "nics": ["nic1", "nic2"]}
+    timing, params = engine.parse(entry)
+    engine.inject(FaultContext(rail4), timing, params)
+    try:
+        settled(lambda: audited() == {("miswire", host)}, "config-audit to name the host")
+        assert lldp.neighbors(rail4.state, "leaf-g1-r1")[port] == lldp.Neighbor(host, "nic2")
+        assert burst("host-g1-h1:nic1").received == 0
+        assert burst("host-g1-h1:nic2").received == 0
+        assert burst("host-g1-h1:nic3").received == 200
+        # The frames toward nic1 were counted off leaf-g1-r1's queue where they arrived, not moved
+        # with the frame onto nic2's count (the queue would keep them for good and pause its senders).
+        settled(lambda: pfc_counters.ports(pfc_counters.read(rail4.state.directory))[("leaf-g1-r1", port)].queue
+                == 0, "leaf-g1-r1's queue toward the host to drain")
+    finally:
+        engine.clear(FaultContext(rail4), "cables")
+    assert snapshot.differences(before, snapshot.take(rail4)) == []
+    assert burst("host-g1-h1:nic1").received == 200
+    settled(lambda: audited() == set(), "LLDP to hear the cabling as the lab has it")

@@ -1,8 +1,11 @@
 """config-audit's comparisons without a lab: the rendered intent passes, each drift is named once."""
 
+import json
+
 from test_model import fabric_of
 
-from twin.detect.config_audit import ConfigAudit, Finding, bgp_findings
+from twin.detect.config_audit import ConfigAudit, Finding, bgp_findings, cabling_findings
+from twin.lab.lldp import Neighbor, parse_neighbors
 from twin.model.fabric import link_key
 from twin.model.render import bgp_neighbors, render_switch
 
@@ -41,3 +44,50 @@ def test_a_finding_is_named_once_and_again_when_it_comes_back():
     assert audit.observe(2.0, [drift]) == []
     assert audit.observe(3.0, []) == []
     assert [v.kind for v in audit.observe(4.0, [drift])] == ["hash_policy"]
+
+
+def heard_as_wired(fabric):
+    """What every switch port's LLDP hears on a lab cabled as its model says."""
+    heard = {}
+    for link in fabric.links:
+        for end, far in ((link.a, link.b), (link.b, link.a)):
+            if fabric.nodes[end.node].is_switch:
+                heard.setdefault(end.node, {})[end.ifname] = Neighbor(far.node, far.ifname)
+    return heard
+
+
+def test_a_lab_cabled_as_its_model_has_no_cabling_finding_and_silence_is_none():
+    fabric = fabric_of("rail4")
+    heard = heard_as_wired(fabric)
+    assert cabling_findings(fabric, heard) == []
+    del heard["leaf-g1-r1"]  # not heard yet, or its lldpd is down: not a miswire
+    heard["leaf-g1-r2"].clear()
+    assert cabling_findings(fabric, heard) == []
+
+
+def test_a_hosts_swapped_nic_cables_name_the_host_and_a_leafs_swapped_uplinks_the_leaf():
+    fabric = fabric_of("rail4")
+    leaf1, leaf2 = (fabric.find_link(leaf, "host-g1-h1").endpoint(leaf).ifname for leaf in ("leaf-g1-r1", "leaf-g1-r2"))
+    heard = heard_as_wired(fabric)
+    heard["leaf-g1-r1"][leaf1] = Neighbor("host-g1-h1", "nic2")
+    heard["leaf-g1-r2"][leaf2] = Neighbor("host-g1-h1", "nic1")
+    assert [(f.kind, f.node) for f in cabling_findings(fabric, heard)] == [("miswire", "host-g1-h1")]
+
+    heard = heard_as_wired(fabric)  # the leaf's cables to its two spines swapped at the spines
+    up1, up2 = (fabric.find_link("leaf-g1-r1", spine) for spine in ("spine-r1-s1", "spine-r1-s2"))
+    heard["spine-r1-s1"][up1.endpoint("spine-r1-s1").ifname] = Neighbor("leaf-g1-r1", up2.endpoint("leaf-g1-r1").ifname)
+    heard["spine-r1-s2"][up2.endpoint("spine-r1-s2").ifname] = Neighbor("leaf-g1-r1", up1.endpoint("leaf-g1-r1").ifname)
+    heard["leaf-g1-r1"][up1.endpoint("leaf-g1-r1").ifname] = Neighbor("spine-r1-s2", up2.endpoint("spine-r1-s2").ifname)
+    heard["leaf-g1-r1"][up2.endpoint("leaf-g1-r1").ifname] = Neighbor("spine-r1-s1", up1.endpoint("spine-r1-s1").ifname)
+    assert [(f.kind, f.node) for f in cabling_findings(fabric, heard)] == [("miswire", "leaf-g1-r1")]
+
+
+def test_lldpcli_json0_is_read_port_by_port():
+    interface = {"name": "hs-g1h1", "via": "LLDP",
+                 "chassis": [{"id": [{"type": "mac", "value": "02:00:00:00:00:01"}],
+                              "name": [{"value": "host-g1-h1"}]}],
+                 "port": [{"id": [{"type": "ifname", "value": "nic1"}], "descr": [{"value": "nic1"}]}]}
+    other = {**interface, "name": "sp-r1s1", "port": [{"id": [{"type": "mac", "value": "02:00:00:00:00:02"}]}]}
+    text = json.dumps({"lldp": [{"interface": [interface, other]}]})
+    assert parse_neighbors(text) == {"hs-g1h1": Neighbor("host-g1-h1", "nic1")}  # a MAC port id names no port
+    assert parse_neighbors(json.dumps({"lldp": [{}]})) == {}

@@ -35,7 +35,7 @@ def test_same_seed_same_fault_other_seeds_differ(rail4):
     (1, {"link_down", "switch_down", "bgp_down"}),
     (2, {"silent_drop", "bitflip", "blackhole", "slow_node"}),
     (3, {"silent_drop", "bitflip", "blackhole", "slow_node", "pfc_storm"}),
-    (4, {"mtu_mismatch", "ecmp_width", "hash_policy", "peer_mismatch", "route_filter"}),
+    (4, {"mtu_mismatch", "ecmp_width", "hash_policy", "peer_mismatch", "route_filter", "miswire"}),
 ])
 def test_each_level_draws_from_its_pool_only(rail4, mini, level, allowed):
     for fabric in (rail4, mini):
@@ -47,8 +47,9 @@ def test_each_level_draws_from_its_pool_only(rail4, mini, level, allowed):
 def test_level4_draws_every_misconfiguration_and_each_would_change_something(rail4, mini):
     for fabric in (rail4, mini):
         drawn = [e for seed in range(40) for e in pools.draw(fabric, 4, seed)]
+        cabling = {"miswire"} if fabric.rails >= 2 else set()  # one NIC a host: no second cable
         assert {e["kind"] for e in drawn} == {"mtu_mismatch", "ecmp_width", "hash_policy", "peer_mismatch",
-                                              "route_filter"}
+                                              "route_filter"} | cabling
         for entry in drawn:
             timing, params = engine.parse(entry)
             assert FAULTS.get(entry["kind"]).check(fabric, params, None) == [], entry

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -15,7 +16,7 @@ from rich.table import Table
 
 from twin.cli.tools import RUNTIME_OPTION, out, progress, write_output
 from twin.errors import TwinError
-from twin.lab import deploy, idle
+from twin.lab import deploy, idle, lldp
 from twin.lab.files import open_lab
 from twin.lab.frr import vtysh_argv
 from twin.lab.handle import Lab, lab_model
@@ -201,7 +202,8 @@ def print_queues(queues) -> None:
 def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
     """Run COMMAND inside NODE of LAB; its exit code is passed through.
 
-    Use `--` before the command. `vtysh` on a switch talks to that switch's FRR.
+    Use `--` before the command. `vtysh` on a switch talks to that switch's FRR, `lldpcli` to the
+    node's lldpd (e.g. `lldpcli show neighbors`: who is cabled to each port).
     """
     lab = Lab.open(name)
     if node not in lab.fabric.nodes:
@@ -209,6 +211,11 @@ def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
     argv = list(command)
     if argv[0] == "vtysh":
         argv = vtysh_argv(lab.state, node) + argv[1:]
+    elif argv[0] == lldp.LLDPCLI:
+        if not lab.fabric.lldp:
+            raise TwinError(f"lab {name} runs no LLDP", hint="set `lldp: true` in its lab file")
+        # lldpcli only talks to lldpd's socket, a file: it runs here, so a container needs none
+        sys.exit(subprocess.run(lldp.lldpcli_argv(lab.state, node) + argv[1:]).returncode)
     result = lab.runtime.exec(node, argv, timeout=None, capture=False)
     sys.exit(result.rc)
 

@@ -2,7 +2,8 @@
 running state, swept again and again: BGP neighbours (their AS, shut or not), the multipath width,
 route maps on the sessions, the ECMP hash policy, the MTU of every link's ports, and on a lossless
 lab every switch queue's class (whether it still pauses its senders) and, where it marks, its ECN
-thresholds (both asked of the PFC controller). A difference
+thresholds (both asked of the PFC controller), and on a lab that runs LLDP who is cabled to whom
+(each switch port's neighbour, asked of the switch's lldpd). A difference
 is named at once, as the link or switch it is on with the fault kind it looks like; a lab that
 matches its intent gets no verdict. It reads bgpd's vty socket, /proc/sys and one ioctl per port
 inside each namespace: no traffic, no netlink dump.
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from twin.detect.verdicts import Verdict
 from twin.errors import RuntimeBackendError, TwinError
+from twin.lab import lldp
 from twin.lab.frr import bgpd_running_config
 from twin.lab.netconf import HASH_POLICY_SYSCTL, node_sysctls
 from twin.lab.nsutil import interface_mtus, read_sysctl
@@ -123,17 +125,44 @@ def pfc_findings(fabric: Fabric, thresholds: dict[tuple[str, str], tuple[int, in
     return findings
 
 
+def cabling_findings(fabric: Fabric, heard: dict[str, dict[str, lldp.Neighbor]]) -> list[Finding]:
+    """Each switch port's LLDP neighbour (`heard`: switch -> port -> neighbour) against the lab's
+    wiring. A port that hears another node's port than the one the lab cables to it is a miswire,
+    named as the node whose ports are heard in the most wrong places (a host whose NIC cables were
+    swapped is heard at two leaf ports, each the other's); a port that hears nothing is not a
+    finding (its neighbour's first frame is still to come, or the link is down: routing shows that).
+    """
+    wrong: dict[str, list[str]] = {}
+    for link in fabric.links:
+        for end, far in ((link.a, link.b), (link.b, link.a)):
+            neighbor = heard.get(end.node, {}).get(end.ifname)
+            if neighbor is None or (neighbor.node, neighbor.port) == (far.node, far.ifname):
+                continue
+            wrong.setdefault(neighbor.node, []).append(
+                f"{end.node} {end.ifname} hears {neighbor.node} {neighbor.port}, cabled to {far.node} {far.ifname}")
+    # Swapped cables make their far ends hear wrong neighbours too (a leaf's two uplinks swapped:
+    # the leaf is heard at two spine ports, each spine at one leaf port); the node heard in the
+    # most wrong places is the one whose cables moved.
+    most = max((len(details) for details in wrong.values()), default=0)
+    return [Finding("miswire", node=node, detail="; ".join(sorted(details)))
+            for node, details in sorted(wrong.items()) if node in fabric.nodes and len(details) == most]
+
+
 def sweep(lab) -> list[Finding]:
     """Every node once. A node that does not answer (a switch whose FRR is down: another fault's)
     is skipped: its state cannot be compared, and routing will show the rest."""
     findings = []
+    heard = {}
     for name, node in sorted(lab.fabric.nodes.items()):
         try:
             if node.is_switch:
                 findings += bgp_findings(lab.fabric, name, bgpd_running_config(lab.state, node))
+                if lab.fabric.lldp:
+                    heard[name] = lldp.neighbors(lab.state, name)
             findings += kernel_findings(lab.fabric, name, lab.netns(name))
         except (RuntimeBackendError, OSError):
             continue
+    findings += cabling_findings(lab.fabric, heard)
     try:
         if lab.fabric.ecn:
             findings += marking_findings(lab.fabric, pfc_client.marking(lab.paths.root))

@@ -102,6 +102,10 @@ class Kind:
         """The operator's runbook for this fault: symptoms, what reveals it, mitigation, hints."""
         return RUNBOOKS / f"{self.name.replace('_', '-')}.md"
 
+    def trainable(self, fabric: Fabric) -> bool:
+        """Whether a training level may draw this kind on `fabric` (a miswire needs two NICs a host)."""
+        return True
+
     def check(self, fabric: Fabric, params: Any, lasts_s: float | None) -> list[tuple[str, str, str]]:
         """(key, message, hint) for parameters that valid on their own cannot work on this lab or for
         this long (`lasts_s`: None = until cleared by hand). Run before anything is applied."""

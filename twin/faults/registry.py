@@ -14,6 +14,7 @@ from twin.faults import (
     hash_policy,
     link_down,
     lossy_class,
+    miswire,
     mtu_mismatch,
     peer_mismatch,
     pfc_pause,
@@ -37,6 +38,8 @@ for _kind in (bgp_down.BgpDown(), bitflip.Bitflip(), blackhole.Blackhole(), flap
               ecmp_width.EcmpWidth(), ecn_thresholds.EcnThresholds(), hash_policy.HashPolicy(),
               lossy_class.LossyClass(), mtu_mismatch.MtuMismatch(), peer_mismatch.PeerMismatch(),
               route_filter.RouteFilter(),
+              # cabling
+              miswire.Miswire(),
               # outside the network: a "network timeout" that is a GPU
               rank_hang.RankHang(), rank_crash.RankCrash(), slow_compute.SlowCompute()):
     FAULTS.add(_kind.name, _kind)

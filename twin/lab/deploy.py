@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from twin.errors import LabStateError, RuntimeBackendError
-from twin.lab import capacity, converge, frr, idle, neigh, netconf, nlbatch, offload, preflight, shaping
+from twin.lab import capacity, converge, frr, idle, lldp, neigh, netconf, nlbatch, offload, preflight, shaping
 from twin.lab.handle import Lab
 from twin.lab.nsutil import interface_indexes
 from twin.lab.pfc import client as pfc_client
@@ -28,7 +28,7 @@ from twin.model.buffers import queue_limit
 from twin.model.fabric import Fabric
 from twin.model.ports import Port
 from twin.names import lab_name
-from twin.procs import alive, cmdline, kill, terminate
+from twin.procs import alive, cmdline, kill, terminate, working_dir
 from twin.progress import NullProgress, Progress
 from twin.signals import deferred_interrupts, sigterm_as_interrupt
 from twin.spec.labfile import LabFile
@@ -128,6 +128,10 @@ def _build(lab: Lab, progress: Progress, timeout_s: float, all_pairs: bool) -> N
         with _timed(state, "pfc"):
             progress.phase("queue programs (PFC, ECN) and controller", None)
             pfc_client.start(lab)
+    if fabric.lldp:
+        with _timed(state, "lldp"):
+            progress.phase("LLDP (lldpd on every node)", len(nodes))
+            lldp.start(runtime, state, fabric, progress.advance)
     switches = fabric.switches
     with _timed(state, "frr-start"):
         progress.phase("FRR daemons", len(switches) * len(frr.DAEMONS))
@@ -194,7 +198,7 @@ def _down(lab: str, progress: Progress) -> TeardownReport:
     marker = str(lab_dir(lab))
     # Recorded daemons and fault agents first, each verified to still be this lab's process.
     owned = [r for r in (state.resources if state else [])
-             if r.pid and alive(r.pid) and marker in cmdline(r.pid)]
+             if r.pid and alive(r.pid) and (marker in cmdline(r.pid) or marker in working_dir(r.pid))]
     pids = [r.pid for r in owned]
     progress.phase("stopping daemons", None)
     kill([r.pid for r in owned if r.kind in KILLED_AT_TEARDOWN])

@@ -1,5 +1,5 @@
 """A comparable snapshot of everything faults may change on a lab's nodes: nft ruleset,
-qdiscs and classes, link admin state and MTU, routes and rules, the sysctls faults set (kernel)
+qdiscs, classes and clsact filters, link admin state and MTU, routes and rules, the sysctls faults set (kernel)
 and FRR's running config and routes. Used to prove that clearing a fault restores the exact prior state."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from twin.lab.runtime import Runtime
 from twin.lab.state import LabState
 
 RTPROT_BGP = 186
+CLSACT_HOOKS = {0xFFFFFFF2: "ingress", 0xFFFFFFF3: "egress"}
 FAULT_SYSCTLS = (HASH_POLICY_SYSCTL,)  # faults/hash_policy.py
 # Lines of `show running-config` that change on their own (uptime-like or build info).
 VOLATILE = re.compile(r"^(Building configuration|Current configuration|frr version|!)")
@@ -32,12 +33,24 @@ def _kernel(ipr: IPRoute) -> dict:
     for m in (c for index in names for c in ipr.get_classes(index=index)):
         params = m.get_attr("TCA_OPTIONS").get_attr("TCA_HTB_PARMS") if m.get_attr("TCA_KIND") == "htb" else None
         classes.append((names[m["index"]], m["handle"], params["rate"] if params else None))
+    clsact = {m["index"] for m in ipr.get_qdiscs() if m.get_attr("TCA_KIND") == "clsact"}
+    filters = sorted((names[index], hook, *_filter(m)) for index in clsact for parent, hook in CLSACT_HOOKS.items()
+                     for m in ipr.get_filters(index=index, parent=parent) if m["handle"])
     routes = sorted((m.get_attr("RTA_TABLE"), f"{m.get_attr('RTA_DST') or '0.0.0.0'}/{m['dst_len']}",
                      m.get_attr("RTA_GATEWAY") or "", names.get(m.get_attr("RTA_OIF")) or "", m["proto"])
                     for m in ipr.route("dump", family=2) if m["proto"] != RTPROT_BGP)
     rules = sorted((m.get_attr("FRA_PRIORITY") or 0, m.get_attr("FRA_SRC") or "", m.get_attr("FRA_TABLE") or 0)
                    for m in ipr.get_rules(family=2))
-    return {"links": links, "qdiscs": qdiscs, "classes": sorted(classes), "routes": routes, "rules": rules}
+    return {"links": links, "qdiscs": qdiscs, "classes": sorted(classes), "filters": filters, "routes": routes,
+            "rules": rules}
+
+
+def _filter(message) -> tuple[int, str, str]:
+    """A clsact filter as (priority, kind, program name): the program's id changes with every load."""
+    kind = message.get_attr("TCA_KIND")
+    options = message.get_attr("TCA_OPTIONS")
+    name = options.get_attr("TCA_BPF_NAME") if kind == "bpf" and options is not None else ""
+    return message["info"] >> 16, kind, name or ""
 
 
 def _frr(runtime: Runtime, state: LabState, node: str) -> dict:

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 from twin.errors import LabFileError, MissingDependencyError, PrivilegeError, Problem
+from twin.lab import lldp
 from twin.lab.frr import check_installed
 from twin.spec.labfile import LabFile
 
@@ -30,6 +31,8 @@ def check(lab: LabFile) -> None:
         if shutil.which(tool) is None:
             raise MissingDependencyError(f"{tool} is not installed", hint="run `make deps` (iproute2)")
     check_installed()
+    if lab.spec.lldp:
+        lldp.check_installed()
     if not kernel_has_qdisc("htb"):
         raise MissingDependencyError("the kernel has no HTB qdisc, needed to shape links",
                                      hint="enable CONFIG_NET_SCH_HTB")

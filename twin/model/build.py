@@ -193,6 +193,7 @@ def build_fabric(lab: LabFile) -> Fabric:
         load_balance=spec.routing.load_balance,
         flowlet_gap_s=parse_time_s(spec.routing.flowlet_gap) if spec.routing.flowlet_gap else None,
         hash_offset=spec.routing.hash_offset,
+        lldp=spec.lldp,
     )
     for _name, step in STEPS:
         step(fabric, lab)

@@ -123,6 +123,9 @@ class Fabric(_Freezable):
     load_balance: Literal["ecmp", "flowlet", "packet"] = "ecmp"
     flowlet_gap_s: float | None = None  # None = derived (model/balance.py)
     hash_offset: bool = False  # the switches' own ECMP hash, a flow's path moved by its offset (model/pathhash.py)
+    # every node runs lldpd (lab/lldp.py), so config-audit sees who is cabled to whom; False in
+    # models saved before it existed
+    lldp: bool = False
     nodes: Mapping[str, Node] = field(default_factory=dict)  # a read-only view once frozen
     links: Sequence[Link] = field(default_factory=list)  # a tuple once frozen
     graph: nx.Graph = field(default_factory=nx.Graph)  # nx.freeze()d

@@ -178,7 +178,7 @@ def _misconfiguration(fabric, rng: random.Random, crossed: list[str]) -> dict | 
     links some probed path crosses; kinds this lab cannot have (no switch with two paths to a host,
     no link between switches) give way to the others."""
     between_switches = [link for link in crossed if all(fabric.nodes[n].is_switch for n in link.split(" -- "))]
-    kinds = sorted(name for name, kind in FAULTS.items() if kind.training_level == 4)
+    kinds = sorted(name for name, kind in FAULTS.items() if kind.training_level == 4 and kind.trainable(fabric))
     rng.shuffle(kinds)
     for name in kinds:
         kind = FAULTS.get(name)

@@ -111,6 +111,8 @@ class LabSpec(_Strict):
     links: LinksSpec = Field(default_factory=LinksSpec, description="rate, mtu, pfc, buffer, ecn")
     routing: RoutingSpec = Field(default_factory=RoutingSpec, description="bfd, ecmp_hash, load_balance")
     runtime: str = Field("netns", description="netns (default) or docker")
+    lldp: bool = Field(True, description="every node runs LLDP (lldpd), so the cabling can be audited "
+                                         "against the lab (config-audit); false saves its processes")
 
 
 @dataclass(frozen=True)

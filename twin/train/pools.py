@@ -4,8 +4,9 @@ Level 1: faults routing sees (link down, switch down, BGP session down).
 Level 2: faults routing does not see (silent drop, bit flip, black hole, slow node).
 Level 3: the hard ones: drops on a subset of flows only, PFC pause storms that spread, two
 faults at once, faults on superspine links.
-Level 4: misconfiguration, nine in ten of the incidents of the fabrics we twin: an MTU push that
-missed a port, a multipath width, a hash policy, a wrong neighbour AS, a bad route map.
+Level 4: misconfiguration and cabling, nine in ten of the incidents of the fabrics we twin: an MTU
+push that missed a port, a multipath width, a hash policy, a wrong neighbour AS, a bad route map,
+two NIC cables swapped (on labs with two NICs a host).
 Which kinds belong to a level, and how each draws its parameters, the kinds say themselves
 (`training_level`, `training_entry`: faults/).
 """
@@ -57,7 +58,7 @@ def _fabric_links(fabric: Fabric, tier: str | None = None) -> list[str]:
 
 def _one_of_level(fabric: Fabric, rng: random.Random, level: int, links: list[str] | None = None) -> list[dict]:
     """One fault of a kind the registry puts at `level`, drawn with that kind's own choices."""
-    kinds = sorted((name for name, k in FAULTS.items() if k.training_level == level),
+    kinds = sorted((name for name, k in FAULTS.items() if k.training_level == level and k.trainable(fabric)),
                    key=lambda n: (DRAW_ORDER.index(n) if n in DRAW_ORDER else len(DRAW_ORDER), n))
     kind = kinds[0] if len(kinds) == 1 else rng.choice(kinds)  # one kind: no draw, as before
     return [{"kind": kind, **FAULTS.get(kind).training_entry(fabric, rng, links or _fabric_links(fabric))}]

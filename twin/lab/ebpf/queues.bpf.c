@@ -22,6 +22,10 @@
  * linearly from 0 at kmin to pmax just below kmax, and always at or above kmax. On the
  * instantaneous queue, as most ASICs mark; the count of marks is the queue's `marked`.
  *
+ * `dequeue` returns TC_ACT_UNSPEC: a program after it on the port's ingress still runs (a miswired
+ * host's cable swap, wire.bpf.c). It also runs on the ingress of ports that drain no queue but
+ * have a clsact qdisc (a leaf's ports toward hosts), to end LLDP frames there (see arrived()).
+ *
  * Adaptive routing (balance.h): before it is counted, a reorderable packet leaving by a member of
  * an ECMP group may move to the member whose queue holds least.
  */
@@ -31,8 +35,12 @@
 #include <bpf/bpf_helpers.h>
 
 #include "queues.h"
+#include "wire.h"
 
+#define TC_ACT_UNSPEC (-1)
 #define TC_ACT_OK 0
+#define TC_ACT_STOLEN 4
+#define ETH_P_LLDP 0x88cc
 #define ETH_HLEN 14
 #define ETH_ALEN 6
 #define ETH_P_IP 0x0800
@@ -168,27 +176,38 @@ int enqueue(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
+/* What becomes of a frame once it is counted off: on, to the next program on the port (a miswire's
+ * wire element) and the stack; but an LLDP frame ends here. The node's lldpd has its copy already
+ * (packet sockets see a frame before the ingress hook), and no protocol handler takes it: passed
+ * on, the kernel would count every one as a receive drop, as it does on any port with an ingress
+ * hook. A switch traps LLDP to its CPU; it is not a discard. */
+static __always_inline int arrived(struct __sk_buff *skb)
+{
+	return skb->protocol == bpf_htons(ETH_P_LLDP) ? TC_ACT_STOLEN : TC_ACT_UNSPEC;
+}
+
 SEC("tc")
 int dequeue(struct __sk_buff *skb)
 {
 	__u32 id;
 	__u64 phase;
 	struct port_key port;
-	struct queue *q = find(skb, &dequeue_ports, &id, &port);
+	struct queue *q;
 	__s64 occ;
 
+	if (skb->mark == WIRE_CROSSED_MARK)
+		return TC_ACT_UNSPEC;  /* moved here from a crossed port, counted off where it arrived */
+	q = find(skb, &dequeue_ports, &id, &port);
 	if (!q)
-		return TC_ACT_OK;
+		return arrived(skb);
 	occ = __sync_fetch_and_add(&q->occ, -(__s64)skb->len) - skb->len - q->discount;
-	if (occ >= (__s64)q->xon)
-		return TC_ACT_OK;
-	phase = q->phase;
-	if (!(phase & 1))
-		return TC_ACT_OK;
-	if (__sync_val_compare_and_swap(&q->phase, phase, phase + 1) != phase)
-		return TC_ACT_OK;  /* another CPU moved the phase first */
-	emit(q, id, 0, EVENT_XON, phase);
-	return TC_ACT_OK;
+	if (occ < (__s64)q->xon) {
+		phase = q->phase;
+		/* odd: above XOFF until now; a failed exchange: another CPU moved the phase first */
+		if ((phase & 1) && __sync_val_compare_and_swap(&q->phase, phase, phase + 1) == phase)
+			emit(q, id, 0, EVENT_XON, phase);
+	}
+	return arrived(skb);
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -148,10 +148,17 @@ class Queues:
         """Tell the programs every port (its namespace's cookie and ifindex) and attach them to it;
         replaces what an earlier controller left. The tc requests are encoded once (nlbatch):
         pyroute2's encoding of 9,000 of them was most of pod128's controller start."""
-        by_node: dict[str, list[tuple[str, str, int]]] = {}  # node -> (ifname, hook, queue id)
+        by_node: dict[str, list[tuple[str, str, int | None]]] = {}  # node -> (ifname, hook, queue id)
         for queue in self.queues:
             by_node.setdefault(queue.port.node, []).append((queue.port.ifname, CLSACT_EGRESS, queue.id))
             by_node.setdefault(queue.peer.node, []).append((queue.peer.ifname, CLSACT_INGRESS, queue.id))
+        # A port with a clsact qdisc but no ingress program (a leaf's port toward a host: hosts have
+        # no queue) gets `dequeue` anyway, which finds no queue there: with a clsact qdisc the kernel
+        # counts every frame no protocol takes (LLDP) as a receive drop unless a program ends it.
+        for hooks in by_node.values():
+            with_ingress = {ifname for ifname, hook, _queue_id in hooks if hook == CLSACT_INGRESS}
+            hooks += [(ifname, CLSACT_INGRESS, None) for ifname, hook, _queue_id in list(hooks)
+                      if hook == CLSACT_EGRESS and ifname not in with_ingress]
         fds = {hook: self.bpf.program_fd(name) for hook, name in PROGRAMS.items()}
         port_maps = {hook: self.bpf.map_fd(name) for hook, name in PORT_MAPS.items()}
         groups_map, groups = self.bpf.map_fd("groups"), balance.ecmp_groups(self.fabric)
@@ -160,7 +167,8 @@ class Queues:
             index = self.indexes[node] = interface_indexes(netns)
             cookie = netns_cookie(netns)
             for ifname, hook, queue_id in hooks:  # before the programs see a packet
-                update(port_maps[hook], layout.port_key(cookie, index[ifname]), layout.QUEUE_ID.pack(queue_id))
+                if queue_id is not None:
+                    update(port_maps[hook], layout.port_key(cookie, index[ifname]), layout.QUEUE_ID.pack(queue_id))
             for group in groups.get(node, ()):
                 members = [(index[p.ifname], self.by_port[p].id) for p in group]
                 for ifindex, _queue_id in members:
