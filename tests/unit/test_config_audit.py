@@ -1,11 +1,9 @@
 """config-audit's comparisons without a lab: the rendered intent passes, each drift is named once."""
 
-import json
-
 from test_model import fabric_of
 
 from twin.detect.config_audit import ConfigAudit, Finding, bgp_findings, cabling_findings
-from twin.lab.lldp import Neighbor, parse_neighbors
+from twin.lab.lldp import Neighbor
 from twin.model.fabric import link_key
 from twin.model.render import bgp_neighbors, render_switch
 
@@ -80,14 +78,3 @@ def test_a_hosts_swapped_nic_cables_name_the_host_and_a_leafs_swapped_uplinks_th
     heard["leaf-g1-r1"][up1.endpoint("leaf-g1-r1").ifname] = Neighbor("spine-r1-s2", up2.endpoint("spine-r1-s2").ifname)
     heard["leaf-g1-r1"][up2.endpoint("leaf-g1-r1").ifname] = Neighbor("spine-r1-s1", up1.endpoint("spine-r1-s1").ifname)
     assert [(f.kind, f.node) for f in cabling_findings(fabric, heard)] == [("miswire", "leaf-g1-r1")]
-
-
-def test_lldpcli_json0_is_read_port_by_port():
-    interface = {"name": "hs-g1h1", "via": "LLDP",
-                 "chassis": [{"id": [{"type": "mac", "value": "02:00:00:00:00:01"}],
-                              "name": [{"value": "host-g1-h1"}]}],
-                 "port": [{"id": [{"type": "ifname", "value": "nic1"}], "descr": [{"value": "nic1"}]}]}
-    other = {**interface, "name": "sp-r1s1", "port": [{"id": [{"type": "mac", "value": "02:00:00:00:00:02"}]}]}
-    text = json.dumps({"lldp": [{"interface": [interface, other]}]})
-    assert parse_neighbors(text) == {"hs-g1h1": Neighbor("host-g1-h1", "nic1")}  # a MAC port id names no port
-    assert parse_neighbors(json.dumps({"lldp": [{}]})) == {}
