@@ -474,3 +474,32 @@ def test_lossy_class_leaves_one_queue_unpaused_so_an_incast_drops_there_and_nowh
     drops = {key: end[key].get("qdisc_drops", 0) - start[key].get("qdisc_drops", 0) for key in end}
     assert drops[port] > 0 and sum(drops.values()) == drops[port], {k: v for k, v in drops.items() if v}
     assert pfc_client.thresholds(lab.paths.root) == before and audited(lab) == set()
+
+
+# --- planned changes (issue 31) --------------------------------------------------------------------
+
+def test_a_change_drains_a_spine_and_its_undo_restores_the_running_config(lab):
+    """bgp graceful-shutdown on spine-1: the leaves' routes leave it (every remote prefix keeps one
+    next hop, spine-2); the undo brings both back and leaves bgpd's configuration as it was. An undo
+    that forgets a line is reported, not hidden."""
+    asn = lab.fabric.nodes["spine-1"].asn
+    drain = {"node": "spine-1", "config": [f"router bgp {asn}", "bgp graceful-shutdown"]}
+    assert max(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").values()) == 2
+    applied = Applied(lab, id="drain", kind="change", **drain, undo=[f"router bgp {asn}", "no bgp graceful-shutdown"])
+    with applied:
+        wait_for(lambda: max(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").values()) == 1,
+                 what="the leaf's routes to leave the drained spine")
+        assert unreachable_pairs(lab) == []
+    assert applied.cleared["record"]["report"] == {"undo_left": []}
+    assert max(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").values()) == 2
+
+    timing, params = engine.parse({"id": "half", "kind": "change", **drain, "undo": [f"router bgp {asn}"]})
+    engine.inject(faults_on(lab), timing, params)
+    left = engine.clear(faults_on(lab), "half")["record"]["report"]["undo_left"]
+    timing, params = engine.parse({"id": "fix", "kind": "change", **drain,
+                                   "config": [f"router bgp {asn}", "no bgp graceful-shutdown"],
+                                   "undo": [f"router bgp {asn}"]})
+    engine.inject(faults_on(lab), timing, params)
+    engine.clear(faults_on(lab), "fix")
+    assert left == ["+ bgp graceful-shutdown"]
+    converged(lab)

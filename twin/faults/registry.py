@@ -8,6 +8,7 @@ from twin.faults import (
     bgp_down,
     bitflip,
     blackhole,
+    change,
     ecmp_width,
     ecn_thresholds,
     flap,
@@ -40,6 +41,8 @@ for _kind in (bgp_down.BgpDown(), bitflip.Bitflip(), blackhole.Blackhole(), flap
               route_filter.RouteFilter(),
               # cabling
               miswire.Miswire(),
+              # planned: a scenario's `changes:` (a maintenance rehearsed)
+              change.Change(),
               # outside the network: a "network timeout" that is a GPU
               rank_hang.RankHang(), rank_crash.RankCrash(), slow_compute.SlowCompute()):
     FAULTS.add(_kind.name, _kind)

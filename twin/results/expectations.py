@@ -52,6 +52,21 @@ class CollectiveLimit(_Strict):
         return self
 
 
+class LossLimit(_Strict):
+    fault: str = Field(description="the fault's or planned change's id")
+    max_pct: float | None = Field(None, ge=0, le=100, description="the flows lose at most this share in its window")
+    min_pct: float | None = Field(None, ge=0, le=100, description="... or at least this share (the way that "
+                                                                  "loses packets, shown to)")
+
+    @model_validator(mode="after")
+    def _a_limit(self):
+        if self.max_pct is None and self.min_pct is None:
+            raise ValueError("give max_pct, min_pct or both")
+        if self.max_pct is not None and self.min_pct is not None and self.min_pct > self.max_pct:
+            raise ValueError(f"min_pct {self.min_pct} is above max_pct {self.max_pct}: no loss passes both")
+        return self
+
+
 class WorkloadRef(_Strict):
     workload: str
 
@@ -114,6 +129,18 @@ def _collective(target: CollectiveLimit, report: Report, _records) -> tuple:
     return None if measured == math.inf else measured, limit, ok, why
 
 
+def _loss(target: LossLimit, report: Report, _records) -> tuple:
+    window = next(f for f in report.faults if f.id == target.fault)
+    measured = window.flows.loss_pct
+    limit = target.max_pct if target.max_pct is not None else target.min_pct
+    ok = measured is not None and (target.max_pct is None or measured <= target.max_pct) \
+        and (target.min_pct is None or measured >= target.min_pct)
+    why = (f"the flows lost {window.flows.sent - window.flows.received} of {window.flows.sent} packets "
+           f"({measured} %) while it was active" if measured is not None
+           else "no flow packet was sent while it was active")
+    return measured, limit, ok, why
+
+
 def _max_wrong_verdicts(target: int, report: Report, _records) -> tuple:
     measured = sum(d.wrong for d in report.detectors.values())
     return measured, target, measured <= target, f"{measured} wrong verdict(s) over {len(report.detectors)} detector(s)"
@@ -140,6 +167,8 @@ EXPECTATIONS.add("reroute", ExpectationKind(FaultWithin, "routing has finished c
                                             _reroute, ("fault",)))
 EXPECTATIONS.add("recover", ExpectationKind(WorkloadWithin, "the workload is back to healthy within_s of onset",
                                             _recover, ("workload",)))
+EXPECTATIONS.add("loss", ExpectationKind(LossLimit, "the flows' loss while the fault or change is active: at most "
+                                         "max_pct (a drain that loses nothing) or at least min_pct", _loss, ("fault",)))
 EXPECTATIONS.add("collective", ExpectationKind(CollectiveLimit, "lost throughput in fault windows: mean step time "
                                                "over the healthy median step",
                                                _collective, ("workload",)))

@@ -23,6 +23,7 @@ from twin.detect.specs import DetectorSpec
 from twin.errors import LabFileError, Problem, TwinError, closest
 from twin.faults import engine
 from twin.faults.base import Timing
+from twin.faults.change import Change
 from twin.faults.overlap import Span, clashes
 from twin.faults.registry import get_kind
 from twin.lab import runtime
@@ -41,7 +42,7 @@ from twin.workloads.registry import WORKLOADS
 
 COLLECTIVE_KINDS = frozenset(OPS) | {"train"}
 # Expectations that grade some workloads only: naming another (or none at all) can never pass.
-GRADED_KINDS = {"collective": COLLECTIVE_KINDS, "recover": COLLECTIVE_KINDS | {"flows"},
+GRADED_KINDS = {"collective": COLLECTIVE_KINDS, "recover": COLLECTIVE_KINDS | {"flows"}, "loss": {"flows"},
                 "hang": COLLECTIVE_KINDS}
 
 
@@ -119,6 +120,9 @@ def load_scenario(path: Path, quick: bool = False, parsed: tuple[dict, SourceMap
                 detectors=detectors, expectations=expectations)
 
 
+CHANGE_KIND = Change.name
+
+
 def _lab(spec: ScenarioSpec, path: Path, source) -> tuple[Path, Fabric]:
     """A name from the lab folders, or a path (anything with a / or a .yaml suffix) relative to the
     scenario's folder."""
@@ -176,11 +180,23 @@ def _workloads(spec: ScenarioSpec, fabric: Fabric, problem) -> list[PlannedWorkl
     return planned
 
 
+def timeline_entries(spec: ScenarioSpec) -> list[tuple[tuple, dict]]:
+    """(where in the file, fault entry) for every `faults:` entry and every `changes:` entry (a
+    planned change is a fault entry of kind `change`: one engine applies, undoes and reports both)."""
+    entries = [(("faults", number), entry) for number, entry in enumerate(spec.faults)]
+    for number, entry in enumerate(spec.changes):
+        entries.append((("changes", number), {"kind": CHANGE_KIND, **entry} if isinstance(entry, dict) else entry))
+    return entries
+
+
 def _faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]:
     faults: list[ScheduledFault] = []
-    ids: dict[str, int] = {}  # fault id -> its index in the file
-    for number, entry in enumerate(spec.faults):
-        loc = ("faults", number)
+    ids: dict[str, tuple] = {}  # fault or change id -> where it is in the file
+    for loc, entry in timeline_entries(spec):
+        if loc[0] == "changes" and isinstance(entry, dict) and entry.get("kind") != CHANGE_KIND:
+            problem(loc + ("kind",), "a change has no kind: it is a configuration change",
+                    "remove `kind:`; a fault goes under faults:")
+            continue
         try:
             timing, params = engine.parse(entry)
         except TwinError as exc:
@@ -203,17 +219,22 @@ def _faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]
                     f"ends ({spec.duration_s} s)", "shorten it, or omit duration_s to last until the end")
             continue
         if timing.id in ids:
-            problem(loc + ("id",), f"fault id '{timing.id}' is used twice (also faults[{ids[timing.id]}])",
-                    "give each fault its own id")
+            section, index = ids[timing.id]
+            problem(loc + ("id",), f"id '{timing.id}' is used twice (also {section}[{index}])",
+                    "give each fault and change its own id")
             continue
-        ids[timing.id] = number
+        ids[timing.id] = loc
         lasts_s = timing.duration_s or spec.duration_s - timing.at_s
         for key, message, hint in get_kind(timing.kind).check(fabric, params, lasts_s):
             problem(loc + (key,), message, hint)
         faults.append(ScheduledFault(timing, params, targets))
-    spans = [Span(f.timing.id, f.timing.at_s, f.end_s(spec.duration_s), tuple(f.targets)) for f in faults]
+    # Planned changes are configuration lines with their own undo: they may overlap each other and
+    # faults (a drain, then the ports shut; a link failing during a maintenance).
+    spans = [Span(f.timing.id, f.timing.at_s, f.end_s(spec.duration_s), tuple(f.targets)) for f in faults
+             if f.timing.kind != CHANGE_KIND]
     for later, earlier, place in clashes(fabric, spans):
-        problem(("faults", ids[later.id], "at_s"), f"overlaps fault '{earlier.id}' on {place} while both "
+        what = "fault" if ids[earlier.id][0] == "faults" else "change"
+        problem(ids[later.id] + ("at_s",), f"overlaps {what} '{earlier.id}' on {place} while both "
                 "are active", "two faults on one link or node (or a node and one of its links) cannot both "
                 "apply: move one in time")
     return sorted(faults, key=lambda f: f.timing.at_s)
@@ -241,7 +262,7 @@ def _detectors(spec: ScenarioSpec, problem) -> list[DetectorSpec]:
 
 
 def _expectations(spec: ScenarioSpec, detectors: list[DetectorSpec], problem) -> list[Expectation]:
-    fault_ids = {_text(f, "id") for f in spec.faults} - {None}
+    fault_ids = {_text(f, "id") for f in (*spec.faults, *spec.changes)} - {None}
     names = workload_names(spec.workloads)
     expectations = []
     for number, expectation in _valid(Expectation, spec.expect, "expect", problem, "see docs/formats.md, expect"):

@@ -1,5 +1,5 @@
 """`--quick` (CI drills): a scenario's timeline shortened without changing what is measured. The
-lead-in before the first fault becomes QUICK_LEAD_S (all faults move back together, their
+lead-in before the first fault (or planned change) becomes QUICK_LEAD_S (all move back together, their
 durations and the expectations unchanged), the run ends QUICK_TAIL_S after the last clear, and a
 scenario without faults runs at most QUICK_PLAIN_S."""
 
@@ -17,10 +17,10 @@ def _number(value) -> bool:
 def shorten(data: dict) -> None:
     """Rewrite a scenario document's timeline in place, before validation: a document it cannot
     read (no numbers where they belong, faults not a list) is left alone for validation to report."""
-    duration, faults = data.get("duration_s"), data.get("faults") or []
-    if not _number(duration) or not isinstance(faults, list):
+    duration, faults, changes = data.get("duration_s"), data.get("faults") or [], data.get("changes") or []
+    if not _number(duration) or not isinstance(faults, list) or not isinstance(changes, list):
         return
-    faults = [f for f in faults if isinstance(f, dict)]
+    faults = [f for f in (*faults, *changes) if isinstance(f, dict)]  # planned changes move with the faults
     if not all(_number(f.get("at_s")) for f in faults):
         return
     if not faults:

@@ -25,6 +25,9 @@ class ScenarioSpec(BaseModel):
                                             description="traffic to run, each a mapping, e.g. - kind: flows")
     faults: list[dict[str, Any]] = Field(default_factory=list, description="faults on the timeline, each a mapping, "
                                          "e.g. - {id: bad-optic, kind: silent_drop, link: a -- b}")
+    changes: list[dict[str, Any]] = Field(default_factory=list, description="planned configuration changes on "
+                                          "the timeline, each a mapping, e.g. - {id: drain, node: spine-r1-s1, "
+                                          "at_s: 10, config: [...], undo: [...]}")
     detectors: list[dict[str, Any]] = Field(default_factory=list, description="detection tools to grade, each a "
                                             "mapping: - builtin: probe-localizer, or - command: [./tool]")
     expect: list[dict[str, Any]] = Field(default_factory=list, description="expectations to grade")
