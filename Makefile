@@ -31,7 +31,7 @@ help:
 	@echo "make lint                 the house rules (ruff: pyproject.toml [tool.ruff])"
 	@echo "make test                 unit + integration tests (integration needs root)"
 	@echo "make e2e [QUICK=1]        every shipped scenario, graded; fails if an expectation fails"
-	@echo "make e2e-generated [GENERATED=8] [SEED=1]  random labs and fault drills, graded per fault kind"
+	@echo "make e2e-generated [GENERATED=9] [SEED=1]  random labs and fault drills, graded per fault kind"
 	@echo "make images               the switch and host container images (debootstrap + docker import)"
 	@echo "make bench                lab, fault and workload benchmarks -> docs/benchmarks.md"
 	@echo "make golden               rewrite golden files after an intended model change"
@@ -115,7 +115,7 @@ e2e: deps venv
 	$(TWIN) e2e $(if $(QUICK),--quick) $(if $(RUNTIME),--runtime $(RUNTIME)) $(foreach l,$(E2E_LABS),--lab $(l)) --results results/e2e
 
 # Drills on labs nobody tuned detection on: GENERATED=N random labs and faults (SEED=1).
-GENERATED ?= 8
+GENERATED ?= 9
 SEED ?= 1
 e2e-generated: deps venv
 	$(TWIN) e2e --generated $(GENERATED) --seed $(SEED) --results results/e2e
@@ -151,7 +151,7 @@ bench: deps venv
 	$(VENV)/bin/python bench/detect_tail.py --trials 600 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/config_audit.py --labs mini rail4 rail8 --sweeps 20 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/probe_cover.py --run mini rail4 rail8 --plan-only gen:3,4,8,2,2,4 gen:3,8,8,2,4,8 gen:3,16,8,2,8,16 --out docs/benchmarks.md
-	$(VENV)/bin/python bench/generated_drills.py --count 56 --seed 1 --out docs/benchmarks.md
+	$(VENV)/bin/python bench/generated_drills.py --count 63 --seed 1 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/adversarial.py --fuzz 150 --out docs/benchmarks.md
 	@if docker info >/dev/null 2>&1; then $(VENV)/bin/python bench/runtimes.py --lab rail4 --runs 3 --out docs/benchmarks.md; \
 	else echo "no Docker daemon: skipped bench/runtimes.py (docker against netns)"; fi

@@ -1,6 +1,6 @@
 """Benchmark: detection on generated labs and faults (issue 17), what `twin e2e --generated` runs.
 
-    python bench/generated_drills.py --count 56 --seed 1 --out docs/benchmarks.md
+    python bench/generated_drills.py --count 63 --seed 1 --out docs/benchmarks.md
 
 Writes N random labs and drills (twin/run/generate.py), runs each like `twin e2e` (its lab up and
 down, graded), and writes per detector and fault kind: drills, faults found, precision, recall,

@@ -36,6 +36,7 @@ def test_same_seed_same_fault_other_seeds_differ(rail4):
     (2, {"silent_drop", "bitflip", "blackhole", "slow_node"}),
     (3, {"silent_drop", "bitflip", "blackhole", "slow_node", "pfc_storm"}),
     (4, {"mtu_mismatch", "ecmp_width", "hash_policy", "peer_mismatch", "route_filter", "miswire"}),
+    (5, {"rank_hang", "rank_crash", "slow_compute"}),
 ])
 def test_each_level_draws_from_its_pool_only(rail4, mini, level, allowed):
     for fabric in (rail4, mini):

@@ -51,7 +51,8 @@ def train() -> None:
 
 @train.command("start")
 @click.option("--level", type=click.IntRange(min(pools.LEVELS), max(pools.LEVELS)), default=1, show_default=True,
-              help="1: faults routing sees; 2: silent ones; 3: partial, spreading, several; 4: misconfiguration.")
+              help="1: faults routing sees; 2: silent ones; 3: partial, spreading, several; 4: misconfiguration "
+                   "and cabling; 5: not the network (a GPU).")
 @click.option("--lab", "lab_ref", default="rail4", show_default=True, help="The lab to train on.")
 @click.option("--seed", type=int, default=None, help="Same seed, same fault and moment (for an exercise set).")
 @click.option("--trainee", default=None, help="Name for the score history (default: your user name).")

@@ -87,6 +87,11 @@ class OnRanks(OnNode):
     control files, which clearing removes."""
 
     roles = ("host",)
+    training_level = 5  # not the network: the job's timeouts and slow steps point at it all the same
+
+    def training_entry(self, fabric, rng, links: list[str]) -> dict:
+        host, end = rng.choice(sorted(fabric.host_nics(), key=lambda pair: (pair[0], pair[1].ifname)))
+        return {"node": host, "nic": end.ifname}
 
     def request(self, fault_id: str, params) -> dict:
         raise NotImplementedError

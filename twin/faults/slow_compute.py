@@ -18,6 +18,9 @@ class SlowCompute(OnRanks):
     name = "slow_compute"
     params = SlowComputeParams
 
+    def training_entry(self, fabric, rng, links: list[str]) -> dict:
+        return {**super().training_entry(fabric, rng, links), "factor": 1.5}  # a throttling GPU
+
     def request(self, fault_id: str, params) -> dict:
         return {"compute": params.factor, "fault": fault_id}
 

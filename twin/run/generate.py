@@ -7,9 +7,11 @@ Labs: every shape the format allows, kept small enough to bring up in seconds on
 superspines, MTU 1500 or 9000, 100 or 200 Mbit/s). Drills, in turn (`KINDS`): a silent drop of
 0.5-5 % on a random link and direction, a bit flip of 1-3 %, a black hole for one host on a
 switch, a switch down, two concurrent silent drops, a drop of every packet of half the flows,
-a healthy run under a busy all-ranks allreduce, and a misconfiguration (one of the training
-pools' level 4, drawn by its kind). Link faults go only on links some leaf-to-
-leaf path crosses (a link nothing crosses carries nothing to lose).
+a healthy run under a busy all-ranks allreduce, a misconfiguration (one of the training
+pools' level 4, drawn by its kind), and a failure outside the network (a hung, crashed or 1.5x
+slow GPU under a 4-rank training job, which rank-health must name and the probe detectors must
+not blame on the network). Link faults go only on links some leaf-to-leaf path crosses (a link
+nothing crosses carries nothing to lose).
 
 Every drill runs the probe mesh (pairs: cover) at a rate that gives each link direction about
 PER_LINK_PPS probes/s, both probe detectors and config-audit, and expects its fault named within
@@ -34,7 +36,8 @@ from twin.model.targets import TargetError
 from twin.probes.plan import PATHS_PER_LINK, cover_plan, plan, probe_load
 from twin.spec.labfile import load_lab
 
-KINDS = ("silent_drop", "bitflip", "blackhole", "switch_down", "two_faults", "flow_subset", "healthy", "misconfig")
+KINDS = ("silent_drop", "bitflip", "blackhole", "switch_down", "two_faults", "flow_subset", "healthy", "misconfig",
+         "gpu")
 MAX_SWITCHES = 24  # a generated lab brings up in about 20 s here
 PER_LINK_PPS = 150  # probes/s over each link direction (paths_per_link x 1000 / interval_ms)
 # One echo in three: the fabric carries as many packets as 100 probes/s echoed each, for half as
@@ -49,7 +52,12 @@ PROBE_DETECTORS = [name for name in BUILTINS.names() if BUILTINS.get(name).local
 LINK_STATE = Path(__file__).resolve().parents[2] / "examples" / "detectors" / "link_state.py"
 # Configuration is compared on every drill: the misconfigurations it must name, and silence on the rest.
 CONFIG_DETECTORS = ["config-audit"]
-DETECTORS = PROBE_DETECTORS + CONFIG_DETECTORS + (["link-state"] if LINK_STATE.is_file() else [])
+# A failure outside the network (a hung, crashed or slow GPU) under a training job of RANKS ranks:
+# rank-health must name the host; a probe detector's verdict there blames the network wrongly.
+GPU_FAULTS = ("rank_hang", "rank_crash", "slow_compute")
+RANKS = 4
+SLOW_FACTOR, SLOW_FAULT_S, SLOW_WITHIN_S = 1.5, 30.0, 30.0
+DETECTORS = PROBE_DETECTORS + CONFIG_DETECTORS + ["rank-health"] + (["link-state"] if LINK_STATE.is_file() else [])
 
 
 @dataclass(frozen=True)
@@ -157,20 +165,48 @@ def _scenario(kind: str, fabric, lab_file: str, rng: random.Random, number: int)
         if entry is None:
             return None
         faults.append({"id": "misconfig-1", **entry})
+    elif kind == "gpu":
+        drawn = _gpu_fault(fabric, rng)
+        if drawn is None:
+            return None
+        entry, ranks = drawn
+        faults.append(entry)
+        workloads.append({"kind": "train", "size": "2MiB", "compute_ms": 100, "timeout_s": 3, "ranks": ranks})
+        label, within = f"gpu:{entry['kind']}", SLOW_WITHIN_S if entry["kind"] == "slow_compute" else 10.0
     if kind == "healthy":
         workloads.append({"kind": "allreduce", "size": "8MiB", "ranks": "all"})
+    fault_s = SLOW_FAULT_S if label == "gpu:slow_compute" else FAULT_S
     for fault in faults:
-        fault.update(at_s=ONSET_S, duration_s=FAULT_S)
+        fault.update(at_s=ONSET_S, duration_s=fault_s)
     expect: list[dict] = [{"detect": {"fault": f["id"], "within_s": within}} for f in faults]
     # counted over every detector of the run: at most one wrong verdict each (healthy: none)
     expect.append({"max_wrong_verdicts": 0 if kind == "healthy" else len(DETECTORS)})
     name = f"g{number:02d}-{kind.replace('_', '-')}"
-    return {"name": name, "lab": lab_file, "duration_s": HEALTHY_S if kind == "healthy" else ONSET_S + FAULT_S + TAIL_S,
+    return {"name": name, "lab": lab_file, "duration_s": HEALTHY_S if kind == "healthy" else ONSET_S + fault_s + TAIL_S,
             "seed": number, "workloads": workloads, "faults": faults,
             "detectors": [{"builtin": d} for d in PROBE_DETECTORS + CONFIG_DETECTORS] +
+                         ([{"builtin": "rank-health"}] if kind == "gpu" else []) +
                          ([{"command": ["python3", str(LINK_STATE)],
                             "name": "link-state"}] if LINK_STATE.is_file() else []),
             "expect": expect}, label
+
+
+def _gpu_fault(fabric, rng: random.Random) -> tuple[dict, list[str]] | None:
+    """A hung, crashed or slow GPU on one host, and the job's ranks: one on that host's NIC, the
+    others on other hosts' NICs (None on a lab of one host: no job to compare the rank with)."""
+    nics = sorted(f"{host}:{end.ifname}" for host, end in fabric.host_nics())
+    hosts = sorted({nic.split(":")[0] for nic in nics})
+    if len(hosts) < 2:
+        return None
+    host = rng.choice(hosts)
+    mine = rng.choice([nic for nic in nics if nic.startswith(f"{host}:")])
+    elsewhere = [nic for nic in nics if not nic.startswith(f"{host}:")]
+    others = rng.sample(elsewhere, min(RANKS - 1, len(elsewhere)))
+    kind = rng.choice(GPU_FAULTS)
+    entry = {"id": kind.replace("_", "-") + "-1", "kind": kind, "node": host, "nic": mine.split(":")[1]}
+    if kind == "slow_compute":
+        entry["factor"] = SLOW_FACTOR
+    return entry, [mine, *others]
 
 
 def _misconfiguration(fabric, rng: random.Random, crossed: list[str]) -> dict | None:
@@ -236,4 +272,4 @@ def score(drills: list[Drill], outcomes: list, detector: str) -> list[KindScore]
         row.after_end += graded.after_end
         row.wrong += graded.wrong
         row.detect_s += list(graded.detect_s.values())
-    return [table[k] for k in sorted(table, key=lambda k: (KINDS.index(k.split("<")[0]), k))]
+    return [table[k] for k in sorted(table, key=lambda k: (KINDS.index(k.split("<")[0].split(":")[0]), k))]

@@ -7,6 +7,8 @@ faults at once, faults on superspine links.
 Level 4: misconfiguration and cabling, nine in ten of the incidents of the fabrics we twin: an MTU
 push that missed a port, a multipath width, a hash policy, a wrong neighbour AS, a bad route map,
 two NIC cables swapped (on labs with two NICs a host).
+Level 5: not the network: a hung, crashed or throttling GPU behind the job's "network" timeout
+or slow steps; the answer is the host (`--node`), and the fabric is innocent.
 Which kinds belong to a level, and how each draws its parameters, the kinds say themselves
 (`training_level`, `training_entry`: faults/).
 """
@@ -20,7 +22,7 @@ from twin.faults import engine
 from twin.faults.registry import FAULTS
 from twin.model.fabric import Fabric, link_key
 
-LEVELS = (1, 2, 3, 4)
+LEVELS = (1, 2, 3, 4, 5)
 # The order a level's kinds are drawn in: the one sessions have used from the start, so a seed
 # still gives the session it gave before (trainers hand out seeds). New kinds come after, by name.
 DRAW_ORDER = ("link_down", "switch_down", "bgp_down", "silent_drop", "bitflip", "blackhole", "slow_node")
@@ -98,7 +100,11 @@ def _level4(fabric: Fabric, rng: random.Random) -> list[dict]:
     return _one_of_level(fabric, rng, 4)
 
 
-POOLS = {1: _level1, 2: _level2, 3: _level3, 4: _level4}
+def _level5(fabric: Fabric, rng: random.Random) -> list[dict]:
+    return _one_of_level(fabric, rng, 5)
+
+
+POOLS = {1: _level1, 2: _level2, 3: _level3, 4: _level4, 5: _level5}
 
 
 def draw(fabric: Fabric, level: int, seed: int) -> list[dict]:
