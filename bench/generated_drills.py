@@ -5,6 +5,8 @@
 Writes N random labs and drills (twin/run/generate.py), runs each like `twin e2e` (its lab up and
 down, graded), and writes per detector and fault kind: drills, faults found, precision, recall,
 time to detect (median, max), and the healthy seconds, with the drills that failed and why.
+`--kinds misconfig gpu` runs only those drills of the same set (the same labs and faults as the
+full run draws), in a section of their own.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from twin.progress import NullProgress
 from twin.run.drill import run_drill
-from twin.run.generate import DETECTORS, generate, score
+from twin.run.generate import DETECTORS, KINDS, generate, score
 from twin.run.plan import load_scenario
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -27,9 +29,10 @@ from sections import write_section  # noqa: E402
 BEGIN, END = "<!-- generated-drills:begin -->", "<!-- generated-drills:end -->"
 
 
-def render(drills, outcomes, command: str) -> str:
+def render(drills, outcomes, command: str, begin: str = BEGIN, end: str = END, title: str = "") -> str:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [BEGIN, f"## Generated drills: detection on labs nobody tuned it on (issue 17, {now[:10]})", "",
+    title = title or "Generated drills: detection on labs nobody tuned it on (issue 17"
+    lines = [begin, f"## {title}, {now[:10]})", "",
              f"Measured {now} on {machine()}.", f"Command: `{command}` (= `twin e2e --generated N --seed S`)", "",
              f"{len(drills)} drills, {sum(o.passed for o in outcomes)} passed every expectation. Precision counts "
              "every verdict of the detector in the run (healthy runs included); recall the injected faults it named; "
@@ -53,7 +56,7 @@ def render(drills, outcomes, command: str) -> str:
             why = outcome.error or "; ".join(f"{e.kind}: {e.message}" for e in outcome.report.expectations
                                              if e.status != "pass")
             lines.append(f"- {drill.scenario.stem} on `{drill.lab}` ({drill.kind}): {why}")
-    lines += [END]
+    lines += [end]
     return "\n".join(lines) + "\n"
 
 
@@ -62,9 +65,12 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=49)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--results", type=Path, default=Path("results/bench-generated"))
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, help="only the drills of these kinds")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     drills = generate(args.count, args.seed, args.results / f"generated-seed{args.seed}")
+    if args.kinds:
+        drills = [d for d in drills if d.kind.split("<")[0].split(":")[0] in args.kinds]
     plans = [load_scenario(d.scenario) for d in drills]
 
     def started(number, plan) -> None:
@@ -74,10 +80,17 @@ def main() -> None:
         print(f"  {'pass' if outcome.passed else 'FAIL'} {outcome.error or ''}", flush=True)
 
     outcomes = run_drill(plans, args.results, False, lambda: nullcontext(NullProgress()), started, finished)
-    section = render(drills, outcomes, "python bench/generated_drills.py " + " ".join(sys.argv[1:]))
+    command = "python bench/generated_drills.py " + " ".join(sys.argv[1:])
+    if args.kinds:  # a section of its own, beside the full set's
+        tag = "-".join(args.kinds)
+        begin, end = f"<!-- generated-drills-{tag}:begin -->", f"<!-- generated-drills-{tag}:end -->"
+        section = render(drills, outcomes, command, begin, end,
+                         f"Generated drills, {' and '.join(args.kinds)} only (issue 31")
+    else:
+        begin, end, section = BEGIN, END, render(drills, outcomes, command)
     print(section)
     if args.out:
-        write_section(args.out, BEGIN, END, section)
+        write_section(args.out, begin, end, section)
 
 
 if __name__ == "__main__":
