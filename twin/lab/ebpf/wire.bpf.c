@@ -13,16 +13,20 @@
  *              there it is unmarked and received.
  *
  * One object per fault: `partners` maps each of the two ifindexes to the other. LLDP frames from the
- * leaves end at the queue program and are not crossed: hosts only send LLDP (lab/lldp.py).
+ * leaves are not crossed but end here (or at the queue program before): hosts only send LLDP
+ * (lab/lldp.py).
  */
 #include "vmlinux.h"
+#include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
 #include "wire.h"
 
 #define TC_ACT_UNSPEC (-1)
 #define TC_ACT_OK 0
+#define TC_ACT_STOLEN 4
 #define BPF_F_INGRESS 1
+#define ETH_P_LLDP 0x88cc
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -56,6 +60,8 @@ int cross_in(struct __sk_buff *skb)
 		skb->mark = 0;
 		return TC_ACT_OK;  /* moved here from the partner's wire: received by this port */
 	}
+	if (skb->protocol == bpf_htons(ETH_P_LLDP))
+		return TC_ACT_STOLEN;  /* hosts only send LLDP; passed on, the stack would count a drop */
 	partner = bpf_map_lookup_elem(&partners, &ifindex);
 	if (!partner)
 		return TC_ACT_UNSPEC;
