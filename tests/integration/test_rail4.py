@@ -171,3 +171,48 @@ def test_miswire_crosses_two_nics_cables_and_the_leaves_lldp_names_the_host(rail
     assert snapshot.differences(before, snapshot.take(rail4)) == []
     assert burst("host-g1-h1:nic1").received == 200
     settled(lambda: audited() == set(), "LLDP to hear the cabling as the lab has it")
+
+
+def test_miswire_at_a_leaf_swaps_its_uplinks_so_both_sessions_stay_down_until_cleared(rail4):
+    """leaf-g1-r1's cables to its two spines swapped at the leaf: each uplink faces the other
+    spine, whose /31 is not its own, so both BGP sessions go down while the links stay up; the
+    spines' LLDP hears the leaf's ports swapped and config-audit names the leaf; clearing brings
+    the sessions back and restores every filter, route and FIB."""
+    from twin.detect import config_audit
+    from twin.faults import engine
+    from twin.faults.base import FaultContext
+    from twin.lab import kernel_state as snapshot
+    from twin.lab.deploy import wait_converged
+
+    leaf, spines = "leaf-g1-r1", ("spine-r1-s1", "spine-r1-s2")
+    ports = [rail4.fabric.find_link(leaf, spine).endpoint(leaf).ifname for spine in spines]
+
+    def audited():
+        return {(f.kind, f.link or f.node) for f in config_audit.sweep(rail4)}
+
+    def settled(predicate, what):
+        deadline = time.monotonic() + 15
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.2)
+
+    def sessions():
+        return {spine: state for spine, state in {s.name: s for s in lab_status(rail4)}[leaf].bgp.items()
+                if spine in spines}
+
+    settled(lambda: audited() == set(), "LLDP to hear the cabling as the lab has it")
+    before = snapshot.take(rail4)
+    timing, params = engine.parse({"id": "uplinks", "kind": "miswire", "node": leaf, "ports": ports})
+    engine.inject(FaultContext(rail4), timing, params)
+    try:
+        settled(lambda: audited() == {("miswire", leaf)}, "config-audit to name the leaf")
+        settled(lambda: all(state != "Established" for state in sessions().values()),
+                "both of the leaf's sessions to go down")
+        with rail4.netlink(leaf) as ipr:
+            assert all(ipr.link_lookup(ifname=port) and ipr.get_links(ipr.link_lookup(ifname=port)[0])[0]
+                       .get_attr("IFLA_OPERSTATE") == "UP" for port in ports)  # the links stay up
+    finally:
+        engine.clear(FaultContext(rail4), "uplinks")
+    wait_converged(rail4)
+    assert set(sessions().values()) == {"Established"}
+    assert snapshot.differences(before, snapshot.take(rail4)) == []

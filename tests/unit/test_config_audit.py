@@ -1,11 +1,15 @@
 """config-audit's comparisons without a lab: the rendered intent passes, each drift is named once."""
 
+import pydantic
+import pytest
 from test_model import fabric_of
 
 from twin.detect.config_audit import ConfigAudit, Finding, bgp_findings, cabling_findings
+from twin.faults import engine
 from twin.lab.lldp import Neighbor
 from twin.model.fabric import link_key
 from twin.model.render import bgp_neighbors, render_switch
+from twin.model.targets import TargetError
 
 
 def running(fabric, node):
@@ -78,3 +82,20 @@ def test_a_hosts_swapped_nic_cables_name_the_host_and_a_leafs_swapped_uplinks_th
     heard["leaf-g1-r1"][up1.endpoint("leaf-g1-r1").ifname] = Neighbor("spine-r1-s2", up2.endpoint("spine-r1-s2").ifname)
     heard["leaf-g1-r1"][up2.endpoint("leaf-g1-r1").ifname] = Neighbor("spine-r1-s1", up1.endpoint("spine-r1-s1").ifname)
     assert [(f.kind, f.node) for f in cabling_findings(fabric, heard)] == [("miswire", "leaf-g1-r1")]
+
+
+def test_miswire_names_two_ports_of_the_node_it_swaps():
+    fabric = fabric_of("rail4")
+    for entry, targets in (({"node": "host-g1-h1", "nics": ["nic1", "nic2"]}, ["host-g1-h1"]),
+                           ({"node": "leaf-g1-r1", "ports": ["sp-r1s1", "sp-r1s2"]}, ["leaf-g1-r1"])):
+        timing, params = engine.parse({"id": "x", "kind": "miswire", **entry})
+        assert engine.targets(timing, params, fabric) == targets
+    for wrong in ({"node": "leaf-g1-r1", "nics": ["sp-r1s1", "sp-r1s2"]},  # a switch has ports
+                  {"node": "host-g1-h1", "nics": ["nic1", "nic9"]}):
+        timing, params = engine.parse({"id": "x", "kind": "miswire", **wrong})
+        with pytest.raises(TargetError):
+            engine.targets(timing, params, fabric)
+    for wrong in ({"node": "host-g1-h1", "nics": ["nic1", "nic1"]}, {"node": "host-g1-h1"},
+                  {"node": "host-g1-h1", "nics": ["nic1", "nic2"], "ports": ["a", "b"]}):
+        with pytest.raises((pydantic.ValidationError, engine.FaultSpecError)):
+            engine.parse({"id": "x", "kind": "miswire", **wrong})
