@@ -13,19 +13,17 @@ one before the change; what the undo left different is reported with the change 
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from twin.faults.base import FaultContext, OnNode, Params
 from twin.lab import vty
+from twin.lab.frr import running_config
 from twin.model.fabric import SWITCH_ROLES
 
 # First words that leave configuration mode, write files or reach past the daemon's configuration.
 REFUSED = ("end", "do", "write", "copy", "start-shell", "log", "enable", "password", "service", "line")
-# Lines of `show running-config` that are not configuration (build and timing banners).
-VOLATILE = re.compile(r"^(Building configuration|Current configuration|frr version|!|end$)")
 
 
 class ChangeParams(Params):
@@ -57,15 +55,13 @@ class Change(OnNode):
     roles = SWITCH_ROLES
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        socket = _socket(ctx, params)
-        record["before"] = running_config(socket, params.node)
-        vty.run(socket, ["configure terminal", *params.config], what=f"{params.daemon} on {params.node}")
+        record["before"] = running_config(ctx.lab.state, params.node, params.daemon)
+        vty.run(_socket(ctx, params), ["configure terminal", *params.config], what=f"{params.daemon} on {params.node}")
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        socket = _socket(ctx, params)
-        vty.run(socket, ["configure terminal", *params.undo], what=f"{params.daemon} on {params.node}")
+        vty.run(_socket(ctx, params), ["configure terminal", *params.undo], what=f"{params.daemon} on {params.node}")
         if "before" in record:
-            after = running_config(socket, params.node)
+            after = running_config(ctx.lab.state, params.node, params.daemon)
             before = record["before"]
             left = [f"-{line}" for line in before if line not in after] + \
                    [f"+{line}" for line in after if line not in before]
@@ -74,8 +70,3 @@ class Change(OnNode):
 
 def _socket(ctx: FaultContext, params):
     return ctx.lab.state.node_dir(params.node) / f"{params.daemon}.vty"
-
-
-def running_config(socket, node: str) -> list[str]:
-    text = vty.run(socket, ["show running-config"], what=f"{socket.stem} on {node}")
-    return [line for line in text.splitlines() if line.strip() and not VOLATILE.match(line)]

@@ -25,11 +25,13 @@ from pyroute2.netlink.exceptions import NetlinkError
 from twin.faults.base import FaultContext, OnNode, Params
 from twin.lab.ebpf.libbpf import BpfObject, update
 from twin.lab.nsutil import interface_indexes
+from twin.lab.pfc import queues
+from twin.lab.pfc.queues import CLSACT_PARENTS
 from twin.model.fabric import SWITCH_ROLES
 from twin.model.targets import TargetError, resolve_node
 
 OBJECT = Path(__file__).resolve().parents[1] / "lab" / "ebpf" / "wire.bpf.o"
-CLSACT_INGRESS, CLSACT_EGRESS = 0xFFFFFFF2, 0xFFFFFFF3
+CLSACT_INGRESS, CLSACT_EGRESS = CLSACT_PARENTS[queues.CLSACT_INGRESS], CLSACT_PARENTS[queues.CLSACT_EGRESS]
 # cross_out runs before anything on the egress; cross_in after the queue program that counts a frame
 # off its switch port's queue (attached without a priority: the kernel gives the first 49152).
 PRIORITIES = {CLSACT_EGRESS: 1, CLSACT_INGRESS: 0xF000}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import time
 from collections import defaultdict
@@ -175,6 +176,16 @@ def configure_bgpd(state: LabState, node: Node, *commands: str) -> None:
     """Configuration commands for bgpd outside `router bgp` (prefix lists, route maps), as an
     operator types them in vtysh, sent to bgpd's vty socket."""
     vty.run(state.node_dir(node.name) / "bgpd.vty", ["configure terminal", *commands], what=f"bgpd on {node.name}")
+
+
+# Lines of `show running-config` that are not configuration (build banners, separators).
+CONFIG_BANNER = re.compile(r"^(Building configuration|Current configuration|frr version|!|end$)")
+
+
+def running_config(state: LabState, node: str, daemon: str) -> list[str]:
+    """One daemon's running configuration, its banners left out: what to compare before and after."""
+    text = vty.run(state.node_dir(node) / f"{daemon}.vty", ["show running-config"], what=f"{daemon} on {node}")
+    return [line for line in text.splitlines() if line.strip() and not CONFIG_BANNER.match(line)]
 
 
 def bgpd_running_config(state: LabState, node: Node) -> list[str]:

@@ -5,23 +5,21 @@ and FRR's running config and routes. Used to prove that clearing a fault restore
 from __future__ import annotations
 
 import json
-import re
 
 from pyroute2 import IPRoute
 
 from twin.lab import nft
-from twin.lab.frr import vtysh_argv, vtysh_json
+from twin.lab.frr import CONFIG_BANNER, vtysh_argv, vtysh_json
 from twin.lab.handle import Lab
 from twin.lab.netconf import HASH_POLICY_SYSCTL
 from twin.lab.nsutil import read_sysctl
+from twin.lab.pfc.queues import CLSACT_EGRESS, CLSACT_INGRESS, CLSACT_PARENTS
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState
 
 RTPROT_BGP = 186
-CLSACT_HOOKS = {0xFFFFFFF2: "ingress", 0xFFFFFFF3: "egress"}
+CLSACT_HOOKS = {CLSACT_PARENTS[CLSACT_INGRESS]: "ingress", CLSACT_PARENTS[CLSACT_EGRESS]: "egress"}
 FAULT_SYSCTLS = (HASH_POLICY_SYSCTL,)  # faults/hash_policy.py
-# Lines of `show running-config` that change on their own (uptime-like or build info).
-VOLATILE = re.compile(r"^(Building configuration|Current configuration|frr version|!)")
 
 
 def _kernel(ipr: IPRoute) -> dict:
@@ -55,7 +53,7 @@ def _filter(message) -> tuple[int, str, str]:
 
 def _frr(runtime: Runtime, state: LabState, node: str) -> dict:
     config = runtime.exec(node, vtysh_argv(state, node, "show running-config")).stdout
-    lines = [line for line in config.splitlines() if line.strip() and not VOLATILE.match(line)]
+    lines = [line for line in config.splitlines() if line.strip() and not CONFIG_BANNER.match(line)]
     routes = vtysh_json(runtime, state, node, "show ip route json")
     fib = {prefix: sorted(h.get("ip", h.get("interfaceName", "")) for e in entries if e.get("selected")
                           for h in e.get("nexthops", []) if h.get("fib"))

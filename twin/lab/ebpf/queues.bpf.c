@@ -39,8 +39,6 @@
 
 #define TC_ACT_UNSPEC (-1)
 #define TC_ACT_OK 0
-#define TC_ACT_STOLEN 4
-#define ETH_P_LLDP 0x88cc
 #define ETH_HLEN 14
 #define ETH_ALEN 6
 #define ETH_P_IP 0x0800

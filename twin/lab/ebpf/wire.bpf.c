@@ -24,9 +24,7 @@
 
 #define TC_ACT_UNSPEC (-1)
 #define TC_ACT_OK 0
-#define TC_ACT_STOLEN 4
 #define BPF_F_INGRESS 1
-#define ETH_P_LLDP 0x88cc
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

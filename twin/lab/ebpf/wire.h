@@ -7,4 +7,9 @@
  * it (the veth scrubs the mark on the way in), so it tells a moved frame from one off the wire. */
 #define WIRE_CROSSED_MARK 0x77697265  /* "wire" */
 
+/* LLDP frames end at a port's ingress programs (TC_ACT_STOLEN): lldpd has its copy already, and no
+ * protocol handler takes them, so passed on the kernel would count each as a receive drop. */
+#define ETH_P_LLDP 0x88cc
+#define TC_ACT_STOLEN 4
+
 #endif

@@ -29,6 +29,7 @@ from twin.model.buffers import Thresholds, for_port
 from twin.model.ports import Port, peer, ports
 
 CLSACT_INGRESS, CLSACT_EGRESS = "ffff:fff2", "ffff:fff3"
+CLSACT_PARENTS = {CLSACT_INGRESS: 0xFFFFFFF2, CLSACT_EGRESS: 0xFFFFFFF3}  # the same hooks as tcm_parent
 PROGRAMS = {CLSACT_EGRESS: "enqueue", CLSACT_INGRESS: "dequeue"}  # the programs' names in the object
 PORT_MAPS = {CLSACT_EGRESS: "enqueue_ports", CLSACT_INGRESS: "dequeue_ports"}
 
