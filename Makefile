@@ -44,7 +44,7 @@ deps:
 twin/lab/ebpf/vmlinux.h:
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-twin/lab/ebpf/%.bpf.o: twin/lab/ebpf/%.bpf.c twin/lab/ebpf/queues.h twin/lab/ebpf/balance.h twin/lab/ebpf/wire.h twin/lab/ebpf/vmlinux.h
+twin/lab/ebpf/%.bpf.o: twin/lab/ebpf/%.bpf.c twin/lab/ebpf/queues.h twin/lab/ebpf/balance.h twin/lab/ebpf/wire.h twin/lab/ebpf/phy.h twin/lab/ebpf/vmlinux.h
 	clang $(BPF_CFLAGS) -c $< -o $@
 
 twin/lab/native/frr_%.so: twin/lab/native/frr_%.c
@@ -146,6 +146,7 @@ bench: deps venv
 	$(VENV)/bin/python bench/congestion.py --lab rail8:100mbit --seconds 60 --incast-s 20 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/stress.py --incasts 10 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/marking_cost.py --out docs/benchmarks.md
+	$(VENV)/bin/python bench/phy_cost.py --out docs/benchmarks.md
 	$(VENV)/bin/python bench/transport.py --lab rail4 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/multipath.py --labs rail4 rail8 --runs 5 --faults --out docs/benchmarks.md
 	$(VENV)/bin/python bench/detect_tail.py --trials 600 --out docs/benchmarks.md

@@ -12,7 +12,7 @@ from twin.errors import TwinError
 from twin.faults import engine
 from twin.faults.applier import FaultApplier
 from twin.faults.base import FaultContext
-from twin.lab import converge, nft
+from twin.lab import converge, phy
 from twin.lab import kernel_state as snapshot
 from twin.lab.converge import fib_next_hops
 from twin.lab.counters import CounterReader
@@ -24,6 +24,8 @@ from twin.lab.status import lab_status
 from twin.lab.traffic import udp_burst
 from twin.model.fabric import link_key
 from twin.model.nics import fabric_nics
+from twin.model.ports import Port
+from twin.model.targets import resolve_link
 from twin.procs import alive
 from twin.progress import NullProgress
 
@@ -83,15 +85,47 @@ class Applied:
         assert self.ctx.state.faults == []
 
 
+def _phy_counts(lab, node, ifname):
+    return phy.counts(lab)[Port(node, ifname)]
+
+
 def test_silent_drop_loses_the_stated_share_and_bfd_stays_up(lab):
+    before = _phy_counts(lab, "host-g1-h1", "nic1")
     with Applied(lab, id="lossy", kind="silent_drop", link="leaf-g1-r1 -- host-g1-h1",
                  direction="a_to_b", loss_pct=5):
         burst = udp_burst(lab, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 20000)
-        dropped = sum(c["packets"] for c in nft.counters(lab.runtime, "host-g1-h1", "netdev", "ftw_lossy"))
+        after = _phy_counts(lab, "host-g1-h1", "nic1")
         assert 3.5 <= burst.loss_pct <= 6.5, burst
-        assert abs(dropped - (burst.sent - burst.received)) <= 5, (dropped, burst)
+        assert abs(after["dropped"] - before["dropped"] - (burst.sent - burst.received)) <= 5, (after, burst)
+        assert after["crc_errors"] == before["crc_errors"]  # a silent drop counts nothing a port shows
         statuses = lab_status(lab)
         assert all(set(s.bfd.values()) == {"up"} for s in statuses)
+
+
+def test_a_silent_drop_and_bit_errors_leave_nothing_a_node_lists(lab):
+    """What a trainee could list on every node (nft ruleset, qdiscs, classes, filters, links,
+    routes, rules, sysctls, FRR's config) is the same with both faults on as on the healthy lab;
+    only the ports' physical layer differs, and only at the receiving ports."""
+    before = snapshot.take(lab)
+    entries = [{"id": "optic", "kind": "silent_drop", "link": "leaf-g1-r1 -- spine-1", "loss_pct": 5},
+               {"id": "cable", "kind": "bitflip", "link": "leaf-g2-r1 -- spine-2", "direction": "a_to_b",
+                "rate_pct": 5}]
+    try:
+        for entry in entries:
+            engine.inject(faults_on(lab), *engine.parse(entry))
+        during = snapshot.take(lab)
+    finally:
+        for entry in entries:
+            engine.clear(faults_on(lab), entry["id"])
+    converged(lab)
+    assert snapshot.differences(before, snapshot.take(lab)) == []
+    listed = snapshot.differences({n: {k: v for k, v in e.items() if k != "phy"} for n, e in before.items()},
+                                  {n: {k: v for k, v in e.items() if k != "phy"} for n, e in during.items()})
+    assert listed == []
+    hardware = {(node, ifname) for node, entry in during.items() for ifname in entry["phy"]}
+    optic = resolve_link(lab.fabric, "leaf-g1-r1 -- spine-1")[0]
+    cable = resolve_link(lab.fabric, "leaf-g2-r1 -- spine-2")[0]
+    assert hardware == {(end.node, end.ifname) for end in (optic.a, optic.b, cable.endpoint("spine-2"))}
 
 
 def test_silent_drop_flows_pct_hits_a_fixed_subset_of_flows(lab):
@@ -295,18 +329,22 @@ def test_overlapping_faults_are_refused_and_nothing_changes(lab):
     assert snapshot.differences(before, snapshot.take(lab)) == []
 
 
-def test_bitflip_damaged_packets_are_discarded_and_counted_never_delivered(lab):
+def test_bitflip_damaged_frames_fail_the_ports_frame_check_and_are_counted_there(lab):
     from twin.lab.offload import snmp
     host_path = lab.netns("host-g1-h1")
-    before = snmp(host_path)["Udp.InCsumErrors"]
-    with Applied(lab, id="flips", kind="bitflip", link="leaf-g1-r1 -- host-g1-h1", direction="a_to_b",
-                 rate_pct=20):
-        burst = udp_burst(lab, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 5000)
-        damaged = sum(c["packets"] for c in nft.counters(lab.runtime, "host-g1-h1", "netdev", "ftw_flips"))
-        discarded = snmp(host_path)["Udp.InCsumErrors"] - before
+    checksum_before = snmp(host_path)["Udp.InCsumErrors"]
+    with CounterReader(lab) as reader:
+        before = reader.read(checksums=False, qdiscs=False).interfaces[("host-g1-h1", "nic1")]
+        with Applied(lab, id="flips", kind="bitflip", link="leaf-g1-r1 -- host-g1-h1", direction="a_to_b",
+                     rate_pct=20):
+            burst = udp_burst(lab, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 5000)
+            after = reader.read(checksums=False, qdiscs=False).interfaces[("host-g1-h1", "nic1")]
     assert burst.damaged == 0, "a corrupted datagram reached the application"
-    assert 15 <= burst.loss_pct <= 25, burst  # the damaged ones were discarded...
-    assert abs(discarded - damaged) <= 5 and abs(damaged - (burst.sent - burst.received)) <= 5  # ...and counted
+    assert 15 <= burst.loss_pct <= 25, burst  # the damaged ones were discarded by the port...
+    crc = after["rx_crc_errors"] - before["rx_crc_errors"]
+    assert abs(crc - (burst.sent - burst.received)) <= 5, (crc, burst)  # ...and counted as it counts them
+    assert after["rx_errors"] - before["rx_errors"] == crc
+    assert snmp(host_path)["Udp.InCsumErrors"] == checksum_before  # never reached the host's stack
 
 
 def test_bitflip_min_size_spares_small_packets(lab):

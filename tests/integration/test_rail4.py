@@ -216,3 +216,66 @@ def test_miswire_at_a_leaf_swaps_its_uplinks_so_both_sessions_stay_down_until_cl
     wait_converged(rail4)
     assert set(sessions().values()) == {"Established"}
     assert snapshot.differences(before, snapshot.take(rail4)) == []
+
+
+# What each kind legitimately shows on a node, as real hardware would (issue 36): everything else a
+# trainee can list must read as on the healthy lab. Kinds not named here must show nothing at all.
+VISIBLE = {
+    "link_down": ({"links", "routes", "fib"}, "a port that is down, its connected route gone, the FIB without it"),
+    "switch_down": ({"links", "routes", "fib", "running_config"}, "a dead switch: its ports down, no routing daemon"),
+    "bgp_down": ({"running_config", "fib"}, "a session shut in the running configuration"),
+    "slow_node": ({"classes"}, "the NIC's rate, as `ethtool` shows a NIC that negotiated a lower speed"),
+    "mtu_mismatch": ({"links"}, "the port's MTU"),
+    "ecmp_width": ({"running_config", "fib"}, "maximum-paths in the running configuration"),
+    "peer_mismatch": ({"running_config", "fib"}, "the neighbour's AS in the running configuration"),
+    "route_filter": ({"running_config", "fib"}, "the route map in the running configuration"),
+    "hash_policy": ({"sysctls"}, "the configured ECMP hash policy"),
+}
+
+
+def test_no_hidden_fault_can_be_listed_on_any_node(rail4):
+    """A cheater's view (issue 36): every kind a training level hides, drawn as the level draws it,
+    applied to rail4; everything a trainee could list on every node (nft ruleset, qdiscs, classes,
+    clsact filters and the programs they run, links, routes, rules, the fault sysctls, FRR's
+    running configuration and FIB) is compared with the healthy lab. Only what real hardware shows
+    of that kind may differ (VISIBLE). The ports' physical layer (lab/phy.py) is not listable by a
+    node's commands: it stands for the optics and the forwarding chip. The GPU kinds of level 5 are
+    left out: they act inside a running job (its control files), not on the fabric."""
+    import random
+
+    from twin.faults import engine
+    from twin.faults.base import FaultContext
+    from twin.faults.registry import FAULTS
+    from twin.lab import kernel_state as snapshot
+    from twin.lab.deploy import wait_converged
+    from twin.train import pools
+
+    def listable(snap):
+        return {node: {key: value for key, value in entry.items() if key != "phy"} for node, entry in snap.items()}
+
+    fabric, rng = rail4.fabric, random.Random(36)
+    entries = [{"kind": name, **kind.training_entry(fabric, rng, pools._fabric_links(fabric))}
+               for name, kind in sorted(FAULTS.items())
+               if kind.training_level in (1, 2, 3, 4) and kind.trainable(fabric)]
+    entries.append({"kind": "silent_drop", "link": pools._fabric_links(fabric)[0], "loss_pct": 100, "flows_pct": 20})
+    assert {"silent_drop", "bitflip", "blackhole", "miswire", "pfc_storm"} <= {e["kind"] for e in entries}
+    healthy = snapshot.take(rail4)
+    leaked, seen = {}, set()
+    for number, entry in enumerate(entries):
+        entry = {"id": f"hidden-{number}", **entry}
+        engine.inject(FaultContext(rail4), *engine.parse(entry))
+        try:
+            during = snapshot.take(rail4)
+        finally:
+            engine.clear(FaultContext(rail4), entry["id"])
+        allowed = VISIBLE.get(entry["kind"], (set(), ""))[0]
+        listed = snapshot.differences(listable(healthy), listable(during))
+        seen |= {entry["kind"]} if listed else set()
+        shown = [line for line in listed if line.split(" ", 2)[1].rstrip(":") not in allowed]
+        if shown:
+            leaked[entry["kind"]] = shown[:3]
+        wait_converged(rail4)
+        assert snapshot.differences(healthy, snapshot.take(rail4)) == [], entry
+    assert leaked == {}
+    # The comparison sees what it should: the kinds hardware does show were listed as different.
+    assert {"link_down", "bgp_down", "mtu_mismatch", "hash_policy"} <= seen, seen

@@ -1,10 +1,11 @@
 """A scripted trainee: a level-2 session on mini (d-mini on docker) with a fixed seed, investigated only with the
-commands a person would run (`twin lab show`, `twin lab exec ... nft`), answered, graded.
+commands a person would run (`twin lab show`, `twin lab ports`: counters and optics, as a switch shows them;
+`nft list ruleset` on the switches shows nothing of the fault), answered, graded.
 On both runtimes (on docker the job, the pingmesh and the trainee's commands run in containers)."""
 
 import json
 import os
-import re
+import time
 
 import pytest
 
@@ -22,19 +23,22 @@ def _cli(*args, env):
     return twin_cli(*args, env=env)
 
 
-def _dropping_ports(name, env) -> list[tuple[str, str, int]]:
-    """(switch, port, packets dropped): read off every switch's `nft list ruleset`, as a person would."""
+def _weak_optics(name, env) -> list[tuple[str, str, float]]:
+    """(node, port, receive power): the ports whose optic reads below its warning, as a person reads
+    `twin lab ports` (a switch's `show interfaces transceiver`)."""
+    ports = json.loads(_cli("lab", "ports", name, "--problems", "--json", env=env).stdout)
+    return [(p["node"], p["ifname"], p["rx_dbm"]) for p in ports if p["rx_low"]]
+
+
+def _crc_errors(name, env) -> int:
+    return sum(p["rx_crc_errors"] for p in json.loads(_cli("lab", "ports", name, "--json", env=env).stdout))
+
+
+def _nft_tables(name, env) -> set[str]:
     lab = json.loads(_cli("lab", "show", name, "--json", env=env).stdout)
-    found = []
-    for node in (n["name"] for n in lab["nodes"] if n["role"] != "host"):
-        device = None
-        for line in _cli("lab", "exec", name, node, "--", "nft", "list", "ruleset", env=env).stdout.splitlines():
-            hooked = re.search(r'device "([^"]+)"', line)
-            device = hooked.group(1) if hooked else device
-            counted = re.search(r"counter packets (\d+) .* drop", line)
-            if counted and int(counted.group(1)) > 0 and device:
-                found.append((node, device, int(counted.group(1))))
-    return found
+    return {line.strip() for node in (n["name"] for n in lab["nodes"])
+            for line in _cli("lab", "exec", name, node, "--", "nft", "list", "tables", env=env).stdout.splitlines()
+            if line.strip()}
 
 
 def _link_of(name, port: tuple[str, str], env) -> str:
@@ -68,11 +72,16 @@ def test_scripted_trainee_finds_a_silent_drop_with_counters(tmp_path, runtime, l
             if path.is_file():
                 assert "silent_drop" not in path.read_text(errors="replace"), path
 
-        # The investigation: which switch port drops packets?
-        dropping = _dropping_ports(name, env)
-        assert dropping, "the counters show no drop"
-        switch, port, _packets = max(dropping, key=lambda d: d[2])
-        link = _link_of(name, (switch, port), env)
+        # The shortcut of issue 36 is gone: no node lists a table for the fault.
+        assert not any(table.startswith("table netdev ftw_") for table in _nft_tables(name, env))
+
+        # The investigation: the optics. A dying optic's receive power is below its warning.
+        deadline = time.monotonic() + 30
+        while not (weak := _weak_optics(name, env)) and time.monotonic() < deadline:
+            time.sleep(1)  # the fault comes some seconds after the job starts
+        assert len(weak) in (1, 2), weak  # the receiving end(s) of one link
+        link = _link_of(name, weak[0][:2], env)
+        assert _crc_errors(name, env) == 0  # frames are lost, not damaged: not bit errors
 
         wrong = _cli("train", "answer", "--kind", "bitflip", "--link", link, "--lab", name, env=env)
         assert wrong.returncode == 1 and "WRONG" in wrong.stdout and "place is right" in wrong.stdout

@@ -93,3 +93,72 @@ def test_the_constants_the_programs_share_are_the_same_everywhere():
     assert int(defines["REORDERABLE_DSCP"]) == layout.REORDERABLE_DSCP == REORDERABLE_DSCP
     assert int(defines["MAX_MEMBERS"]) == layout.MAX_MEMBERS
     assert int(defines["OFFSET_BITS"]) == pathhash.OFFSET_BITS
+
+
+def _phy_structs() -> dict[str, dict]:
+    from twin.lab import phy
+    dump = subprocess.run(["bpftool", "btf", "dump", "file", str(phy.OBJECT), "-j"], capture_output=True,
+                          text=True, check=True)
+    return {t["name"]: t for t in json.loads(dump.stdout)["types"] if t.get("kind") == "STRUCT" and t.get("name")}
+
+
+@built
+@pytest.mark.skipif(shutil.which("bpftool") is None, reason="bpftool is installed by `make deps`")
+def test_the_physical_layers_python_layout_is_the_objects():
+    from twin.lab import phy
+    structs = _phy_structs()
+    assert structs["phy_fault"]["size"] == phy.FAULT.size
+    assert [m["name"] for m in structs["phy_fault"]["members"]] == list(phy.FAULT_FIELDS)
+    assert structs["phy_counts"]["size"] == phy.COUNTS.size
+    assert [m["name"] for m in structs["phy_counts"]["members"]] == list(phy.COUNT_FIELDS)
+    assert structs["blackhole_key"]["size"] == phy.BLACKHOLE_KEY.size
+    assert [m["bits_offset"] // 8 for m in structs["blackhole_key"]["members"]] == [0, 4, 12]
+    assert structs["phy_settings"]["size"] == phy.SETTINGS.size
+
+
+@built
+@pytest.mark.skipif(os.geteuid() != 0, reason="loading BPF programs needs root")
+def test_the_physical_layer_passes_a_healthy_port_and_drops_and_counts_as_its_fault_says():
+    import struct
+
+    from twin.lab import phy
+    from twin.lab.ebpf.frames import ipv4_udp, loopback_phy
+    from twin.lab.ebpf.libbpf import lookup, run_on_packet, update
+
+    unspec, shot = 0xFFFFFFFF, 2
+    zero = struct.pack("<I", 0)
+
+    def fault(**fields):
+        update(obj.map_fd("phy_faults"), zero, phy.FAULT.pack(*(phy.HEALTHY | fields).values()))
+
+    def counts():
+        return dict(zip(phy.COUNT_FIELDS, phy.COUNTS.unpack(lookup(obj.map_fd("phy_counts"), zero, phy.COUNTS.size)),
+                        strict=True))
+
+    with loopback_phy(phy.OBJECT) as obj:
+        receive = obj.program_fd("receive")
+        assert run_on_packet(receive, ipv4_udp(0), 100)[0] == unspec  # healthy: passed on
+        fault(drop=phy.ONE, drop_flows=phy.ONE)
+        assert run_on_packet(receive, ipv4_udp(0), 100)[0] == shot
+        assert counts() == {"crc_errors": 0, "dropped": 100}  # a silent drop counts nothing a port shows
+        fault(drop=phy.ONE, drop_flows=0)  # a flow subset that holds no flow
+        assert run_on_packet(receive, ipv4_udp(0), 10)[0] == unspec
+        fault(corrupt=phy.ONE, corrupt_min=2000)  # only packets of 2000 bytes and more: this one is 86
+        assert run_on_packet(receive, ipv4_udp(0), 10)[0] == unspec
+        fault(corrupt=phy.ONE)
+        assert run_on_packet(receive, ipv4_udp(0), 10)[0] == shot
+        assert counts()["crc_errors"] == 10
+        fault()
+        import socket
+        from ipaddress import IPv4Network
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            cookie = phy.layout.netns_cookie(sock)
+        update(obj.map_fd("phy_blackholes"), phy._hole_key(cookie, IPv4Network("10.0.0.2/31")), struct.pack("<Q", 0))
+        assert run_on_packet(receive, ipv4_udp(0), 10)[0] == unspec  # no black hole counted in the settings yet
+        update(obj.map_fd("phy_settings"), zero, phy.SETTINGS.pack(1, 0))
+        assert run_on_packet(receive, ipv4_udp(0), 10)[0] == shot  # toward 10.0.0.2: into the hole
+        update(obj.map_fd("phy_blackholes"), phy._hole_key(cookie, IPv4Network("10.0.0.2/31")), struct.pack("<Q", 0))
+        update(obj.map_fd("phy_settings"), zero, phy.SETTINGS.pack(0, 0))
+        fault(attenuation=900)  # an optic reading only: the program passes everything
+        assert run_on_packet(receive, ipv4_udp(0), 10)[0] == unspec
+        assert run_on_packet(obj.program_fd("transmit"), ipv4_udp(0), 10)[0] == unspec  # no swapped cable

@@ -16,7 +16,8 @@ from rich.table import Table
 
 from twin.cli.tools import RUNTIME_OPTION, out, progress, write_output
 from twin.errors import TwinError
-from twin.lab import deploy, idle, lldp
+from twin.lab import deploy, idle, lldp, optics
+from twin.lab.counters import CounterReader
 from twin.lab.files import open_lab
 from twin.lab.frr import vtysh_argv
 from twin.lab.handle import Lab, lab_model
@@ -27,6 +28,7 @@ from twin.lab.status import as_dict, lab_status, queue_status
 from twin.model import pathhash
 from twin.model.describe import describe
 from twin.model.nics import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs
+from twin.model.ports import peer, ports
 from twin.text import shown
 
 
@@ -193,6 +195,58 @@ def print_queues(queues) -> None:
         out.print(table)
     for error in queues.errors[-3:]:
         out.print(f"PFC controller: {error}")
+
+
+@lab.command("ports")
+@click.argument("name", metavar="LAB")
+@click.argument("node", required=False)
+@click.option("--problems", is_flag=True, help="Only ports with errors, drops or an optic below its warning.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def lab_ports(name: str, node: str | None, problems: bool, as_json: bool) -> None:
+    """What every port's hardware shows (or NODE's): packet counters, receive errors with the
+    frame-check (CRC) errors among them, drops, and its optic's transmit and receive power and
+    temperature, as a switch's `show interfaces counters errors` and `show interfaces transceiver`.
+    Counters are since the lab came up."""
+    lab = Lab.open(name)
+    if node is not None and node not in lab.fabric.nodes:
+        raise TwinError(f"lab {name} has no node '{node}'", hint="see `twin lab show " + name + "`")
+    rows = port_rows(lab, [node] if node else None)
+    if problems:
+        rows = [r for r in rows if r["rx_low"] or r["rx_errors"] or r["rx_crc_errors"] or r["rx_dropped"]
+                or r["tx_dropped"]]
+    if as_json:
+        out.print_json(json.dumps(rows))
+        return
+    table = Table(title=f"ports of {node or 'lab ' + name}: counters since the lab came up; optics now "
+                        f"(receive power low below {optics.RX_LOW_WARNING_DBM:g} dBm)", title_justify="left")
+    for column in ("port", "to", "rx packets", "tx packets", "rx errors", "CRC errors", "rx dropped",
+                   "tx dropped", "tx dBm", "rx dBm", "°C"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(f"{r['node']} {r['ifname']}", r["peer"], str(r["rx_packets"]), str(r["tx_packets"]),
+                      str(r["rx_errors"]), f"[red]{r['rx_crc_errors']}[/]" if r["rx_crc_errors"] else "0",
+                      str(r["rx_dropped"]), str(r["tx_dropped"]), f"{r['tx_dbm']:.2f}",
+                      f"[red]{r['rx_dbm']:.2f} low[/]" if r["rx_low"] else f"{r['rx_dbm']:.2f}",
+                      f"{r['temperature_c']:.1f}")
+    out.print(table if rows else "no port to show")
+
+
+def port_rows(lab: Lab, nodes: list[str] | None) -> list[dict]:
+    fabric = lab.fabric
+    with CounterReader(lab, nodes) as reader:
+        counters = reader.read(checksums=False, qdiscs=False).interfaces
+    readings = optics.readings(lab)
+    rows = []
+    for port in ports(fabric):
+        if nodes and port.node not in nodes:
+            continue
+        far = peer(fabric, port)
+        values = counters.get((port.node, port.ifname), {})
+        rows.append({"node": port.node, "ifname": port.ifname, "peer": f"{far.node} {far.ifname}",
+                     **{k: values.get(k, 0) for k in ("rx_packets", "tx_packets", "rx_errors", "rx_crc_errors",
+                                                      "rx_dropped", "tx_dropped")},
+                     **{k: v for k, v in readings[port].as_dict().items() if k not in ("node", "ifname")}})
+    return rows
 
 
 @lab.command("exec", context_settings={"ignore_unknown_options": True})

@@ -3,10 +3,10 @@
 It reads routing state (BGP sessions, BFD peers, daemons: vtysh JSON), compares the running
 configuration with the lab's intent (config-audit's sweep), runs the probe mesh with the probe
 localizer for a while, and compares counters from before and after (interface drops and errors,
-qdisc drops and backlog, hosts' checksum errors). Every finding is evidence for a link or a node;
-suspects are ranked by the weight of their evidence, and the findings answer the four questions
-Tencent's one-click localization answers: a connection failure, packet loss, a configuration
-anomaly, not enough performance.
+ports' frame-check (CRC) errors, qdisc drops and backlog, hosts' checksum errors). Every finding
+is evidence for a link or a node; suspects are ranked by the weight of their evidence, and the
+findings answer the four questions Tencent's one-click localization answers: a connection
+failure, packet loss, a configuration anomaly, not enough performance.
 """
 
 from __future__ import annotations
@@ -135,8 +135,9 @@ def _counters(fabric: Fabric, before, after, suspect) -> None:
         link = port_link.get(key)
         if link is None:
             continue
-        for counter in ("rx_dropped", "tx_dropped", "rx_errors", "tx_errors", "qdisc_drops"):
-            delta = now.get(counter, 0) - was.get(counter, 0)
+        crc = now.get("rx_crc_errors", 0) - was.get("rx_crc_errors", 0)
+        for counter in ("rx_crc_errors", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors", "qdisc_drops"):
+            delta = now.get(counter, 0) - was.get(counter, 0) - (crc if counter == "rx_errors" else 0)
             if delta > 0:
                 suspect(link).add("counter", f"{key[0]}:{key[1]} {counter} +{delta}")
         if now.get("backlog_bytes", 0) > 0 and was.get("backlog_bytes", 0) > 0:

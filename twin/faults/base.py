@@ -26,12 +26,13 @@ class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-def nft_share(value: float | None, key: str) -> float | None:
-    """A percentage nftables can draw: it compares a random number mod 10000, so 0.01 % steps."""
+def drawable_share(value: float | None, key: str) -> float | None:
+    """A percentage in 0.01 % steps, as the lab file format has always taken them (nftables drew
+    them mod 10000; the ports' physical layer draws in parts per million, lab/phy.py)."""
     if value is not None and (value < 0.01 or abs(value * 100 - round(value * 100)) > 1e-6):
         lower, upper = int(value * 100) / 100, (int(value * 100) + 1) / 100
         nearest = ", ".join(str(v) for v in (lower, upper) if v >= 0.01)
-        raise ValueError(f"{key} {value} cannot be expressed: the kernel draws shares in 0.01 % steps "
+        raise ValueError(f"{key} {value} cannot be expressed: shares are drawn in 0.01 % steps "
                          f"(nearest: {nearest})")
     return value
 

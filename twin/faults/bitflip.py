@@ -1,29 +1,24 @@
-"""bitflip: a link corrupts rate_pct of the TCP/UDP packets it carries (an nftables payload
-edit), optionally only packets of at least min_size bytes.
+"""bitflip: a link corrupts rate_pct of the TCP/UDP packets it carries (a failing optic or cable),
+optionally only packets of at least min_size bytes.
 
-The damaged bits are those of the transport checksum field: nftables keeps the TCP/UDP
-checksum consistent when it rewrites any other bytes (csum_flags L4), which would hand
-corrupted data to the application with a valid checksum. Rewriting the checksum field
-itself leaves it wrong, as a flipped bit anywhere in the segment would. Like a switch discarding a
-frame on a CRC error, the receiving host's stack discards the damaged packet and counts it (Udp/Tcp
-InCsumErrors in /proc/net/snmp).
-
-For that to hold, checksum offload is switched off on every interface of the lab while the
-fault is active: a veth marks received packets as checksum-verified when rx checksumming is
-on, and with tx offload the checksum would be computed after the damage. Either way corrupted
-data would reach the application unnoticed. Clearing restores every interface's setting.
+Done by the receiving port's physical layer (lab/phy.py, the same program on every port of every
+lab): a frame damaged on the wire fails the receiving port's frame check, so the port discards it
+and counts it (`rx_crc_errors` of that port, in `twin lab ports`, telemetry and Prometheus),
+as a switch or NIC does, and its optic's receive power is low (lab/optics.py); nothing else on
+any node differs from a healthy lab. Not built: the
+in-chip flip of a switch ASIC that recomputes the frame check (AIPod), which reaches the hosts
+and counts as their checksum errors: veth pairs never compute a checksum that offload left
+partial, so showing it would need checksum offload off on every port.
 """
 
 from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from twin.faults.base import FaultContext, LinkParams, OnLink, nft_share
-from twin.lab import nft, offload
+from twin.faults.base import FaultContext, LinkParams, OnLink, drawable_share
+from twin.lab import optics, phy
+from twin.model.ports import Port
 from twin.model.targets import receiving_ends, resolve_link
-
-DAMAGE = 0xDEAD  # written over the checksum (non-zero: a zero UDP checksum means "none")
-CHECKSUM_BIT_OFFSET = {"udp": 48, "tcp": 128}  # bit offset of the checksum in each header
 
 
 class BitflipParams(LinkParams):
@@ -33,20 +28,7 @@ class BitflipParams(LinkParams):
     @field_validator("rate_pct")
     @classmethod
     def _expressible(cls, value, info):
-        return nft_share(value, info.field_name)
-
-
-def damage_rule(params, proto: str) -> list[dict]:
-    exprs = [{"match": {"op": "==", "left": {"meta": {"key": "protocol"}}, "right": "ip"}},
-             {"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "protocol"}},
-                        "right": proto}}]
-    if params.min_size is not None:
-        exprs.append({"match": {"op": ">=", "left": {"meta": {"key": "length"}}, "right": params.min_size}})
-    if params.rate_pct < 100:
-        exprs.append({"match": {"op": "<", "left": {"numgen": {"mode": "random", "mod": 10000}},
-                                "right": int(params.rate_pct * 100)}})
-    field = {"payload": {"base": "th", "offset": CHECKSUM_BIT_OFFSET[proto], "len": 16}}
-    return exprs + [{"counter": None}, {"mangle": {"key": field, "value": DAMAGE}}]
+        return drawable_share(value, info.field_name)
 
 
 class Bitflip(OnLink):
@@ -55,7 +37,7 @@ class Bitflip(OnLink):
     training_level = 2
 
     def check(self, fabric, params, lasts_s):
-        # The rule compares the packet's length as the hook sees it: the IP packet, at most the MTU.
+        # The physical layer compares the IP packet's length, at most the MTU.
         if params.min_size is not None and params.min_size > fabric.mtu:
             return [("min_size", f"min_size {params.min_size} is above the lab's MTU ({fabric.mtu}): no packet "
                      "is that large, the fault would never fire", f"at most {fabric.mtu}, or omit it")]
@@ -66,24 +48,15 @@ class Bitflip(OnLink):
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         link, a, b = resolve_link(ctx.lab.fabric, params.link)
-        record["offload"] = {}
-        for node in ctx.lab.fabric.nodes:
-            ifnames = [link.endpoint(node).ifname for link in ctx.lab.fabric.links_of(node)]
-            path = ctx.lab.netns(node)
-            record["offload"][node] = offload.get_checksum_offload(path, ifnames)
-            ctx.lab.state.save()
-            offload.set_checksum_offload(path, {i: {f: False for f in offload.CHECKSUM_FEATURES} for i in ifnames})
-        table = record["table"] = nft.table_name(fault_id)
-        record["nodes"] = []
+        fields = {"corrupt": phy.ppm(params.rate_pct), "corrupt_min": params.min_size or 0,
+                  "attenuation": optics.centi_db(params.rate_pct)}
+        record["ports"], record["counter"] = [], "crc_errors"  # what the ports count of it (telemetry's fault counters)
         for end in receiving_ends(link, a, b, params.direction):
-            record["nodes"].append(end.node)
+            record["ports"].append({"node": end.node, "ifname": end.ifname, "prior": dict.fromkeys(fields, 0)})
+            ctx.lab.state.save()  # recorded before it is changed: a crash between the two clears it
+            record["ports"][-1]["prior"] = phy.change(ctx.lab, Port(end.node, end.ifname), **fields)
             ctx.lab.state.save()
-            chain, commands = nft.device_chain(table, end.ifname, "ingress")
-            nft.apply(ctx.lab.runtime, end.node, commands + [nft.rule(table, chain, damage_rule(params, proto))
-                                                         for proto in CHECKSUM_BIT_OFFSET])
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        for node in record.get("nodes", []):
-            nft.delete_table(ctx.lab.runtime, node, "netdev", record["table"])
-        for node, settings in record.get("offload", {}).items():
-            offload.set_checksum_offload(ctx.lab.netns(node), settings)
+        for entry in record["ports"]:
+            phy.change(ctx.lab, Port(entry["node"], entry["ifname"]), **entry["prior"])

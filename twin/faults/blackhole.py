@@ -1,5 +1,10 @@
 """blackhole: a switch silently discards forwarded traffic toward a prefix or a host,
-while BGP still advertises it (an nftables forward-hook drop; routing is untouched)."""
+while BGP still advertises it: an entry of its forwarding chip gone bad, routing untouched.
+
+Done by the physical layer of the switch's ports (lab/phy.py: a prefix in its black-hole table,
+read by the same program on every port of every lab), so nothing a node lists shows it, as
+nothing lists a corrupted entry of a forwarding chip. A packet that expires at the switch still
+reaches its CPU and is answered (traceroute sees the switch, not beyond)."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from ipaddress import IPv4Network
 from pydantic import Field, model_validator
 
 from twin.faults.base import FaultContext, OnNode, Params
-from twin.lab import nft
+from twin.lab import phy
 from twin.model.targets import TargetError, resolve_node
 
 
@@ -60,18 +65,11 @@ class Blackhole(OnNode):
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node = resolve_node(ctx.lab.fabric, params.node, roles=("leaf", "spine", "superspine"))
-        table = record["table"] = nft.table_name(fault_id)
-        record["node"] = node
-        commands = [{"add": {"table": {"family": "ip", "name": table}}},
-                    {"add": {"chain": {"family": "ip", "table": table, "name": "forward", "type": "filter",
-                                       "hook": "forward", "prio": -300, "policy": "accept"}}}]
-        for prefix in prefixes(ctx.lab.fabric, params):
-            net = IPv4Network(prefix)
-            commands.append({"add": {"rule": {"family": "ip", "table": table, "chain": "forward", "expr": [
-                {"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "daddr"}},
-                           "right": {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}}}},
-                {"counter": None}, {"drop": None}]}}})
-        nft.apply(ctx.lab.runtime, node, commands)
+        record.update(node=node, prefixes=prefixes(ctx.lab.fabric, params))
+        ctx.lab.state.save()  # recorded before the chip changes: a crash between the two clears it
+        for prefix in record["prefixes"]:
+            phy.add_blackhole(ctx.lab, node, prefix)
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        nft.delete_table(ctx.lab.runtime, record["node"], "ip", record["table"])
+        for prefix in record.get("prefixes", []):
+            phy.remove_blackhole(ctx.lab, record["node"], prefix)

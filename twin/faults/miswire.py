@@ -8,34 +8,22 @@ while their links stay up and routing sees nothing. On a switch (`ports`), two o
 the two BGP sessions never come back and ECMP loses both members. LLDP at the far ends hears the
 node's ports in each other's places.
 
-Emulated on real frames by a wire element in the node (ebpf/wire.bpf.c): what one port sends
-leaves by the other's cable, what arrives on one cable reaches the other port; every port keeps
-its name, address, MAC and sockets, as a physical port does. The switch ports' queue programs
+Emulated on real frames by the ports' physical layer (lab/phy.py, ebpf/phy.bpf.c: the same
+programs on every port of every lab, the two ports' entries in its `phy_partners` map): what one
+port sends leaves by the other's cable, what arrives on one cable reaches the other port; every
+port keeps its name, address, MAC and sockets, as a physical port does, and nothing a node lists
+differs from a healthy lab (LLDP tells, as on real hardware). The switch ports' queue programs
 still count each frame on the queue it really crosses.
 """
 
 from __future__ import annotations
 
-import errno
-from pathlib import Path
-
 from pydantic import Field, field_validator, model_validator
-from pyroute2.netlink.exceptions import NetlinkError
 
 from twin.faults.base import FaultContext, OnNode, Params
-from twin.lab.ebpf.libbpf import BpfObject, update
-from twin.lab.nsutil import interface_indexes
-from twin.lab.pfc import queues
-from twin.lab.pfc.queues import CLSACT_PARENTS
+from twin.lab import phy
 from twin.model.fabric import SWITCH_ROLES
 from twin.model.targets import TargetError, resolve_node
-
-OBJECT = Path(__file__).resolve().parents[1] / "lab" / "ebpf" / "wire.bpf.o"
-CLSACT_INGRESS, CLSACT_EGRESS = CLSACT_PARENTS[queues.CLSACT_INGRESS], CLSACT_PARENTS[queues.CLSACT_EGRESS]
-# cross_out runs before anything on the egress; cross_in after the queue program that counts a frame
-# off its switch port's queue (attached without a priority: the kernel gives the first 49152).
-PRIORITIES = {CLSACT_EGRESS: 1, CLSACT_INGRESS: 0xF000}
-PROGRAMS = {CLSACT_EGRESS: "cross_out", CLSACT_INGRESS: "cross_in"}
 
 
 class MiswireParams(Params):
@@ -103,46 +91,9 @@ class Miswire(OnNode):
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node, names = crossed_ports(ctx.lab.fabric, params)
-        index = interface_indexes(ctx.lab.netns(node))
-        a, b = (index[name] for name in names)
-        record.update(node=node, ports=names, ifindexes=[a, b], created_clsact=[])
-        program = BpfObject(OBJECT)
-        try:
-            partners = program.map_fd("partners")
-            update(partners, a.to_bytes(4, "little"), b.to_bytes(4, "little"))
-            update(partners, b.to_bytes(4, "little"), a.to_bytes(4, "little"))
-            with ctx.lab.netlink(node) as ipr:
-                for ifindex in (a, b):
-                    try:
-                        ipr.tc("add", "clsact", ifindex)
-                        record["created_clsact"].append(ifindex)  # a lossy lab has none
-                    except NetlinkError as exc:
-                        if exc.code != errno.EEXIST:
-                            raise
-                # Ingress first: a frame moved out by cross_out must find cross_in on the partner.
-                for hook in (CLSACT_INGRESS, CLSACT_EGRESS):
-                    fd = program.program_fd(PROGRAMS[hook])
-                    for ifindex in (a, b):
-                        ipr.tc("add-filter", "bpf", ifindex, ":1", fd=fd, name=f"ftw_{fault_id}"[:15],
-                               parent=hook, prio=PRIORITIES[hook], classid=1, direct_action=True)
-        finally:
-            program.close()  # the filters hold the programs, the programs their map
+        record.update(node=node, ports=names)
+        ctx.lab.state.save()  # recorded before the cables move: a crash between the two clears it
+        phy.cross(ctx.lab, node, names)
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        with ctx.lab.netlink(record["node"]) as ipr:
-            for ifindex in record["ifindexes"]:
-                if ifindex in record["created_clsact"]:
-                    _tolerant(lambda i=ifindex: ipr.tc("del", "clsact", i))
-                    continue
-                for hook in (CLSACT_EGRESS, CLSACT_INGRESS):  # egress first: nothing moves out any more
-                    _tolerant(lambda i=ifindex, h=hook: ipr.tc("del-filter", "bpf", i, parent=h,
-                                                               prio=PRIORITIES[h]))
-
-
-def _tolerant(call) -> None:
-    """A clear that runs twice (after a crash) finds its filters gone: that is done, not an error."""
-    try:
-        call()
-    except NetlinkError as exc:
-        if exc.code not in (errno.ENOENT, errno.EINVAL):
-            raise
+        phy.uncross(ctx.lab, record["node"], record["ports"])

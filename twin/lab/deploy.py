@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from twin.errors import LabStateError, RuntimeBackendError
-from twin.lab import capacity, converge, frr, idle, lldp, neigh, netconf, nlbatch, offload, preflight, shaping
+from twin.lab import capacity, converge, frr, idle, lldp, neigh, netconf, nlbatch, offload, phy, preflight, shaping
 from twin.lab.handle import Lab
 from twin.lab.nsutil import interface_indexes
 from twin.lab.pfc import client as pfc_client
@@ -128,6 +128,9 @@ def _build(lab: Lab, progress: Progress, timeout_s: float, all_pairs: bool) -> N
         with _timed(state, "pfc"):
             progress.phase("queue programs (PFC, ECN) and controller", None)
             pfc_client.start(lab)
+    with _timed(state, "phy"):
+        progress.phase("physical layer on every port", None)
+        phy.attach(lab)  # after the queue programs: they replace the ports' clsact qdiscs
     if fabric.lldp:
         with _timed(state, "lldp"):
             progress.phase("LLDP (lldpd on every node)", len(nodes))

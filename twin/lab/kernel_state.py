@@ -1,6 +1,7 @@
 """A comparable snapshot of everything faults may change on a lab's nodes: nft ruleset,
-qdiscs, classes and clsact filters, link admin state and MTU, routes and rules, the sysctls faults set (kernel)
-and FRR's running config and routes. Used to prove that clearing a fault restores the exact prior state."""
+qdiscs, classes and clsact filters, link admin state and MTU, routes and rules, the sysctls faults set (kernel),
+the ports' physical layer (lab/phy.py: the `phy` key, what no command on a node lists) and FRR's
+running config and routes. Used to prove that clearing a fault restores the exact prior state."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import json
 
 from pyroute2 import IPRoute
 
-from twin.lab import nft
+from twin.errors import RuntimeBackendError
+from twin.lab import nft, phy
 from twin.lab.frr import CONFIG_BANNER, vtysh_argv, vtysh_json
 from twin.lab.handle import Lab
 from twin.lab.netconf import HASH_POLICY_SYSCTL
@@ -63,6 +65,7 @@ def _frr(runtime: Runtime, state: LabState, node: str) -> dict:
 
 def take(lab: Lab) -> dict:
     snap = {}
+    receive_faults, blackholes, crossed = phy.faults(lab), phy.blackholes(lab), phy.crossed(lab)
     for name, node in sorted(lab.fabric.nodes.items()):
         with lab.netlink(name) as ipr:
             entry = _kernel(ipr)
@@ -70,8 +73,16 @@ def take(lab: Lab) -> dict:
         entry["nft"] = [o for o in nft.ruleset(lab.runtime, name)]
         for obj in entry["nft"]:  # handles are renumbered when tables come and go
             next(iter(obj.values())).pop("handle", None)
+        entry["phy"] = {port.ifname: fault for port, fault in receive_faults.items() if port.node == name}
+        if name in blackholes:
+            entry["phy"]["blackholes"] = blackholes[name]
+        if name in crossed:
+            entry["phy"]["crossed"] = crossed[name]
         if node.is_switch:
-            entry |= _frr(lab.runtime, lab.state, name)
+            try:
+                entry |= _frr(lab.runtime, lab.state, name)
+            except RuntimeBackendError as exc:  # a switch whose daemons a fault stopped: that is its state
+                entry |= {"running_config": f"not answering: {exc}", "fib": {}}
         snap[name] = json.loads(json.dumps(entry, default=str))
     return snap
 

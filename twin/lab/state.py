@@ -68,7 +68,7 @@ class LabState:
         """Write this process's changes since it loaded (or last saved) the state, merged into
         the state on disk now; then this object holds the merged state."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        with _locked(self.directory):
+        with locked(self.directory):
             mine = asdict(self)
             base = getattr(self, "_base", None)
             merged = mine if base is None else _merge(base, mine, _read(self.lab) or base)
@@ -138,7 +138,9 @@ def _merge(base: dict, mine: dict, disk: dict) -> dict:
 
 
 @contextmanager
-def _locked(directory: Path) -> Iterator[None]:
+def locked(directory: Path) -> Iterator[None]:
+    """The lab directory's lock: held while the state is merged and written, and while a port's
+    physical-layer faults are read, changed and written back (lab/phy.py)."""
     with open(directory / "state.lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

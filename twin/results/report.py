@@ -41,8 +41,8 @@ class FaultWindow(FaultTiming):
         return start, self.cleared_s if self.cleared_s is not None else duration_s
 
     def onset(self, duration_s: float) -> float:
-        """When the fault is in full effect: the end of its apply (bitflip first turns checksum
-        offload off lab-wide, 0.4-0.8 s on rail4)."""
+        """When the fault is in full effect: the end of its apply (a kind whose apply takes a while
+        acts only at its end)."""
         return self.active(duration_s)[0] + (self.apply_took_s or 0.0)
 
 

@@ -11,6 +11,7 @@ from twin.telemetry.sampler import Sampler
 COUNTERS = {"rx_bytes": "Bytes received", "tx_bytes": "Bytes sent", "rx_packets": "Packets received",
             "tx_packets": "Packets sent", "rx_dropped": "Packets dropped on receive",
             "tx_dropped": "Packets dropped on send", "rx_errors": "Receive errors", "tx_errors": "Send errors",
+            "rx_crc_errors": "Frames that failed the port's frame check (damaged on the wire), discarded",
             "qdisc_drops": "Packets the root qdisc dropped",
             "pfc_rx_pause": "PFC pauses this port received (its egress was held)",
             "pfc_tx_pause": "PFC XOFF this interface sent (it held its peer's egress)",
@@ -18,6 +19,11 @@ COUNTERS = {"rx_bytes": "Bytes received", "tx_bytes": "Bytes sent", "rx_packets"
             "steered_in": "Packets adaptive routing moved onto this uplink from the one the kernel chose"}
 GAUGES = {"backlog_bytes": ("fabric_twin_qdisc_backlog_bytes", "Bytes queued in the root qdisc"),
           "pfc_queue_bytes": ("fabric_twin_pfc_queue_bytes", "Bytes in the port's PFC-managed egress queue")}
+
+OPTICS = {"tx_dbm": ("fabric_twin_optic_tx_power_dbm", "Transmit power of the port's optic"),
+          "rx_dbm": ("fabric_twin_optic_rx_power_dbm", "Receive power of the port's optic (low: a dying optic, a "
+                                                       "dirty connector)"),
+          "temperature_c": ("fabric_twin_optic_temperature_celsius", "Temperature of the port's optic")}
 
 
 class LabCollector:
@@ -46,17 +52,29 @@ class LabCollector:
         yield from families.values()
         yield from gauges.values()
         yield paused
+        yield from self._optics(labels)
         checksum = CounterMetricFamily("fabric_twin_checksum_errors", "Checksum and header errors (/proc/net/snmp)",
                                        labels=["lab", "host", "counter"])
         for (host, counter), value in sorted(snap.checksum_errors.items()):
             checksum.add_metric([self.fabric.name, host, counter], value)
         yield checksum
-        faults = CounterMetricFamily("fabric_twin_fault_packets", "Packets an active fault's nftables rules matched",
+        faults = CounterMetricFamily("fabric_twin_fault_packets",
+                                     "Packets an active fault dropped or damaged (its nftables rules, or its ports' "
+                                     "physical layer)",
                                      labels=["lab", "fault", "node"])
         for fault, per_node in sorted(self.sampler.fault_counters.items()):
             for node, packets in sorted(per_node.items()):
                 faults.add_metric([self.fabric.name, fault, node], packets)
         yield faults
+
+    def _optics(self, labels: list[str]):
+        families = {name: GaugeMetricFamily(metric, help_text, labels=labels)
+                    for name, (metric, help_text) in OPTICS.items()}
+        for port, reading in sorted(self.sampler.optics.items()):
+            key = [self.fabric.name, port.node, port.ifname, self.link_of.get((port.node, port.ifname), "")]
+            for name, family in families.items():
+                family.add_metric(key, getattr(reading, name))
+        yield from families.values()
 
 
 def registry_for(sampler: Sampler, fabric: Fabric) -> CollectorRegistry:

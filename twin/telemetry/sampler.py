@@ -14,14 +14,16 @@ import threading
 import time
 from pathlib import Path
 
-from twin.lab import nft
+from twin.errors import TwinError
+from twin.lab import nft, optics, phy
 from twin.lab.counters import NET_DEV_FIELDS, CounterReader, Snapshot
 from twin.lab.handle import Lab
 from twin.lab.pfc import counters as pfc_counters
+from twin.model.ports import Port
 
 PFC_FIELDS = {"pfc_rx_pause": "rx_pause", "pfc_tx_pause": "tx_pause", "pfc_paused_ms": "paused_s",
               "pfc_queue_bytes": "queue", "ecn_marked": "ecn_marked", "steered_in": "steered_in"}
-FIELDS = (*NET_DEV_FIELDS, "backlog_bytes", "qdisc_drops", *PFC_FIELDS)
+FIELDS = (*NET_DEV_FIELDS, "rx_crc_errors", "backlog_bytes", "qdisc_drops", *PFC_FIELDS)
 FAULT_COUNTERS_EVERY_S = 1.0
 QDISCS_EVERY = 5  # qdisc backlog every 5th sample (500 ms at 100 ms): a rail8 read drops from 50 ms to ~15
 
@@ -34,6 +36,8 @@ class Sampler:
         self.output = output
         self.latest: Snapshot | None = None
         self.fault_counters: dict[str, dict[str, int]] = {}  # fault id -> node -> packets dropped/edited
+        self._phy = phy.CountReader(lab)
+        self.optics: dict = {}  # Port -> optics.Reading, once a second (they move only when a fault does)
         self.gaps: list[float] = []
         self.read_s: list[float] = []
         self._stop = threading.Event()
@@ -72,6 +76,7 @@ class Sampler:
                     self.read_s.append(time.monotonic() - started)
                     if started - last_faults >= FAULT_COUNTERS_EVERY_S:
                         self.fault_counters = self._read_fault_counters()
+                        self.optics = self._read_optics()
                         last_faults = started
                     self.latest = snap
                     if last_t is not None:
@@ -92,10 +97,19 @@ class Sampler:
                     if time.monotonic() - next_at > self.period:  # fell behind: do not burst
                         next_at = time.monotonic()
         finally:
+            self._phy.close()
             if out:
                 out.close()
 
+    def _read_optics(self) -> dict:
+        try:
+            return optics.readings(self.lab)
+        except TwinError:  # a lab brought up without the physical layer
+            return {}
+
     def _read_fault_counters(self) -> dict[str, dict[str, int]]:
+        """Per active fault and node, the packets it dropped or damaged: an nftables table's rule
+        counters, or the counter the ports' physical layer keeps at the fault's ports."""
         found: dict[str, dict[str, int]] = {}
         for fault in self.lab.visible_faults() or []:  # none in training: they would name the place
             record = fault.get("record", {})
@@ -106,6 +120,12 @@ class Sampler:
                 except Exception:  # the fault was cleared between listing and reading
                     continue
                 found.setdefault(fault["id"], {})[node] = sum(r.get("packets", 0) for r in rules)
+            if record.get("ports") and record.get("counter"):
+                counts = self._phy.read()
+                for entry in record["ports"]:
+                    value = counts.get(Port(entry["node"], entry["ifname"]), {}).get(record["counter"], 0)
+                    per_node = found.setdefault(fault["id"], {})
+                    per_node[entry["node"]] = per_node.get(entry["node"], 0) + value
         return found
 
 

@@ -1,5 +1,6 @@
-"""Frames to run the queue programs on without a lab (BPF_PROG_TEST_RUN): what the tests and the
-per-packet cost benchmark hand the compiled programs."""
+"""Frames to run the data-plane programs on without a lab (BPF_PROG_TEST_RUN): what the tests and
+the per-packet cost benchmarks hand the compiled programs (the queue programs, the ports' physical
+layer)."""
 
 from __future__ import annotations
 
@@ -38,5 +39,19 @@ def loopback_queue() -> Iterator[tuple[BpfObject, mmap.mmap]]:
         update(obj.map_fd("dequeue_ports"), port, layout.QUEUE_ID.pack(0))
         with mmap.mmap(obj.map_fd("queues"), mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as state:
             yield obj, state
+    finally:
+        obj.close()
+
+
+@contextlib.contextmanager
+def loopback_phy(phy_object) -> Iterator[BpfObject]:
+    """The ports' physical layer (lab/phy.py's object) loaded with one port, this namespace's
+    loopback (where a test run's packet appears), as element 0 of its maps."""
+    obj = BpfObject(phy_object, max_entries={"phy_ports": 1, "phy_faults": 1, "phy_counts": 1})
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            cookie = layout.netns_cookie(sock)
+        update(obj.map_fd("phy_ports"), layout.port_key(cookie, socket.if_nametoindex("lo")), struct.pack("<I", 0))
+        yield obj
     finally:
         obj.close()

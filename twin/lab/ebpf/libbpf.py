@@ -55,7 +55,11 @@ def _library() -> ctypes.CDLL:
             ("bpf_program__set_log_level", integer, [pointer, ctypes.c_uint32]),
             ("bpf_map_update_elem", integer, [integer, pointer, pointer, ctypes.c_uint64]),
             ("bpf_map_lookup_elem", integer, [integer, pointer, pointer]),
+            ("bpf_map_delete_elem", integer, [integer, pointer]),
+            ("bpf_map_get_next_key", integer, [integer, pointer, pointer]),
             ("bpf_prog_test_run_opts", integer, [integer, ctypes.POINTER(_TestRun)]),
+            ("bpf_map_get_fd_by_id", integer, [ctypes.c_uint32]),
+            ("bpf_obj_get_info_by_fd", integer, [integer, pointer, ctypes.POINTER(ctypes.c_uint32)]),
             ("libbpf_set_print", pointer, [pointer])):
         getattr(lib, function).restype = result
         getattr(lib, function).argtypes = arguments
@@ -150,10 +154,55 @@ def run_on_packet(program_fd: int, packet: bytes, repeat: int = 1) -> tuple[int,
     return opts.retval, data_out.raw[:opts.data_size_out], opts.duration
 
 
+class _MapInfo(ctypes.Structure):
+    """The head of struct bpf_map_info (linux/bpf.h); the kernel fills what it has up to the size given."""
+    _fields_ = [("type", ctypes.c_uint32), ("id", ctypes.c_uint32), ("key_size", ctypes.c_uint32),
+                ("value_size", ctypes.c_uint32), ("max_entries", ctypes.c_uint32), ("map_flags", ctypes.c_uint32),
+                ("name", ctypes.c_char * 16)]
+
+
+def map_by_id(map_id: int, name: str) -> int:
+    """A file descriptor of the map with this id, which must be named `name` (ids are the kernel's,
+    reused once a map is gone). The caller closes it (os.close)."""
+    fd = _lib().bpf_map_get_fd_by_id(map_id)
+    if fd < 0:
+        raise BpfError(f"no BPF map {name} with id {map_id}: {os.strerror(ctypes.get_errno() or -fd)}",
+                       hint="the lab's programs are gone: is the lab up?")
+    info, size = _MapInfo(), ctypes.c_uint32(ctypes.sizeof(_MapInfo))
+    if _lib().bpf_obj_get_info_by_fd(fd, ctypes.byref(info), ctypes.byref(size)) < 0 or info.name.decode() != name:
+        os.close(fd)
+        raise BpfError(f"BPF map {map_id} is not the lab's {name}", hint="the lab's programs are gone: is the lab up?")
+    return fd
+
+
+def map_id(fd: int) -> int:
+    info, size = _MapInfo(), ctypes.c_uint32(ctypes.sizeof(_MapInfo))
+    if _lib().bpf_obj_get_info_by_fd(fd, ctypes.byref(info), ctypes.byref(size)) < 0:
+        raise BpfError(f"cannot read BPF map {fd}'s id: {os.strerror(ctypes.get_errno())}")
+    return info.id
+
+
 def update(fd: int, key: bytes, value: bytes) -> None:
     error = _lib().bpf_map_update_elem(fd, ctypes.c_char_p(key), ctypes.c_char_p(value), 0)
     if error < 0:
         raise OSError(-error, os.strerror(-error))
+
+
+def delete(fd: int, key: bytes) -> bool:
+    """Remove an element; False if it was not there."""
+    error = _lib().bpf_map_delete_elem(fd, ctypes.c_char_p(key))
+    if error == -2:  # ENOENT
+        return False
+    if error < 0:
+        raise OSError(-error, os.strerror(-error))
+    return True
+
+
+def next_key(fd: int, key: bytes | None, key_size: int) -> bytes | None:
+    """The key after `key` (None: the first), or None past the last."""
+    following = ctypes.create_string_buffer(key_size)
+    error = _lib().bpf_map_get_next_key(fd, ctypes.c_char_p(key) if key is not None else None, following)
+    return None if error < 0 else following.raw
 
 
 def lookup(fd: int, key: bytes, value_size: int) -> bytes | None:

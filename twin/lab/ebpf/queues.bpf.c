@@ -22,8 +22,8 @@
  * linearly from 0 at kmin to pmax just below kmax, and always at or above kmax. On the
  * instantaneous queue, as most ASICs mark; the count of marks is the queue's `marked`.
  *
- * `dequeue` returns TC_ACT_UNSPEC: a program after it on the port's ingress still runs (a miswired
- * host's cable swap, wire.bpf.c). It also runs on the ingress of ports that drain no queue but
+ * `dequeue` returns TC_ACT_UNSPEC: a program after it on the port's ingress still runs (the ports'
+ * physical layer, phy.bpf.c, which also carries a miswire's swapped cables). It also runs on the ingress of ports that drain no queue but
  * have a clsact qdisc (a leaf's ports toward hosts), to end LLDP frames there (see arrived()).
  *
  * Adaptive routing (balance.h): before it is counted, a reorderable packet leaving by a member of
@@ -174,8 +174,8 @@ int enqueue(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
-/* What becomes of a frame once it is counted off: on, to the next program on the port (a miswire's
- * wire element) and the stack; but an LLDP frame ends here. The node's lldpd has its copy already
+/* What becomes of a frame once it is counted off: on, to the next program on the port (the ports'
+ * physical layer, phy.bpf.c) and the stack; but an LLDP frame ends here. The node's lldpd has its copy already
  * (packet sockets see a frame before the ingress hook), and no protocol handler takes it: passed
  * on, the kernel would count every one as a receive drop, as it does on any port with an ingress
  * hook. A switch traps LLDP to its CPU; it is not a discard. */

@@ -1,4 +1,5 @@
-/* What the cable-swap programs (wire.bpf.c) and the queue programs (queues.bpf.c) agree on. */
+/* What the ports' physical layer (phy.bpf.c, which carries a miswire's swapped cables) and the queue
+ * programs (queues.bpf.c) agree on. */
 #ifndef FTW_WIRE_H
 #define FTW_WIRE_H
 
