@@ -21,8 +21,10 @@ from twin.lab.counters import CounterReader
 from twin.lab.files import open_lab
 from twin.lab.frr import vtysh_argv
 from twin.lab.handle import Lab, lab_model
+from twin.lab.nsutil import interface_indexes
 from twin.lab.runtime.docker import container_labs
 from twin.lab.runtime.netns import orphan_labs
+from twin.lab.shaping import shaped_rate_bps
 from twin.lab.state import known_labs
 from twin.lab.status import as_dict, lab_status, queue_status
 from twin.model import pathhash
@@ -200,30 +202,33 @@ def print_queues(queues) -> None:
 @lab.command("ports")
 @click.argument("name", metavar="LAB")
 @click.argument("node", required=False)
-@click.option("--problems", is_flag=True, help="Only ports with errors, drops or an optic below its warning.")
+@click.option("--problems", is_flag=True,
+              help="Only ports with errors, drops, a speed below the lab's or an optic below its warning.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def lab_ports(name: str, node: str | None, problems: bool, as_json: bool) -> None:
-    """What every port's hardware shows (or NODE's): packet counters, receive errors with the
-    frame-check (CRC) errors among them, drops, and its optic's transmit and receive power and
-    temperature, as a switch's `show interfaces counters errors` and `show interfaces transceiver`.
-    Counters are since the lab came up."""
+    """What every port's hardware shows (or NODE's): its speed, packet counters, receive errors with
+    the frame-check (CRC) errors among them, drops, and its optic's transmit and receive power and
+    temperature, as `ethtool`, a switch's `show interfaces counters errors` and `show interfaces
+    transceiver` do. Counters are since the lab came up."""
     lab = Lab.open(name)
     if node is not None and node not in lab.fabric.nodes:
         raise TwinError(f"lab {name} has no node '{node}'", hint="see `twin lab show " + name + "`")
     rows = port_rows(lab, [node] if node else None)
+    line_mbps = lab.fabric.rate_bps / 1e6
     if problems:
         rows = [r for r in rows if r["rx_low"] or r["rx_errors"] or r["rx_crc_errors"] or r["rx_dropped"]
-                or r["tx_dropped"]]
+                or r["tx_dropped"] or (r["speed_mbps"] or line_mbps) < 0.99 * line_mbps]
     if as_json:
         out.print_json(json.dumps(rows))
         return
     table = Table(title=f"ports of {node or 'lab ' + name}: counters since the lab came up; optics now "
                         f"(receive power low below {optics.RX_LOW_WARNING_DBM:g} dBm)", title_justify="left")
-    for column in ("port", "to", "rx packets", "tx packets", "rx errors", "CRC errors", "rx dropped",
+    for column in ("port", "to", "Mbit/s", "rx packets", "tx packets", "rx errors", "CRC errors", "rx dropped",
                    "tx dropped", "tx dBm", "rx dBm", "°C"):
         table.add_column(column)
     for r in rows:
-        table.add_row(f"{r['node']} {r['ifname']}", r["peer"], str(r["rx_packets"]), str(r["tx_packets"]),
+        table.add_row(f"{r['node']} {r['ifname']}", r["peer"], f"{r['speed_mbps']:g}" if r["speed_mbps"] else "-",
+                      str(r["rx_packets"]), str(r["tx_packets"]),
                       str(r["rx_errors"]), f"[red]{r['rx_crc_errors']}[/]" if r["rx_crc_errors"] else "0",
                       str(r["rx_dropped"]), str(r["tx_dropped"]), f"{r['tx_dbm']:.2f}",
                       f"[red]{r['rx_dbm']:.2f} low[/]" if r["rx_low"] else f"{r['rx_dbm']:.2f}",
@@ -237,12 +242,19 @@ def port_rows(lab: Lab, nodes: list[str] | None) -> list[dict]:
         counters = reader.read(checksums=False, qdiscs=False).interfaces
     readings = optics.readings(lab)
     rows = []
+    speeds: dict[str, dict[str, int | None]] = {}
     for port in ports(fabric):
         if nodes and port.node not in nodes:
             continue
+        if port.node not in speeds:  # the port's shaped rate: its speed, as `ethtool` shows a NIC's
+            with lab.netlink(port.node) as ipr:
+                speeds[port.node] = {name: shaped_rate_bps(ipr, index)
+                                     for name, index in interface_indexes(lab.netns(port.node)).items()}
         far = peer(fabric, port)
         values = counters.get((port.node, port.ifname), {})
+        speed = speeds[port.node].get(port.ifname)
         rows.append({"node": port.node, "ifname": port.ifname, "peer": f"{far.node} {far.ifname}",
+                     "speed_mbps": round(speed / 1e6, 1) if speed else None,
                      **{k: values.get(k, 0) for k in ("rx_packets", "tx_packets", "rx_errors", "rx_crc_errors",
                                                       "rx_dropped", "tx_dropped")},
                      **{k: v for k, v in readings[port].as_dict().items() if k not in ("node", "ifname")}})

@@ -126,6 +126,12 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, as_json
     that lost probes (with the links it crosses).
     """
     lab = Lab.open(name)
+    running = sorted(d.name for d in (lab.paths.root / "probes").glob("*") if d.is_dir())
+    if running:  # its agents hold the probe port on every NIC: a second mesh's agents could not bind
+        raise TwinError(f"a probe mesh already runs on lab {name} ({', '.join(running)}): a second one would "
+                        "need the same ports on the same NICs",
+                        hint=f"its loss per link is on `twin dashboard {name}`; or wait until it stops "
+                             "(a training session's pingmesh runs until `twin train stop`)")
     try:
         check_plan_size(lab.fabric, pairs, paths_per_link)
     except ValueError as exc:
