@@ -66,6 +66,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--results", type=Path, default=Path("results/bench-generated"))
     parser.add_argument("--kinds", nargs="+", choices=KINDS, help="only the drills of these kinds")
+    parser.add_argument("--issue", type=int, default=31, help="with --kinds: the issue the section measures")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     drills = generate(args.count, args.seed, args.results / f"generated-seed{args.seed}")
@@ -85,7 +86,7 @@ def main() -> None:
         tag = "-".join(args.kinds)
         begin, end = f"<!-- generated-drills-{tag}:begin -->", f"<!-- generated-drills-{tag}:end -->"
         section = render(drills, outcomes, command, begin, end,
-                         f"Generated drills, {' and '.join(args.kinds)} only (issue 31")
+                         f"Generated drills, {' and '.join(args.kinds)} only (issue {args.issue}")
     else:
         begin, end, section = BEGIN, END, render(drills, outcomes, command)
     print(section)

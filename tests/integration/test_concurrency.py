@@ -1,8 +1,8 @@
 """Several commands on one lab at once (the way operators work): faults injected and cleared
 while `twin probe` records its agents, `twin telemetry` samples, `twin dashboard` follows the
-lab and a fault agent (flap) runs. Every fault the kernel holds must be one the lab state
-knows, and clearable; nothing is lost; the dashboard shows the faults the state holds and never
-a probe loss outside 0-100 %."""
+lab and a fault agent (flap) runs. Every fault the data plane holds (the ports' physical layer)
+must be one the lab state knows, and clearable; nothing is lost; the dashboard shows the faults
+the state holds and never a probe loss outside 0-100 %."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from twin.lab import nft
+from twin.lab import phy
 from twin.lab.handle import Lab
 
 from .helpers import ROOT, lab_running, twin_cli
@@ -24,13 +24,16 @@ pytestmark = pytest.mark.integration
 TWIN = [sys.executable, "-c", "from twin.cli import main; main()"]
 
 
-def _kernel_fault_tables(lab: Lab) -> set[str]:
-    tables = set()
-    for node in lab.fabric.nodes:
-        if lab.fabric.nodes[node].is_switch:
-            tables |= {e["table"]["name"] for e in nft.ruleset(lab.runtime, node)
-                       if "table" in e and e["table"]["name"].startswith("ftw_")}
-    return tables
+def _data_plane_drops(lab: Lab) -> dict[str, int]:
+    """'node ifname' -> the share its physical layer drops (ppm), for every port that drops."""
+    return {str(port): fault["drop"] for port, fault in phy.faults(lab).items() if fault["drop"]}
+
+
+def _state_drops(lab: Lab) -> dict[str, int]:
+    """The same, as the lab state's silent drops say it should be."""
+    return {f"{end['node']} {end['ifname']}": phy.ppm(fault["params"]["loss_pct"])
+            for fault in lab.reloaded().state.faults if fault["kind"] == "silent_drop"
+            for end in fault["record"]["ports"]}
 
 
 def _dashboard(url: str) -> dict:
@@ -84,8 +87,8 @@ def test_concurrent_commands_lose_no_fault(runtime, lab_ref, tmp_path):
         board.send_signal(signal.SIGINT)
         _out, err = board.communicate(timeout=30)
         assert board.returncode == 0, err
-        # Every nft table a fault made in the kernel belongs to a fault the state knows.
-        assert _kernel_fault_tables(lab) == {nft.table_name(i) for i in known if i != "flapper"}
+        # Every port the data plane drops on belongs to a fault the state knows, at its share.
+        assert len(_state_drops(lab)) == 6 and _data_plane_drops(lab) == _state_drops(lab)
         cleared = twin_cli("fault", "clear", name, "--all")
         assert cleared.returncode == 0, cleared.stderr
-        assert lab.reloaded().state.faults == [] and _kernel_fault_tables(lab) == set()
+        assert lab.reloaded().state.faults == [] and phy.faults(lab) == {}

@@ -29,7 +29,7 @@ from pathlib import Path
 from twin.errors import TwinError
 from twin.lab import nlbatch
 from twin.lab.ebpf import layout
-from twin.lab.ebpf.libbpf import BpfError, BpfObject, delete, lookup, map_by_id, map_id, next_key, update
+from twin.lab.ebpf.libbpf import BpfObject, delete, lookup, map_by_id, map_id, next_key, update
 from twin.lab.handle import Lab
 from twin.lab.nsutil import interface_indexes, socket_in
 from twin.lab.state import locked
@@ -80,9 +80,9 @@ def indexes(lab: Lab) -> dict[Port, int]:
 
 
 def attach(lab: Lab) -> None:
-    """Load the program, tell it every port and attach it to every port's ingress (a clsact qdisc
-    is added where the queue programs put none: a lossy lab's ports, hosts' NICs). Records the maps'
-    ids for other processes."""
+    """Load the programs, tell them every port and attach them to every port (`receive` on its
+    ingress, `transmit` on its egress; a clsact qdisc is added where the queue programs put none: a
+    lossy lab's ports, hosts' NICs). Records the maps' ids for other processes."""
     table = indexes(lab)
     bpf = BpfObject(OBJECT, max_entries=dict.fromkeys(SIZED, len(table)))
     try:
@@ -109,17 +109,22 @@ def attach(lab: Lab) -> None:
         bpf.close()  # the filters hold the program, the program its maps
 
 
-@contextmanager
-def _maps(lab: Lab, *names: str) -> Iterator[list[int]]:
+def _open(lab: Lab, name: str) -> int:
+    """A descriptor of one of the lab's maps (the caller closes it)."""
     try:
         ids = json.loads((lab.paths.root / IDS_FILE).read_text())
     except FileNotFoundError:
         raise TwinError(f"lab {lab.state.lab} has no physical layer recorded ({IDS_FILE})",
                         hint="it was brought up by an older twin: `twin lab down` it and up again") from None
+    return map_by_id(ids[name], name)
+
+
+@contextmanager
+def _maps(lab: Lab, *names: str) -> Iterator[list[int]]:
     fds = []
     try:
         for name in names:
-            fds.append(map_by_id(ids[name], name))
+            fds.append(_open(lab, name))
         yield fds
     finally:
         for fd in fds:
@@ -248,9 +253,8 @@ class CountReader:
     def read(self) -> dict[Port, dict[str, int]]:
         if self._fd is None:
             try:
-                ids = json.loads((self.lab.paths.root / IDS_FILE).read_text())
-                self._fd = map_by_id(ids["phy_counts"], "phy_counts")
-            except (FileNotFoundError, BpfError):
+                self._fd = _open(self.lab, "phy_counts")
+            except TwinError:
                 return {}
         found = {}
         for port, index in self.indexes.items():

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from twin.errors import TwinError
-from twin.lab import nft, optics, phy
+from twin.lab import optics, phy
 from twin.lab.counters import NET_DEV_FIELDS, CounterReader, Snapshot
 from twin.lab.handle import Lab
 from twin.lab.pfc import counters as pfc_counters
@@ -108,24 +108,17 @@ class Sampler:
             return {}
 
     def _read_fault_counters(self) -> dict[str, dict[str, int]]:
-        """Per active fault and node, the packets it dropped or damaged: an nftables table's rule
-        counters, or the counter the ports' physical layer keeps at the fault's ports."""
+        """Per active fault and node, the packets it dropped or damaged: the counter the ports'
+        physical layer keeps at the fault's ports (a silent drop's, a bit error's)."""
         found: dict[str, dict[str, int]] = {}
-        for fault in self.lab.visible_faults() or []:  # none in training: they would name the place
-            record = fault.get("record", {})
-            table = record.get("table")
-            for node in record.get("nodes", []) if table else []:
-                try:
-                    rules = nft.counters(self.runtime, node, "netdev", table)
-                except Exception:  # the fault was cleared between listing and reading
-                    continue
-                found.setdefault(fault["id"], {})[node] = sum(r.get("packets", 0) for r in rules)
-            if record.get("ports") and record.get("counter"):
-                counts = self._phy.read()
-                for entry in record["ports"]:
-                    value = counts.get(Port(entry["node"], entry["ifname"]), {}).get(record["counter"], 0)
-                    per_node = found.setdefault(fault["id"], {})
-                    per_node[entry["node"]] = per_node.get(entry["node"], 0) + value
+        faults = [f for f in self.lab.visible_faults() or []  # none in training: they would name the place
+                  if f.get("record", {}).get("ports") and f["record"].get("counter")]
+        counts = self._phy.read() if faults else {}
+        for fault in faults:
+            per_node = found.setdefault(fault["id"], {})
+            for entry in fault["record"]["ports"]:
+                value = counts.get(Port(entry["node"], entry["ifname"]), {}).get(fault["record"]["counter"], 0)
+                per_node[entry["node"]] = per_node.get(entry["node"], 0) + value
         return found
 
 
