@@ -81,7 +81,7 @@ def test_training_job_hangs_on_a_black_hole_and_comes_back(tmp_path, runtime, la
     assert report["probes"]["fault_windows"][0]["loss_pct"] > 10
     assert "hung at" in result.stdout and "back at" in result.stdout
     assert [e["status"] for e in report["expectations"]] == ["pass"] * 3
-    assert report["detectors"]["probe-localizer"]["wrong"] == 0
+    assert report["detectors"]["probe-likelihood"]["wrong"] == 0
     suite = ET.parse(run_dir / "junit.xml").getroot()
     assert (suite.get("tests"), suite.get("failures")) == ("4", "0")
 
@@ -91,7 +91,7 @@ def test_external_detector_is_graded_like_the_builtin(tmp_path, runtime, lab_ref
     report = json.loads((run_dir / "report.json").read_text())
     link_state = report["detectors"]["link-state"]
     assert link_state["right"] == 1 and link_state["wrong"] == 0 and link_state["detect_s"]["cut-fibre"] < 1
-    assert "probe-localizer" in report["detectors"]  # listed even with nothing to say
+    assert "probe-likelihood" in report["detectors"]  # listed even with nothing to say
     assert [e["status"] for e in report["expectations"]] == ["pass", "pass"]
     page = (run_dir / "index.html").read_text()
     assert f"external-detector on {lab_name(lab_ref('mini'))}: <span class=\"pass\">passed" in page
@@ -244,7 +244,7 @@ def test_a_crashed_rank_is_named_as_its_host_restarted_after_the_clear_and_the_j
     assert steps and steps[0] == min(survivors) > 0  # the new rank took up its peers' step, not step 0
     health = report["detectors"]["rank-health"]
     assert health["right"] == 1 and health["wrong"] == 0 and health["detect_s"]["dead-gpu"] < 2
-    assert report["detectors"]["probe-localizer"]["verdicts"] == 0
+    assert report["detectors"]["probe-likelihood"]["verdicts"] == 0
     assert [e["status"] for e in report["expectations"]] == ["pass"] * 4
 
 
@@ -261,6 +261,6 @@ def test_a_hung_and_a_slow_gpu_are_named_as_their_hosts_and_the_network_is_not(t
     health = report["detectors"]["rank-health"]
     assert health["right"] == 2 and health["wrong"] == 0
     assert health["detect_s"]["hung-gpu"] < 5 and health["detect_s"]["hot-gpu"] < 10
-    assert report["detectors"]["probe-localizer"]["verdicts"] == 0
+    assert report["detectors"]["probe-likelihood"]["verdicts"] == 0
     assert report["probes"]["baseline"]["lost"] == 0
     assert [e["status"] for e in report["expectations"]] == ["pass"] * 4

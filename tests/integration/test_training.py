@@ -96,7 +96,7 @@ def test_scripted_trainee_finds_a_silent_drop_with_counters(tmp_path, runtime, l
         assert history[-1]["score"] == 100 - 15 - 10 and history[-1]["found"] == 1
 
         revealed = _cli("train", "reveal", "--lab", name, env=env)
-        assert "silent_drop on link" in revealed.stdout and "probe-localizer named" in revealed.stdout
+        assert "silent_drop on link" in revealed.stdout and "probe-likelihood named" in revealed.stdout
         scores = _cli("train", "scores", env=env)
         assert "scripted" in scores.stdout and "75" in scores.stdout
     finally:

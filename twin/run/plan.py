@@ -244,7 +244,7 @@ def _detectors(spec: ScenarioSpec, problem) -> list[DetectorSpec]:
     detectors, names = [], {}
     kinds = {_text(w, "kind") for w in spec.workloads}
     for number, detector in _valid(DetectorSpec, spec.detectors, "detectors", problem,
-                                   "e.g. builtin: probe-localizer, or command: [./tool]"):
+                                   "e.g. builtin: probe-likelihood, or command: [./tool]"):
         needs = BUILTINS.get(detector.builtin).needs if detector.builtin else None
         if needs and needs not in kinds:
             problem(("detectors", number, "builtin"), f"{detector.builtin} needs the {needs} workload",
@@ -271,7 +271,7 @@ def _expectations(spec: ScenarioSpec, detectors: list[DetectorSpec], problem) ->
         if "fault" in refers_to and value.fault not in fault_ids:
             problem(loc, f"no fault with id {value.fault!r}", f"fault ids: {', '.join(sorted(fault_ids)) or 'none'}")
         if "detector" in refers_to and not detectors:
-            problem(loc, "no detector to grade", "add detectors: - builtin: probe-localizer")
+            problem(loc, "no detector to grade", "add detectors: - builtin: probe-likelihood")
         workload = getattr(value, "workload", None)
         if "workload" in refers_to and workload is not None and workload not in names:
             problem(loc, f"no workload {workload!r}", f"workloads: {', '.join(sorted(names)) or 'none'}")

@@ -29,7 +29,7 @@ class ScenarioSpec(BaseModel):
                                           "the timeline, each a mapping, e.g. - {id: drain, node: spine-r1-s1, "
                                           "at_s: 10, config: [...], undo: [...]}")
     detectors: list[dict[str, Any]] = Field(default_factory=list, description="detection tools to grade, each a "
-                                            "mapping: - builtin: probe-localizer, or - command: [./tool]")
+                                            "mapping: - builtin: probe-likelihood, or - command: [./tool]")
     expect: list[dict[str, Any]] = Field(default_factory=list, description="expectations to grade")
     telemetry_ms: int = Field(100, ge=0, le=60000,
                               description="counter sampling period into metrics.jsonl; 0 = off")

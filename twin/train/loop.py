@@ -1,7 +1,7 @@
 """The trainer: a background process per session (`python -m twin.train.loop LAB_DIR`).
 
 A session of the run engine (run/engine.py) on the session's lab: a training job (gloo allreduce
-steps) and the probe mesh with the built-in localizer, the session's hidden faults applied after
+steps) and the probe mesh with the built-in likelihood detector, the session's hidden faults applied after
 a seeded random delay, everything kept running until SIGTERM; then the engine stops the
 workloads and clears the faults. Its event log is sealed (it holds the ground truth and the
 detector's verdicts, shown by `twin train reveal`).
@@ -29,7 +29,7 @@ from twin.workloads.registry import WORKLOADS
 
 JOB = {"kind": "train", "size": "1MiB", "compute_ms": 150, "timeout_s": 4}
 PROBES = {"kind": "probes", "interval_ms": 100}
-DETECTORS = [DetectorSpec(builtin="probe-localizer")]
+DETECTORS = [DetectorSpec(builtin="probe-likelihood")]
 
 
 def progress(lab: str, phase: str, **extra) -> None:
