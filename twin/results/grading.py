@@ -28,6 +28,21 @@ def scenario_end(records: list[dict], duration_s: float) -> float:
     return min([duration_s, *interrupted])
 
 
+def faults_named(verdict: Verdict, faults: list[FaultWindow], targets: dict[str, list[str]],
+                 duration_s: float) -> list[FaultWindow]:
+    """The faults a verdict names while they are active (or within LATE_S of their clear): it is
+    right when there is one."""
+    return [f for f in faults if f.active(duration_s)[0] <= verdict.t <= f.active(duration_s)[1] + LATE_S
+            and names_fault(verdict, targets.get(f.id, []))]
+
+
+def graded_verdicts(records: list[dict], faults: list[FaultWindow], targets: dict[str, list[str]],
+                    duration_s: float) -> list[tuple[Verdict, bool]]:
+    """Every verdict received while the scenario ran, with whether it was right."""
+    end_s = scenario_end(records, duration_s)
+    return [(v, bool(faults_named(v, faults, targets, duration_s))) for v in _verdicts(records) if v.t <= end_s]
+
+
 def detectors(records: list[dict], faults: list[FaultWindow], targets: dict[str, list[str]],
               duration_s: float) -> dict[str, DetectorScore]:
     """Per detector: verdicts, right, wrong, precision, recall, time to detect each fault."""
@@ -39,8 +54,7 @@ def detectors(records: list[dict], faults: list[FaultWindow], targets: dict[str,
         mine = [v for v in everything if v.t <= end_s]
         right, detected = 0, {}
         for v in mine:
-            hit = [f for f in faults if f.active(duration_s)[0] <= v.t <= f.active(duration_s)[1] + LATE_S
-                   and names_fault(v, targets.get(f.id, []))]
+            hit = faults_named(v, faults, targets, duration_s)
             right += bool(hit)
             for f in hit:
                 detected.setdefault(f.id, round(max(0.0, v.t - f.onset(duration_s)), 3))
