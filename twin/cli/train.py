@@ -70,7 +70,7 @@ def train_start(level: int, lab_ref: str, seed: int | None, trainee: str | None,
     out.print(f"Investigate: twin lab status {name} | twin lab exec {name} NODE -- vtysh/ip/tc/nft/ethtool ... | "
               f"twin dashboard {name}\n"
               f"Answer:      twin train answer --kind KIND --link 'A -- B' (or --node NODE); "
-              f"kinds: {', '.join(FAULTS.names())}\n"
+              f"kinds: {', '.join(sorted(n for n, k in FAULTS.items() if k.training_level is not None))}\n"
               f"Stuck:       twin train hint (costs {HINT_COST} points) | twin train reveal | twin train stop")
 
 

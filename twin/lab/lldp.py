@@ -28,6 +28,7 @@ from twin.errors import MissingDependencyError, RuntimeBackendError
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState, Resource
 from twin.model.fabric import Fabric, Node
+from twin.procs import alive, working_dir
 
 LLDPD, LLDPCLI = "lldpd", "lldpcli"
 RESOURCE_KIND = "lldp"
@@ -105,6 +106,16 @@ def start(runtime: Runtime, state: LabState, fabric: Fabric, on_started: Callabl
             list(pool.map(spawn, zip(nodes, resources, strict=True)))
     finally:
         state.save()
+
+
+def health(state: LabState, node: str) -> dict[str, bool]:
+    """{"lldpd": running} for a node that runs one (judged as teardown judges it: the recorded pid is
+    alive and works in the node's LLDP folder), {} for one that does not."""
+    marker = str(directory(state, node))
+    recorded = next((r for r in state.resources if r.kind == RESOURCE_KIND and r.node == node), None)
+    if recorded is None:
+        return {}
+    return {"lldpd": bool(recorded.pid) and alive(recorded.pid) and working_dir(recorded.pid).startswith(marker)}
 
 
 def lldpcli_argv(state: LabState, node: str) -> list[str]:

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from twin.errors import RuntimeBackendError
+from twin.lab import lldp
 from twin.lab.converge import fib_next_hops
 from twin.lab.counters import CounterReader
 from twin.lab.frr import daemon_health, vtysh_json
@@ -38,7 +39,7 @@ class SwitchStatus:
 
 
 def switch_status(runtime: Runtime, state: LabState, name: str, expected: dict) -> SwitchStatus:
-    status = SwitchStatus(name=name, daemons=daemon_health(state, name),
+    status = SwitchStatus(name=name, daemons=daemon_health(state, name) | lldp.health(state, name),
                           ecmp_expected=len(expected[name]))
     try:
         summary = vtysh_json(runtime, state, name, "show bgp summary json")
