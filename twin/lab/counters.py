@@ -1,8 +1,8 @@
 """One snapshot of a lab's counters.
 
-Interface counters come from the namespace's /proc/net/dev, and each port's frame-check errors
-(`rx_crc_errors`) from the ports' physical layer (lab/phy.py), (read from inside it: 0.06 ms a
-node, where a netlink link dump parsed by pyroute2 takes 1.4 ms); qdisc backlog and drops
+Interface counters come from the namespace's /proc/net/dev (read from inside it: 0.06 ms a
+node, where a netlink link dump parsed by pyroute2 takes 1.4 ms), each port's frame-check errors
+(`rx_crc_errors`) from the ports' physical layer (lab/phy.py); qdisc backlog and drops
 from one raw qdisc dump per node (pfc/backlog.py: pyroute2 parsing every attribute of every
 qdisc took about a minute for pod128's 4,600 interfaces), one socket per node kept open.
 """

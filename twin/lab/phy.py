@@ -1,12 +1,14 @@
-"""The ports' physical layer: what a cable, an optic or a port's MAC does to the frames a port
-receives (ebpf/phy.bpf.c), the same program on every fabric port of every lab, healthy or not.
+"""The ports' physical layer: what a cable, an optic, a port's MAC or a switch's forwarding chip
+does to the frames a port carries (ebpf/phy.bpf.c), the same two programs on every fabric port of
+every lab, healthy or not (`receive` on its ingress, `transmit` on its egress).
 
-Link faults that real hardware hides (a silent drop, bit errors) are written into the receiving
-port's element of the `phy_faults` map and nowhere else: a trainee listing a node's nft tables,
-qdiscs, filters or programs sees a healthy port (issue 36). What real hardware shows, the program
-counts: the frames that failed the frame check (`rx_crc_errors`, as `ethtool -S` would show on a
-switch). A silent drop counts only in a column kept for grading (`dropped`), never shown to a
-trainee, as a dying optic counts nothing.
+Faults that real hardware hides are written into the programs' maps and nowhere else: a silent
+drop or bit errors into the receiving port's element of `phy_faults`, a switch's black hole into
+`phy_blackholes`, two swapped cables into `phy_partners`. A trainee listing a node's nft tables,
+qdiscs, filters or programs sees a healthy lab (issue 36). What real hardware shows, the program
+counts: the frames that failed the frame check (`rx_crc_errors`, as `ethtool -S` would show). A
+silent drop counts only in a column kept for grading (`dropped`), never shown to a trainee, as a
+dying optic counts nothing.
 
 The object is loaded once per lab at `twin lab up` and closed; the tc filters hold the program and
 the program its maps, until the lab's namespaces go: nothing is pinned. Other processes (a fault's
@@ -32,6 +34,7 @@ from twin.lab.ebpf import layout
 from twin.lab.ebpf.libbpf import BpfObject, delete, lookup, map_by_id, map_id, next_key, update
 from twin.lab.handle import Lab
 from twin.lab.nsutil import interface_indexes, socket_in
+from twin.lab.pfc.queues import CLSACT_EGRESS, CLSACT_INGRESS, FD_SENTINEL
 from twin.lab.state import locked
 from twin.model.ports import Port, ports
 
@@ -43,10 +46,8 @@ SIZED = ("phy_ports", "phy_faults", "phy_counts")  # one element per port
 # priority 49152: a frame that crossed the wire has left the far queue, whatever becomes of it
 # here); `transmit` before everything on the egress (a frame leaving by a swapped cable must be
 # counted on the queue of the port it really leaves by).
-CLSACT_INGRESS, CLSACT_EGRESS = "ffff:fff2", "ffff:fff3"
 HOOKS = {CLSACT_INGRESS: ("receive", 0xE000), CLSACT_EGRESS: ("transmit", 1)}  # program, priority
 FILTER_NAME = "phy"  # what `tc filter show` calls it, on every port alike
-FD_SENTINEL = 0x7EADBEEF
 
 # struct phy_fault, struct phy_counts (phy.h); tests/unit/test_bpf_layout.py checks them
 FAULT = struct.Struct("<IIIIII")

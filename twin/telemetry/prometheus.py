@@ -59,8 +59,7 @@ class LabCollector:
             checksum.add_metric([self.fabric.name, host, counter], value)
         yield checksum
         faults = CounterMetricFamily("fabric_twin_fault_packets",
-                                     "Packets an active fault dropped or damaged (its nftables rules, or its ports' "
-                                     "physical layer)",
+                                     "Packets an active fault dropped or damaged, as the ports' physical layer counts",
                                      labels=["lab", "fault", "node"])
         for fault, per_node in sorted(self.sampler.fault_counters.items()):
             for node, packets in sorted(per_node.items()):
