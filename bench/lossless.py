@@ -13,7 +13,7 @@ carry 32 ranks), once lossless (the lab as shipped, `pfc: true`) and once lossy 
   on the lab brought up for it: queue drops, TCP retransmissions, pauses, the receiver's goodput
   against line rate.
 Then a healthy run on the first lab, lossless: the all-ranks allreduce and the probe mesh with the
-probe-localizer for `--healthy-s` (probes lost, verdicts), and the pfc-storm drill (precision of
+default probe detector for `--healthy-s` (probes lost, verdicts), and the pfc-storm drill (precision of
 naming the storm's source). Rewrites the "Lossless fabric" section of the output file.
 """
 
@@ -38,6 +38,7 @@ from sections import write_section  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- lossless:begin -->", "<!-- lossless:end -->"
 TWIN = [sys.executable, "-c", "from twin.cli import main; main()"]
+DETECTOR = "probe-likelihood"  # the probe detector the shipped scenarios use (pfc-storm among them)
 
 
 def cpu_times() -> list[tuple[int, int]]:
@@ -195,14 +196,14 @@ def main() -> None:
             "name": f"lossless-{first}-healthy", "lab": first, "duration_s": args.healthy_s,
             "workloads": [{"kind": "allreduce", "size": "8MiB", "ranks": "all", "timeout_s": 30},
                           {"kind": "probes", "interval_ms": 100, "report_ms": 250}],
-            "detectors": [{"builtin": "probe-localizer"}], "expect": [{"max_wrong_verdicts": 0}]}, folder, args.results)
+            "detectors": [{"builtin": DETECTOR}], "expect": [{"max_wrong_verdicts": 0}]}, folder, args.results)
         print("pfc-storm drill", flush=True)
         storm = run_scenario(YAML(typ="safe").load((ROOT / "scenarios" / "pfc-storm.yaml").read_text()),
                              folder, args.results)
 
     probes = healthy["probes"]["baseline"]
     verdicts = sum(d["verdicts"] for d in healthy["detectors"].values())
-    detector = storm["detectors"].get("probe-localizer", {})
+    detector = storm["detectors"].get(DETECTOR, {})
     today = datetime.date.today().isoformat()
     section = "\n".join([
         BEGIN,
@@ -228,12 +229,12 @@ def main() -> None:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *[f"| {row} |" for row in incast_rows],
         "",
-        f"Healthy {first}, all-ranks allreduce 8 MiB and the probe mesh (100 ms) with the probe-localizer, "
+        f"Healthy {first}, all-ranks allreduce 8 MiB and the probe mesh (100 ms) with {DETECTOR}, "
         f"{args.healthy_s:g} s: {probes['sent']} probes sent, **{probes['lost']} lost**, **{verdicts} verdicts**; "
         f"queue drops {healthy['fabric']['queue_drops']}, pauses {healthy['fabric']['pauses']}; "
         f"cores {healthy['cpu_busy']}.",
         "",
-        f"pfc-storm drill (`scenarios/pfc-storm.yaml`): probe-localizer precision **{detector.get('precision')}**, "
+        f"pfc-storm drill (`scenarios/pfc-storm.yaml`): {DETECTOR} precision **{detector.get('precision')}**, "
         f"recall {detector.get('recall')}, named {detector.get('detect_s')} s after onset; queue drops "
         f"{storm['fabric']['queue_drops']}; passed: {storm['passed']}.",
         END,
