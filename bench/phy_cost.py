@@ -34,9 +34,11 @@ BEGIN, END = "<!-- phy-cost:begin -->", "<!-- phy-cost:end -->"
 ZERO = struct.pack("<I", 0)
 
 
-def configure(obj, fault: dict, holes: int) -> None:
+def configure(obj, fault: dict, holes: int, faulty_elsewhere: bool) -> None:
+    """The port's element, and the lab's counts as lab/phy.py keeps them."""
     update(obj.map_fd("phy_faults"), ZERO, phy.FAULT.pack(*(phy.HEALTHY | fault).values()))
-    update(obj.map_fd("phy_settings"), ZERO, phy.SETTINGS.pack(holes, 0))
+    faulty = int(bool(fault.get("drop") or fault.get("corrupt")) or faulty_elsewhere)
+    update(obj.map_fd("phy_settings"), ZERO, phy.SETTINGS.pack(holes, faulty, 0, 0))
 
 
 def main() -> None:
@@ -45,14 +47,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    cases = {  # name: (program, fault, black holes set in the lab)
-        "receive, healthy port (the common case)": ("receive", {}, 0),
-        "receive, a silent drop drawn, not dropped (1 ppm)": ("receive", {"drop": 1, "drop_flows": phy.ONE}, 0),
-        "receive, a silent drop of some flows, this one not hit": ("receive", {"drop": phy.ONE, "drop_flows": 0}, 0),
-        "receive, bit errors drawn, not damaged (1 ppm)": ("receive", {"corrupt": 1}, 0),
-        "receive, dropped (100 %)": ("receive", {"drop": phy.ONE, "drop_flows": phy.ONE}, 0),
-        "receive, a black hole elsewhere in the lab (trie read)": ("receive", {}, 1),
-        "transmit, no swapped cable": ("transmit", {}, 0),
+    cases = {  # name: (program, this port's fault, black holes in the lab, a faulty port elsewhere)
+        "receive, nothing wrong in the lab (the common case)": ("receive", {}, 0, False),
+        "receive, a healthy port, a fault elsewhere in the lab": ("receive", {}, 0, True),
+        "receive, a silent drop drawn, not dropped (1 ppm)": ("receive", {"drop": 1, "drop_flows": phy.ONE}, 0, False),
+        "receive, a silent drop of some flows, this one not hit": ("receive", {"drop": phy.ONE, "drop_flows": 0}, 0,
+                                                                   False),
+        "receive, bit errors drawn, not damaged (1 ppm)": ("receive", {"corrupt": 1}, 0, False),
+        "receive, dropped (100 %)": ("receive", {"drop": phy.ONE, "drop_flows": phy.ONE}, 0, False),
+        "receive, a black hole elsewhere in the lab (trie read)": ("receive", {}, 1, False),
+        "transmit, no swapped cable in the lab": ("transmit", {}, 0, False),
     }
     with loopback_phy(phy.OBJECT) as obj:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
@@ -60,8 +64,8 @@ def main() -> None:
         # a black hole toward another prefix, so the trie is read and misses
         update(obj.map_fd("phy_blackholes"), phy._hole_key(cookie, IPv4Network("10.9.0.0/31")), struct.pack("<Q", 0))
         rows = []
-        for name, (program, fault, holes) in cases.items():
-            configure(obj, fault, holes)
+        for name, (program, fault, holes, elsewhere) in cases.items():
+            configure(obj, fault, holes, elsewhere)
             fd = obj.program_fd(program)
             rows.append((name, statistics.median(run_on_packet(fd, ipv4_udp(0), args.repeat)[2]
                                                  for _ in range(args.rounds))))

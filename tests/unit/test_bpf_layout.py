@@ -128,8 +128,12 @@ def test_the_physical_layer_passes_a_healthy_port_and_drops_and_counts_as_its_fa
     unspec, shot = 0xFFFFFFFF, 2
     zero = struct.pack("<I", 0)
 
-    def fault(**fields):
+    def fault(**fields):  # the port's element, and the lab's count of faulty ports as phy.py keeps it
         update(obj.map_fd("phy_faults"), zero, phy.FAULT.pack(*(phy.HEALTHY | fields).values()))
+        settings(faulty=int(bool(fields.get("drop") or fields.get("corrupt"))))
+
+    def settings(holes=0, faulty=0, crossed=0):
+        update(obj.map_fd("phy_settings"), zero, phy.SETTINGS.pack(holes, faulty, crossed, 0))
 
     def counts():
         return dict(zip(phy.COUNT_FIELDS, phy.COUNTS.unpack(lookup(obj.map_fd("phy_counts"), zero, phy.COUNTS.size)),
@@ -138,6 +142,9 @@ def test_the_physical_layer_passes_a_healthy_port_and_drops_and_counts_as_its_fa
     with loopback_phy(phy.OBJECT) as obj:
         receive = obj.program_fd("receive")
         assert run_on_packet(receive, ipv4_udp(0), 100)[0] == unspec  # healthy: passed on
+        update(obj.map_fd("phy_faults"), zero, phy.FAULT.pack(*(phy.HEALTHY | {"drop": phy.ONE,
+                                                                               "drop_flows": phy.ONE}).values()))
+        assert run_on_packet(receive, ipv4_udp(0), 100)[0] == unspec  # the lab counts no faulty port: not read
         fault(drop=phy.ONE, drop_flows=phy.ONE)
         assert run_on_packet(receive, ipv4_udp(0), 100)[0] == shot
         assert counts() == {"crc_errors": 0, "dropped": 100}  # a silent drop counts nothing a port shows
@@ -155,10 +162,10 @@ def test_the_physical_layer_passes_a_healthy_port_and_drops_and_counts_as_its_fa
             cookie = phy.layout.netns_cookie(sock)
         update(obj.map_fd("phy_blackholes"), phy._hole_key(cookie, IPv4Network("10.0.0.2/31")), struct.pack("<Q", 0))
         assert run_on_packet(receive, ipv4_udp(0), 10)[0] == unspec  # no black hole counted in the settings yet
-        update(obj.map_fd("phy_settings"), zero, phy.SETTINGS.pack(1, 0))
+        settings(holes=1)
         assert run_on_packet(receive, ipv4_udp(0), 10)[0] == shot  # toward 10.0.0.2: into the hole
         update(obj.map_fd("phy_blackholes"), phy._hole_key(cookie, IPv4Network("10.0.0.2/31")), struct.pack("<Q", 0))
-        update(obj.map_fd("phy_settings"), zero, phy.SETTINGS.pack(0, 0))
+        settings()
         fault(attenuation=900)  # an optic reading only: the program passes everything
         assert run_on_packet(receive, ipv4_udp(0), 10)[0] == unspec
         assert run_on_packet(obj.program_fd("transmit"), ipv4_udp(0), 10)[0] == unspec  # no swapped cable

@@ -55,7 +55,7 @@ FAULT_FIELDS = ("drop", "drop_flows", "flow_seed", "corrupt", "corrupt_min", "at
 COUNTS = struct.Struct("<QQ")
 COUNT_FIELDS = ("crc_errors", "dropped")
 BLACKHOLE_KEY = struct.Struct("<IQ4s")  # struct blackhole_key: prefixlen (64 + the prefix's), netns, daddr
-SETTINGS = struct.Struct("<II")  # struct phy_settings: blackholes, spare
+SETTINGS = struct.Struct("<IIII")  # struct phy_settings: blackholes, faulty_ports, crossed_ports, spare
 ONE = 1_000_000  # PHY_ONE: shares in parts per million
 HEALTHY = dict.fromkeys(FAULT_FIELDS, 0)
 
@@ -145,7 +145,19 @@ def change(lab: Lab, port: Port, **fields: int) -> dict[str, int]:
         current = _read_fault(fd, index)
         prior = {name: current[name] for name in fields}
         update(fd, struct.pack("<I", index), FAULT.pack(*(current | fields).values()))
+        _recount(lab)
     return prior
+
+
+def _recount(lab: Lab) -> None:
+    """Count what is wrong in the lab into `phy_settings` (the programs' first read): counted from
+    the maps after every change, under the lab's lock, so the count never drifts from them."""
+    with _maps(lab, "phy_faults", "phy_blackholes", "phy_partners", "phy_settings") as (faults_fd, holes, partners,
+                                                                                      settings):
+        faulty = sum(1 for index in indexes(lab).values()
+                     if (fault := _read_fault(faults_fd, index))["drop"] or fault["corrupt"])
+        crossed = len(_keys(partners, layout.PORT_KEY.size))
+        update(settings, struct.pack("<I", 0), SETTINGS.pack(len(_keys(holes, BLACKHOLE_KEY.size)), faulty, crossed, 0))
 
 
 def node_cookie(lab: Lab, node: str) -> int:
@@ -160,35 +172,26 @@ def _hole_key(cookie: int, prefix: IPv4Network) -> bytes:
 def add_blackhole(lab: Lab, node: str, prefix: str) -> None:
     """The switch's forwarding chip discards what it would forward toward `prefix`."""
     key = _hole_key(node_cookie(lab, node), IPv4Network(prefix))
-    with locked(lab.paths.root), _maps(lab, "phy_blackholes", "phy_settings") as (holes, settings):
-        if not _exact(holes, key):
+    with locked(lab.paths.root), _maps(lab, "phy_blackholes") as (holes,):
+        if key not in _keys(holes, BLACKHOLE_KEY.size):
             update(holes, key, struct.pack("<Q", 0))
-            _count_holes(settings, +1)
+        _recount(lab)
 
 
 def remove_blackhole(lab: Lab, node: str, prefix: str) -> None:
     key = _hole_key(node_cookie(lab, node), IPv4Network(prefix))
-    with locked(lab.paths.root), _maps(lab, "phy_blackholes", "phy_settings") as (holes, settings):
-        if delete(holes, key):
-            _count_holes(settings, -1)
+    with locked(lab.paths.root), _maps(lab, "phy_blackholes") as (holes,):
+        delete(holes, key)
+        _recount(lab)
 
 
-def _exact(holes: int, key: bytes) -> bool:
-    """Whether the trie holds this very prefix (a lookup answers the longest one that matches)."""
-    return any(entry == key for entry in _hole_keys(holes))
-
-
-def _hole_keys(holes: int) -> list[bytes]:
+def _keys(fd: int, size: int) -> list[bytes]:
+    """Every key of a hash map or trie (a lookup in a trie answers the longest prefix that matches,
+    so whether it holds this very prefix is a question for its keys)."""
     found, key = [], None
-    while (key := next_key(holes, key, BLACKHOLE_KEY.size)) is not None:
+    while (key := next_key(fd, key, size)) is not None:
         found.append(key)
     return found
-
-
-def _count_holes(settings: int, change: int) -> None:
-    zero = struct.pack("<I", 0)
-    count, spare = SETTINGS.unpack(lookup(settings, zero, SETTINGS.size))
-    update(settings, zero, SETTINGS.pack(max(0, count + change), spare))
 
 
 def blackholes(lab: Lab) -> dict[str, list[str]]:
@@ -196,7 +199,7 @@ def blackholes(lab: Lab) -> dict[str, list[str]]:
     cookies = {node_cookie(lab, node.name): node.name for node in lab.fabric.switches}
     with _maps(lab, "phy_blackholes") as (holes,):
         found: dict[str, list[str]] = {}
-        for key in _hole_keys(holes):
+        for key in _keys(holes, BLACKHOLE_KEY.size):
             length, cookie, daddr = BLACKHOLE_KEY.unpack(key)
             if cookie in cookies:
                 found.setdefault(cookies[cookie], []).append(str(IPv4Network((daddr, length - 64))))
@@ -207,16 +210,18 @@ def cross(lab: Lab, node: str, ifnames: list[str]) -> None:
     """Swap the cables of two of a node's ports (faults/miswire.py)."""
     cookie, index = node_cookie(lab, node), interface_indexes(lab.netns(node))
     a, b = (index[name] for name in ifnames)
-    with _maps(lab, "phy_partners") as (partners,):
+    with locked(lab.paths.root), _maps(lab, "phy_partners") as (partners,):
         update(partners, layout.port_key(cookie, a), struct.pack("<I", b))
         update(partners, layout.port_key(cookie, b), struct.pack("<I", a))
+        _recount(lab)
 
 
 def uncross(lab: Lab, node: str, ifnames: list[str]) -> None:
     cookie, index = node_cookie(lab, node), interface_indexes(lab.netns(node))
-    with _maps(lab, "phy_partners") as (partners,):
-        for name in ifnames:  # the egress side first would not matter: both go at once for a frame
+    with locked(lab.paths.root), _maps(lab, "phy_partners") as (partners,):
+        for name in ifnames:
             delete(partners, layout.port_key(cookie, index[name]))
+        _recount(lab)
 
 
 def crossed(lab: Lab) -> dict[str, list[str]]:
@@ -225,8 +230,7 @@ def crossed(lab: Lab) -> dict[str, list[str]]:
     names: dict[str, dict[int, str]] = {}
     found: dict[str, list[str]] = {}
     with _maps(lab, "phy_partners") as (partners,):
-        key = None
-        while (key := next_key(partners, key, layout.PORT_KEY.size)) is not None:
+        for key in _keys(partners, layout.PORT_KEY.size):
             cookie, ifindex, _spare = layout.PORT_KEY.unpack(key)
             if cookie in cookies:
                 node = cookies[cookie]

@@ -126,13 +126,17 @@ static __always_inline int cross(struct __sk_buff *skb, struct port_key *key)
 SEC("tc")
 int transmit(struct __sk_buff *skb)
 {
+	struct phy_settings *settings;
 	struct port_key key;
-	__u32 *partner;
+	__u32 *partner, zero = 0;
 
 	if (skb->mark == WIRE_CROSSED_MARK) {
 		skb->mark = 0;
 		return TC_ACT_UNSPEC;  /* moved here from the partner: on to this port's qdisc */
 	}
+	settings = bpf_map_lookup_elem(&phy_settings, &zero);
+	if (!settings || !settings->crossed_ports)
+		return TC_ACT_UNSPEC;  /* no cable swapped anywhere in the lab: the common case */
 	port_of(skb, &key);
 	partner = bpf_map_lookup_elem(&phy_partners, &key);
 	if (!partner)
@@ -158,14 +162,16 @@ int receive(struct __sk_buff *skb)
 	}
 	if (skb->protocol == bpf_htons(ETH_P_LLDP))
 		return TC_ACT_STOLEN;  /* trapped by lldpd already; passed on, counted as a receive drop */
+	settings = bpf_map_lookup_elem(&phy_settings, &zero);
+	if (!settings || !(settings->blackholes | settings->faulty_ports | settings->crossed_ports))
+		return TC_ACT_UNSPEC;  /* nothing wrong anywhere in the lab: the common case, one lookup */
 	port_of(skb, &key);
 	if (skb->protocol != bpf_htons(ETH_P_IP))
 		return cross(skb, &key);
 	index = bpf_map_lookup_elem(&phy_ports, &key);
 	if (!index)
 		return cross(skb, &key);
-	settings = bpf_map_lookup_elem(&phy_settings, &zero);
-	if (settings && settings->blackholes && bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) == 0 && ip.ttl > 1) {
+	if (settings->blackholes && bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) == 0 && ip.ttl > 1) {
 		/* (a packet that expires here is the switch CPU's, which answers it: traceroute still
 		 * sees the switch, as with a black hole in a real forwarding chip) */
 		struct blackhole_key hole = {.prefixlen = 64 + 32, .netns = key.netns, .daddr = ip.daddr};
@@ -179,7 +185,7 @@ int receive(struct __sk_buff *skb)
 	fault = bpf_map_lookup_elem(&phy_faults, index);
 	counts = bpf_map_lookup_elem(&phy_counts, index);
 	if (!fault || !counts || !(fault->drop | fault->corrupt))
-		return cross(skb, &key);  /* a healthy port: the common case, five lookups */
+		return cross(skb, &key);  /* a healthy port of a lab with something wrong elsewhere */
 	if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) < 0)
 		return cross(skb, &key);
 	transport = (ip.protocol == IPPROTO_TCP || ip.protocol == IPPROTO_UDP) &&

@@ -34,9 +34,13 @@ struct blackhole_key {
 	__u32 daddr;   /* the prefix, network byte order */
 } __attribute__((packed));
 
-/* The lab's: how many black holes are set, so a packet reads the trie only when one is. */
+/* The lab's: what is wrong anywhere in it, counted by lab/phy.py after every change. A packet on a
+ * lab with nothing wrong reads this one element and nothing else; the trie is read only while a
+ * black hole is set, the partners only while cables are swapped. */
 struct phy_settings {
-	__u32 blackholes;
+	__u32 blackholes;     /* prefixes in phy_blackholes */
+	__u32 faulty_ports;   /* ports whose phy_faults element drops or damages */
+	__u32 crossed_ports;  /* entries in phy_partners */
 	__u32 spare;
 };
 
