@@ -17,8 +17,8 @@ from twin.lab.ebpf.libbpf import BpfError, BpfObject
 built = pytest.mark.skipif(not layout.OBJECT.is_file(), reason="the BPF object is built by `make deps`")
 
 
-def _btf_structs() -> dict[str, dict]:
-    dump = subprocess.run(["bpftool", "btf", "dump", "file", str(layout.OBJECT), "-j"], capture_output=True,
+def _btf_structs(path=layout.OBJECT) -> dict[str, dict]:
+    dump = subprocess.run(["bpftool", "btf", "dump", "file", str(path), "-j"], capture_output=True,
                           text=True, check=True)
     return {t["name"]: t for t in json.loads(dump.stdout)["types"] if t.get("kind") == "STRUCT" and t.get("name")}
 
@@ -95,18 +95,11 @@ def test_the_constants_the_programs_share_are_the_same_everywhere():
     assert int(defines["OFFSET_BITS"]) == pathhash.OFFSET_BITS
 
 
-def _phy_structs() -> dict[str, dict]:
-    from twin.lab import phy
-    dump = subprocess.run(["bpftool", "btf", "dump", "file", str(phy.OBJECT), "-j"], capture_output=True,
-                          text=True, check=True)
-    return {t["name"]: t for t in json.loads(dump.stdout)["types"] if t.get("kind") == "STRUCT" and t.get("name")}
-
-
 @built
 @pytest.mark.skipif(shutil.which("bpftool") is None, reason="bpftool is installed by `make deps`")
 def test_the_physical_layers_python_layout_is_the_objects():
     from twin.lab import phy
-    structs = _phy_structs()
+    structs = _btf_structs(phy.OBJECT)
     assert structs["phy_fault"]["size"] == phy.FAULT.size
     assert [m["name"] for m in structs["phy_fault"]["members"]] == list(phy.FAULT_FIELDS)
     assert structs["phy_counts"]["size"] == phy.COUNTS.size

@@ -20,7 +20,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import socket
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,8 +32,8 @@ from twin.lab import nlbatch
 from twin.lab.ebpf import layout
 from twin.lab.ebpf.libbpf import BpfObject, delete, lookup, map_by_id, map_id, next_key, update
 from twin.lab.handle import Lab
-from twin.lab.nsutil import interface_indexes, socket_in
-from twin.lab.pfc.queues import CLSACT_EGRESS, CLSACT_INGRESS, FD_SENTINEL
+from twin.lab.nsutil import interface_indexes
+from twin.lab.pfc.queues import CLSACT_EGRESS, CLSACT_INGRESS, FD_SENTINEL, netns_cookie
 from twin.lab.state import locked
 from twin.model.ports import Port, ports
 
@@ -161,8 +160,7 @@ def _recount(lab: Lab) -> None:
 
 
 def node_cookie(lab: Lab, node: str) -> int:
-    with socket_in(lab.netns(node), socket.SOCK_DGRAM) as sock:
-        return layout.netns_cookie(sock)
+    return netns_cookie(lab.netns(node))
 
 
 def _hole_key(cookie: int, prefix: IPv4Network) -> bytes:
