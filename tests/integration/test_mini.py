@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from twin.lab import shaping, vty
+from twin.lab import netconf, shaping, vty
 from twin.lab.deploy import wait_converged
 from twin.lab.frr import PRELOADS, preload_path, vtysh_argv, vtysh_json
 from twin.lab.reach import unreachable_pairs
@@ -101,6 +101,19 @@ def test_ports_are_shaped_as_pyroute2_shapes_them(mini):
     # the lab's port also carries the PFC programs (clsact), which the spare has not
     clsact = shaped.find("qdisc clsact")
     assert "htb 1:" in reference and reference == shaped.replace(shaped[clsact:shaped.find("\n", clsact) + 1], "")
+
+
+def test_every_port_steers_each_flow_to_one_cpu(mini):
+    """Receive packet steering over all the machine's CPUs on every port (netconf.in_order_delivery):
+    without it, a flow's packets sent by two CPUs reach the next hop out of order under load."""
+    if not netconf.in_order_delivery():
+        pytest.skip("this kernel has no net.core.rps_default_mask (6.2+)")
+    expected = int(netconf.cpu_mask(os.sched_getaffinity(0)).replace(",", ""), 16)
+    for node in mini.fabric.nodes:
+        ports = [link.endpoint(node).ifname for link in mini.fabric.links_of(node)]
+        show = "for p in \"$@\"; do cat /sys/class/net/$p/queues/rx-0/rps_cpus; done"
+        listing = mini.runtime.exec(node, ["sh", "-c", show, "-", *ports]).stdout.split()
+        assert [int(mask.replace(",", ""), 16) for mask in listing] == [expected] * len(ports), (node, listing)
 
 
 def test_frr_runs_with_its_fixes_and_sessions_survive_a_reset(mini):

@@ -30,3 +30,9 @@ def test_a_link_request_sets_up_and_mtu():
     assert message.get_attr("IFLA_MTU") == 9000
     [plain] = netconf._link_up(None)
     assert _decode(ifinfmsg, plain).get_attr("IFLA_MTU") is None
+
+
+def test_a_cpu_mask_is_the_kernels_text():
+    assert netconf.cpu_mask({0, 1}) == "00000003"
+    assert netconf.cpu_mask({0, 33}) == "00000002,00000001"
+    assert netconf.cpu_mask({31}) == "80000000"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import zlib
 from functools import lru_cache
 from ipaddress import IPv4Address, IPv4Interface
@@ -27,6 +28,32 @@ HASH_POLICY_SYSCTL = "net.ipv4.fib_multipath_hash_policy"
 HASH_POLICIES = {"l3": "0", "l4": "1"}
 
 
+# A wire never reorders a flow, and veth pairs may: a packet a port sends is queued for the next
+# hop on the backlog of the CPU that sent it (netif_rx), and a shaped port is emptied by whichever
+# CPU runs its qdisc (the sender, the shaper's timer, a PFC kick). Two packets of one flow sent by
+# two CPUs overtook each other when the first one's CPU was busy: a RoCE receiver
+# saw a PSN gap with nothing dropped (3 of ~90 runs on mini beside three busy loops), and
+# go-back-N resent a window: a CI failure of 2026-11-28.
+# Receive packet steering on every port with all of the machine's CPUs puts each flow on one
+# CPU's backlog by its hash, so every hop keeps a flow's order. A namespace's devices take
+# rps_default_mask when they are created (kernel 6.2+), so it is set before the links.
+RPS_DEFAULT_MASK = "net.core.rps_default_mask"
+
+
+def cpu_mask(cpus: set[int]) -> str:
+    """The kernel's cpumask text for `cpus`: hex words of 32 CPUs, highest first, comma-separated."""
+    bits = sum(1 << cpu for cpu in cpus)
+    words = [(bits >> shift) & 0xFFFFFFFF for shift in range(0, max(cpus, default=0) + 1, 32)]
+    return ",".join(f"{word:08x}" for word in reversed(words))
+
+
+def in_order_delivery() -> dict[str, str]:
+    """The sysctl that keeps flows in order across the lab's veths, where the kernel has it."""
+    if not os.path.exists("/proc/sys/" + RPS_DEFAULT_MASK.replace(".", "/")):
+        return {}
+    return {RPS_DEFAULT_MASK: cpu_mask(os.sched_getaffinity(0))}
+
+
 def node_sysctls(fabric: Fabric, node: Node) -> dict[str, str]:
     common = {
         # Loose reverse-path filtering: ECMP and multi-NIC hosts see asymmetric paths.
@@ -39,7 +66,7 @@ def node_sysctls(fabric: Fabric, node: Node) -> dict[str, str]:
         # No IPv6 chatter (RS/ND/MLD) in counters: the fabric is IPv4 only.
         "net.ipv6.conf.all.disable_ipv6": "1",
         "net.ipv6.conf.default.disable_ipv6": "1",
-    }
+    } | in_order_delivery()
     if node.is_switch:
         # Path discovery relies on every switch answering TTL-exceeded (no rate limit), from
         # the address of the interface the probe came in on, which names the link it crossed.
