@@ -46,6 +46,19 @@ def test_show_finds_a_running_lab_by_name_whatever_file_it_came_from(tmp_path, r
     assert json.loads(result.stdout)["name"] == "elsewhere"
 
 
+def test_probe_plan_lists_what_no_probe_tells_apart():
+    """On paper, no lab up: mini's two leaves leave each spine's two links indistinguishable;
+    rail4's plan tells every link and switch apart."""
+    import json
+    mini = json.loads(twin("probe", "mini", "--plan", "--json").stdout)
+    assert sorted(mini["ambiguous"]) == [["spine-1 -- leaf-g1-r1", "spine-1 -- leaf-g2-r1"],
+                                         ["spine-2 -- leaf-g1-r1", "spine-2 -- leaf-g2-r1"]]
+    rail4 = twin("probe", str(ROOT / "labs" / "rail4.yaml"), "--plan")
+    assert rail4.returncode == 0 and "tells every single lossy link or switch apart" in rail4.stdout
+    refused = twin("probe", "mini", "--plan", "--pairs", "full")
+    assert refused.returncode != 0 and "not pairs: full" in refused.stderr + refused.stdout
+
+
 def test_unknown_lab_lists_known_ones():
     result = twin("lab", "show", "nosuch")
     assert result.returncode == 2

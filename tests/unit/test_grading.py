@@ -36,10 +36,30 @@ def report(collectives=None):
 def test_detector_scores():
     d = {name: score.model_dump() for name, score in report().detectors.items()}
     assert d["ext"] == {"verdicts": 2, "right": 1, "wrong": 1, "precision": 0.5, "recall": 1.0,
-                        "detect_s": {"bad": 1.19}, "after_end": 0}
+                        "detect_s": {"bad": 1.19}, "after_end": 0, "candidates": {}}
     assert d["localizer"]["detect_s"] == {} and d["localizer"]["wrong"] == 2
     assert d["silent-one"] == {"verdicts": 0, "right": 0, "wrong": 0, "precision": None, "recall": 0.0,
-                               "detect_s": {}, "after_end": 0}
+                               "detect_s": {}, "after_end": 0, "candidates": {}}
+
+
+def test_a_set_verdict_is_right_only_within_what_the_plan_cannot_tell_apart():
+    """Two links on exactly the same probed paths (the plan's class): naming both is right and
+    the fault counts as localized to 2; a set that is wider than the class, or one without the
+    fault, is wrong; so is any set when the run recorded no plan."""
+    plan = {"t": 0.0, "kind": "workload", "op": "start", "workload": "probes",
+            "ambiguous": [["leaf-g1-r1 -- spine-1", "spine-1 -- leaf-g2-r1"]]}
+
+    def sets(*links, t=11.0, detector="set"):
+        return {"t": t, "kind": "verdict", "detector": detector, "link": None, "node": None, "links": list(links)}
+    records = [plan,
+               sets("leaf-g2-r1 -- spine-1", "leaf-g1-r1 -- spine-1"),                                 # the class
+               sets("leaf-g1-r1 -- spine-1", "leaf-g2-r1 -- spine-1", "leaf-g1-r1 -- spine-2", t=11.5),  # wider
+               sets("leaf-g2-r1 -- spine-2", "leaf-g1-r1 -- spine-2", detector="other")]             # elsewhere
+    scores = detectors(records, [FAULT], TARGETS, 40.0)
+    assert (scores["set"].right, scores["set"].wrong, scores["set"].candidates) == (1, 1, {"bad": 2})
+    assert (scores["other"].right, scores["other"].wrong) == (0, 1)
+    unplanned = detectors(records[1:2], [FAULT], TARGETS, 40.0)
+    assert (unplanned["set"].right, unplanned["set"].wrong) == (0, 1)
 
 
 def test_expectations_pass_and_fail_with_measured_values():

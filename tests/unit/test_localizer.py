@@ -136,6 +136,9 @@ def test_grading_a_verdict_against_targets():
 @pytest.mark.parametrize("line, expected", [
     ('{"t": 3.5, "kind": "silent_drop", "link": "a -- b", "confidence": 0.9}', (3.5, "a -- b", None)),
     ('{"node": "spine-1"}', (7.0, None, "spine-1")),
+    ('{"links": ["a -- b", "c -- d"], "kind": "silent_drop"}', (7.0, None, None)),
+    ('{"links": ["a -- b"]}', (7.0, "a -- b", None)),  # a set of one is that link
+    ('{"links": [1, 2]}', None), ('{"links": []}', None),
     ("not json", None), ('{"t": 1}', None), ("[1, 2]", None),
 ])
 def test_parsing_detector_output(line, expected):
@@ -319,6 +322,23 @@ def test_a_dead_switch_the_paths_cannot_separate_from_another_is_named_once():
             samples.append(Sample(src, dst, port, path, sent, sent))
         verdicts += localizer.observe(number * 0.25, samples)
     assert len(verdicts) == 1 and verdicts[0].node in ("leaf-a", "leaf-b")
+
+
+def test_links_the_plan_cannot_tell_apart_are_named_together_and_graded_right():
+    """mini's two leaves: every probed path over one leaf's link to spine-1 also crosses the other
+    leaf's, both ways. A drop on one is named as the set of both (never one of them at a coin's
+    confidence), and that set is exactly a class the probe plan reports as ambiguous, so the
+    grading counts it right; the greedy localizer still names one."""
+    fabric, paths = mesh_paths("mini")
+    fault = "leaf-g1-r1 -- spine-1"
+    verdicts = run(LikelihoodLocalizer.for_interval(switch_links(fabric), 0.5), paths, {link_key(fault): 0.05}, 12)
+    both = tuple(sorted([link_key(fault), link_key("leaf-g2-r1 -- spine-1")]))
+    assert verdicts and {v.links for v in verdicts} == {both}
+    assert verdicts[0].link is None and verdicts[0].confidence > 0.9
+    classes = [set(group) for group in cover_plan(fabric).expected.ambiguous]
+    assert names_fault(verdicts[0], [fault], classes)
+    assert not names_fault(verdicts[0], [fault], [])  # no plan recorded: a set is not graded right
+    assert not names_fault(verdicts[0], ["leaf-g1-r1 -- spine-2"], classes)
 
 
 def test_an_interval_without_a_source_seen_before_is_not_evidence_of_a_link_gone():

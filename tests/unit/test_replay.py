@@ -1,5 +1,9 @@
-"""`twin detect replay`: the probe localizer run again on a recorded run's probes.jsonl (a 2 %
-silent drop on mini, tests/data/results/replay-drop, recorded with its scenario.yaml)."""
+"""`twin detect replay`: the probe localizers run again on a recorded run's probes.jsonl (a 5 %
+silent drop on mini, tests/data/results/replay-drop, recorded with its scenario.yaml, both
+localizers live). mini's two leaves make the case ambiguous: every probed path over the faulty
+leaf-spine link crosses the other leaf's link to that spine, so probe-likelihood names the two
+as a set, which the grading counts right because the run's probe plan recorded them as a class
+it cannot tell apart."""
 
 import gzip
 import json
@@ -33,10 +37,11 @@ def test_replay_names_the_fault_like_the_live_run(tmp_path, detector):
     result = replay(recorded(tmp_path), detector)
     assert result.intervals > 50
     assert result.faults == 1
-    if detector == "probe-localizer":  # the run graded it live
-        assert result.live is not None and result.live.right >= 1
+    assert result.live is not None and result.live.right >= 1  # the run graded it live
     assert (result.replayed.right, result.replayed.wrong, result.replayed.recall) == (1, 0, 1.0)
-    assert 0 < result.replayed.detect_s["bad-optic"] < 3
+    # as soon as live, within an interval (a replay counts each at its end plus the grace)
+    assert abs(result.replayed.detect_s["bad-optic"] - result.live.detect_s["bad-optic"]) < 0.5
+    assert result.replayed.candidates == ({"bad-optic": 2} if detector == "probe-likelihood" else {})
 
 
 def test_replay_without_the_lossy_paths_names_nothing(tmp_path):

@@ -61,7 +61,8 @@ def as_median_slowdown(old: dict) -> dict:
 def without_new_fields(new: dict) -> dict:
     """This version's report less what older ones did not compute (mean step, throughput slowdown,
     and the figure a `collective` expectation measures with it; verdicts after the end; what of
-    the folder could not be read; ECN marks; packets adaptive routing moved; ranks crashed and restarted)."""
+    the folder could not be read; ECN marks; packets adaptive routing moved; ranks crashed and restarted;
+    faults only localized to a set of candidates)."""
     new.pop("damaged", None)
     new.pop("balance", None)
     if new.get("fabric"):
@@ -71,6 +72,7 @@ def without_new_fields(new: dict) -> dict:
                 window.pop(name, None)
     for score in new["detectors"].values():
         score.pop("after_end", None)
+        score.pop("candidates", None)
     for window in _windows(new):
         window.pop("slowdown", None)
         window.pop("mean_step_s", None)

@@ -46,9 +46,8 @@ def replay_cmd(folders: tuple[Path, ...], detectors: tuple[str, ...], as_json: b
             if score is None:
                 out.print(f"  {label:9} (the run did not use {r.detector})")
                 continue
-            detected = ", ".join(f"{k} after {v} s" for k, v in score.detect_s.items()) or "nothing"
             out.print(f"  {label:9} {score.verdicts} verdicts, {score.right} right, {score.wrong} wrong, "
-                      f"precision {score.precision}, recall {score.recall}; detected {detected}")
+                      f"precision {score.precision}, recall {score.recall}; detected {score.detected()}")
     if len(set(r.detector for r in results)) > 1:
         out.print(compare_table(results))
 

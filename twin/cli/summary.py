@@ -35,8 +35,8 @@ def print_summary(report: Report, directory: Path) -> None:
         out.print(line)
     for name, d in report.detectors.items():
         late = f" ({d.after_end} more after the end, not graded)" if d.after_end else ""
-        out.print(f"detector {name}: {d.verdicts} verdicts{late}, {d.right} right, {d.wrong} wrong; detected "
-                  + (", ".join(f"{k} after {v} s" for k, v in d.detect_s.items()) or "nothing"))
+        out.print(f"detector {name}: {d.verdicts} verdicts{late}, {d.right} right, {d.wrong} wrong; "
+                  f"detected {d.detected()}")
     print_expectations(report)
     for note in report.damaged:
         out.print(f"[yellow]damaged:[/] {escape(note)}")

@@ -19,8 +19,9 @@ from twin.detect.diagnose import diagnose
 from twin.detect.slow_node import find_slow_node
 from twin.errors import TwinError
 from twin.lab.counters import interface_rates
-from twin.lab.handle import Lab
-from twin.probes.plan import PAIR_MODES, PATHS_PER_LINK
+from twin.lab.handle import Lab, lab_model
+from twin.probes.mesh import link_load
+from twin.probes.plan import PAIR_MODES, PATHS_PER_LINK, cover_plan, probe_load
 from twin.probes.run import run_probe_mesh
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
 from twin.telemetry.prometheus import registry_for
@@ -118,13 +119,20 @@ def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, tim
               help="cover: probed paths crossing every link in each direction.")
 @click.option("--rtt-every", default=1, show_default=True, type=click.IntRange(1, 1000),
               help="Echo one probe in this many for the round trip (loss and one-way delay count them all).")
+@click.option("--plan", "plan_only", is_flag=True,
+              help="Print the cover plan from the lab's model (a running lab, or a lab file) and probe nothing: "
+                   "the flows it would probe and the links and switches no probe of it tells apart.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, as_json) -> None:
+def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, plan_only, as_json) -> None:
     """Run the probe mesh for a while: path discovery, then loss and RTT per path.
 
     Prints the probe load, the fabric links no discovered path crosses, and every path
-    that lost probes (with the links it crosses).
+    that lost probes (with the links it crosses). With --plan, only what the plan would probe
+    and what it leaves ambiguous (a fault there is named as the set of candidates).
     """
+    if plan_only:
+        print_plan(name, interval_ms, pairs, paths_per_link, as_json)
+        return
     lab = Lab.open(name)
     running = sorted(d.name for d in (lab.paths.root / "probes").glob("*") if d.is_dir())
     if running:  # its agents hold the probe port on every NIC: a second mesh's agents could not bind
@@ -162,6 +170,35 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, as_json
                       str(row["rtt_p50_ms"]), str(row["rtt_p99_ms"]), " | ".join(link or "?" for link in row["links"]))
     out.print(table if summary["lossy_paths"] else "no path lost probes")
     out.print(f"RTT over all paths: p50 {summary['rtt_p50_ms']} ms, p99 {summary['rtt_p99_ms']} ms")
+
+
+def print_plan(ref: str, interval_ms: int, pairs: str, paths_per_link: int, as_json: bool) -> None:
+    """The cover plan as the model draws it (the mesh selects on the paths it discovers, which the
+    kernel's hash decides: the same classes where the fabric's shape causes them)."""
+    if pairs != "cover":
+        raise TwinError(f"--plan shows the cover plan, not pairs: {pairs}",
+                        hint="drop --pairs, or use `twin probe LAB --pairs ...` to probe")
+    fabric = lab_model(ref)
+    try:
+        check_plan_size(fabric, pairs, paths_per_link)
+    except ValueError as exc:
+        raise TwinError(str(exc), hint=getattr(exc, "hint", None)) from None
+    covering = cover_plan(fabric, paths_per_link)
+    summary = {**probe_load(covering.plans, interval_ms),
+               **link_load(covering.expected, covering.hops, paths_per_link, interval_ms)}
+    if as_json:
+        out.print_json(json.dumps({"lab": fabric.name, **summary}))
+        return
+    out.print(f"{fabric.name}: {summary['flows']} probed flows, {summary['probes_per_s']} probes/s at "
+              f"{interval_ms} ms ({summary['max_per_nic']} on the busiest NIC); every link direction crossed by "
+              f">= {paths_per_link} paths except {summary['hops_short']} of {summary['hops']}")
+    if not summary["ambiguous"]:
+        out.print("the plan tells every single lossy link or switch apart from every other")
+        return
+    out.print(f"{len(summary['ambiguous'])} sets of causes no probe of the plan tells apart (a fault on one is "
+              "named as its set: probe-likelihood's set verdicts):")
+    for group in summary["ambiguous"]:
+        out.print("  " + " / ".join(group))
 
 
 @click.command("telemetry")

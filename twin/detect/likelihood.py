@@ -32,7 +32,8 @@ Naming (repeated on what is left, so faults far apart are all named):
 - then links named on one switch become the switch when the switch, one hypothesis with one
   rate over all its paths, is about as likely as those links apart (within MARGIN per link
   it replaces): a switch fault shows on every one of its links at once;
-- confidence: the posterior, among all candidates, of those naming the same (uniform prior).
+- confidence: the posterior, among all candidates, of those naming the same (uniform prior); for
+  a set, of those naming any of its links.
 """
 
 from __future__ import annotations
@@ -113,28 +114,29 @@ class LikelihoodLocalizer(WindowedLocalizer):
         mine = self.hypotheses.of_switch.get(node, set())
         return [p for p in paths if mine.intersection(p.links)]
 
-    def explain(self, paths: list[PooledPath]) -> dict[str, tuple[str, float]]:
+    def explain(self, paths: list[PooledPath]) -> dict[str | tuple[str, ...], tuple[str, float]]:
         waiting: set[frozenset] = set()
         left = [p for p in paths if p.sent > 0 or p.lost]
         dead = self._still_dead(left)
         gone = {id(p) for node in dead for p in self._through(node, left)}
         left = [p for p in left if id(p) not in gone]
-        named: dict[str, tuple[str, float, float, list]] = {}  # hypothesis -> kind, confidence, LLR, its paths
+        # hypothesis -> kind, confidence, LLR, its paths, the links it cannot be told from (or ())
+        named: dict[str, tuple[str, float, float, list, tuple]] = {}
         while sum(p.lost for p in left) >= self.min_lost:
             found = self._best(left, waiting)
             if found is None:
                 break
-            hypothesis, kind, confidence, score, covered = found
+            hypothesis, kind, confidence, score, covered, together = found
             if is_unknown(hypothesis):  # explained where nothing answered: named by nothing
                 gone = {id(p) for p in covered}
                 left = [p for p in left if id(p) not in gone]
                 continue
-            named[hypothesis] = (kind, confidence, score, covered)
+            named[hypothesis] = (kind, confidence, score, covered, together)
             # A link named explains the paths over it both ways: a drop of some 5-tuples both ways
             # loses every probe of a path whose ports all hash into the drop, which a route over
             # that one path fits better than the link's partly lossy other direction.
-            name = self.hypotheses.name[hypothesis]
-            left = [p for p in left if not any(self.hypotheses.name[h] == name for h in p.links)]
+            explained = set(together) or {self.hypotheses.name[hypothesis]}
+            left = [p for p in left if not any(self.hypotheses.name[h] in explained for h in p.links)]
         # A wait is kept a window long after it was last waited: sparse loss makes the best link
         # and its rivals alternate from one interval to the next, and a wait that restarted at
         # each alternation would never end.
@@ -165,6 +167,7 @@ class LikelihoodLocalizer(WindowedLocalizer):
                 covers.setdefault(h, []).append(p)
         counts = {h: (sum(p.sent for p in ps), sum(p.lost for p in ps)) for h, ps in covers.items()}
         names, nodes = self.hypotheses.name, self.hypotheses.nodes
+        in_force = self.named_now()
 
         def weighed(h: str) -> bool:
             # A route forwards or discards, a switch lives or dies: one losing part of what it
@@ -174,7 +177,7 @@ class LikelihoodLocalizer(WindowedLocalizer):
             # rate is diluted by the intervals before its onset, while links, partly lossy from
             # the start, would be named first). A switch only where none of its links explains
             # the loss alone.
-            if on_link(h) or is_unknown(h) or names[h] in self._named:
+            if on_link(h) or is_unknown(h) or names[h] in in_force:
                 return True
             sent, lost = self.latest(covers[h])
             if not sent:
@@ -191,7 +194,7 @@ class LikelihoodLocalizer(WindowedLocalizer):
         # explaining the loss while it is within MARGIN of the best: two switches or links the
         # paths cannot separate trade first place as counts move by a probe, and each change of
         # sides would be a new verdict.
-        named = {h for h in covers if names[h] in self._named or nodes[h] & self._named.keys()}
+        named = {h for h in covers if names[h] in in_force or nodes[h] & in_force}
 
         def most_likely() -> str:  # then the most likely, a link before a route, the first by name
             top = max(score.values())
@@ -216,7 +219,7 @@ class LikelihoodLocalizer(WindowedLocalizer):
             # merged); routes and switches lose all (a lower rate is the window before onset)
             return (on_link(h) or is_unknown(h)) and counts[h][1] < DOWN_RATE * counts[h][0]
 
-        known = frozenset(h for h in covers if names[h] in self._named)
+        known = frozenset(h for h in covers if names[h] in in_force)
         best = most_likely()
         while best not in named and sparse(best) and not kin(best) & joint.needed(known):
             # others (those named among them) explain its loss, as a host link on the paths of
@@ -261,29 +264,36 @@ class LikelihoodLocalizer(WindowedLocalizer):
             self._waited[key] = self._waited.get(key, 0) + 1
             if self._waited[key] <= self.window:
                 return None
+        # Links over exactly its paths: no probe of the plan tells them from it, so they are named
+        # together (a set verdict), not one of them at a shared confidence.
+        together = tuple(sorted({names[h] for h in alike(best) if on_link(h)})) if on_link(best) else ()
+        together = together if len(together) > 1 else ()
         top = score[best]
         weights = {h: math.exp(s - top) for h, s in score.items()}  # the two ways of a link name one thing
-        posterior = sum(w for h, w in weights.items() if names[h] == names[best]) / sum(weights.values())
+        posterior = sum(w for h, w in weights.items() if names[h] in (set(together) or {names[best]})) / \
+            sum(weights.values())
         rate = lost / max(1, counts[best][0])
         kind = ("link_down" if rate >= DOWN_RATE else "silent_drop") if on_link(best) else \
             "blackhole" if is_route(best) else "switch_down"
-        return best, kind, posterior, score[best], covers[best]
+        return best, kind, posterior, score[best], covers[best], together
 
     def _one_link_explains(self, switch: str, paths: list[PooledPath]) -> bool:
         """Is one link of the switch on every lossy path over it?"""
         lossy = [{self.hypotheses.name[h] for h in p.links if on_link(h)} for p in paths if p.lost]
         return bool(lossy) and bool(set.intersection(*lossy) & self.switch_links[switch])
 
-    def _as_names(self, paths: list[PooledPath], named: dict) -> dict[str, tuple[str, float]]:
-        """Hypotheses -> what verdicts name: a hop its link, a route its switch; and links named on
-        one switch become the switch when its single hypothesis is about as likely."""
+    def _as_names(self, paths: list[PooledPath], named: dict) -> dict[str | tuple[str, ...], tuple[str, float]]:
+        """Hypotheses -> what verdicts name: a hop its link, a route its switch, links the probes
+        cannot tell apart their set; and links named on one switch become the switch when its
+        single hypothesis is about as likely."""
         names = self.hypotheses.name
-        out: dict[str, tuple[str, float]] = {}
-        for h, (kind, confidence, _score, _paths) in named.items():
-            if names[h] not in out or confidence > out[names[h]][1]:
-                out[names[h]] = (kind, confidence)
+        out: dict[str | tuple[str, ...], tuple[str, float]] = {}
+        for h, (kind, confidence, _score, _paths, together) in named.items():
+            key = together or names[h]
+            if key not in out or confidence > out[key][1]:
+                out[key] = (kind, confidence)
         for node, links in self.switch_links.items():
-            mine = [h for h in named if on_link(h) and names[h] in links]
+            mine = [h for h in named if on_link(h) and not named[h][4] and names[h] in links]
             if len({names[h] for h in mine}) < 2:
                 continue
             through = self._through(node, paths)

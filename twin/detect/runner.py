@@ -69,7 +69,8 @@ class Detectors:
 
     def emit(self, name: str, verdict: Verdict, **extra) -> None:
         self.events.emit("verdict", t=verdict.t, detector=name, verdict_kind=verdict.kind,
-                         link=verdict.link, node=verdict.node, confidence=verdict.confidence, **extra)
+                         link=verdict.link, node=verdict.node, confidence=verdict.confidence,
+                         **({"links": list(verdict.links)} if verdict.links else {}), **extra)
 
     def poll(self, name: str, loop) -> None:
         """Run a built-in detector's `loop(stopping)` in a thread of the run until the run ends."""

@@ -2,7 +2,8 @@
 intervals, and the verdict contract (a name is emitted once when it first appears, forgotten
 after `forget_after` intervals without evidence, and may then be named again).
 
-A subclass says which names explain the window's loss: `explain(paths) -> {name: (kind, confidence)}`.
+A subclass says which names explain the window's loss: `explain(paths) -> {name: (kind, confidence)}`,
+a name being a link or node, or a tuple of links the probes cannot tell apart (a set verdict).
 Both also name what the probed paths stopped crossing across a routing transition (vanished.py),
 which loses no probe outside the transition.
 """
@@ -45,7 +46,7 @@ class WindowedLocalizer:
         self._lost_in_window = 0
         self._serial = 0
         self._keys: dict[tuple, tuple[str, ...]] = {}  # a discovered path's names -> canonical link names
-        self._named: dict[str, int] = {}  # name -> intervals since last evidence
+        self._named: dict[str | tuple[str, ...], int] = {}  # name or set -> intervals since last evidence
         self.vanished = VanishedLinks(self.switch_links)
 
     @classmethod
@@ -57,8 +58,12 @@ class WindowedLocalizer:
         localizer.vanished.confirm = max(2, round(CONFIRM_S / report_s))
         return localizer
 
-    def explain(self, paths: list[PooledPath]) -> dict[str, tuple[str, float]]:
+    def explain(self, paths: list[PooledPath]) -> dict[str | tuple[str, ...], tuple[str, float]]:
         raise NotImplementedError
+
+    def named_now(self) -> set[str]:
+        """Every name the verdicts in force hold: a name, or a candidate of a set."""
+        return {part for name in self._named for part in (name if isinstance(name, tuple) else (name,))}
 
     def latest(self, paths: Iterable[PooledPath]) -> tuple[int, int]:
         """(sent, lost) over these paths in the latest interval alone: a fault that began within the
@@ -84,7 +89,10 @@ class WindowedLocalizer:
                 suspects[name] = (kind, 1.0)
         verdicts = []
         for name, (kind, confidence) in suspects.items():
-            if name not in self._named:
+            if name not in self._named and isinstance(name, tuple):
+                verdicts.append(Verdict(t=t, detector=self.detector, kind=kind, links=name,
+                                        confidence=round(confidence, 3)))
+            elif name not in self._named:
                 link = name if Target.parse(name).is_link else None
                 verdicts.append(Verdict(t=t, detector=self.detector, kind=kind, link=link,
                                         node=None if link else name, confidence=round(confidence, 3)))

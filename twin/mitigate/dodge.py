@@ -124,7 +124,9 @@ class Dodger:
 
     def _verdict(self, record: dict) -> None:
         before = len(self.suspects)
-        if record.get("link"):
+        if record.get("links"):  # links the probes cannot tell apart: avoid them all
+            self.suspects |= {link_key(link) for link in record["links"]}
+        elif record.get("link"):
             self.suspects.add(link_key(record["link"]))
         elif record.get("node") in self.switch_links:
             self.suspects |= self.switch_links[record["node"]]

@@ -69,6 +69,8 @@ class Isolator:
         events.subscribe("verdict", self._verdict)
 
     def _verdict(self, record: dict) -> None:
+        # a set verdict (links the probes cannot tell apart) drains nothing: draining every
+        # candidate would take healthy links out of service on a guess
         link = record.get("link")
         if record.get("detector") not in self.detectors or not link or link_key(link) in self.lab.state.drains:
             return

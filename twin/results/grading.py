@@ -4,7 +4,10 @@ A verdict is right when it names a link or node of a fault active at that moment
 LATE_S after its clear); the time to detect counts from the fault's onset (when its apply has
 finished) to the first right verdict, as the runner received it. Only verdicts received while
 the scenario ran count: those after its end (the workloads and agents stopping, teardown) are
-reported as `after_end` and graded neither right nor wrong. Expectations are graded in
+reported as `after_end` and graded neither right nor wrong. A set verdict (candidates the probes
+could not tell apart) is right when it holds the fault and lies within one of the classes the
+run's probe plan left ambiguous (recorded with the probes workload's start and each selection);
+a fault it names counts as localized to its number of candidates. Expectations are graded in
 results/expectations.py, from these scores.
 """
 
@@ -18,8 +21,16 @@ LATE_S = 3.0  # a verdict this soon after a clear still refers to that fault
 
 def _verdicts(records: list[dict]) -> list[Verdict]:
     return [Verdict(t=r.get("received_t", r["t"]), detector=r["detector"], kind=r.get("verdict_kind"),
-                    link=r.get("link"), node=r.get("node"), confidence=r.get("confidence"))
+                    link=r.get("link"), node=r.get("node"), confidence=r.get("confidence"),
+                    links=tuple(r.get("links") or ()))
             for r in records if r["kind"] == "verdict"]
+
+
+def ambiguous_classes(records: list[dict]) -> list[set[str]]:
+    """The link and switch names the run's probe plans could not tell apart, class by class (the
+    probes workload records its plan's at start and at each new selection)."""
+    return [set(group) for r in records if r["kind"] in ("workload", "probe_selection")
+            for group in r.get("ambiguous") or []]
 
 
 def scenario_end(records: list[dict], duration_s: float) -> float:
@@ -29,37 +40,40 @@ def scenario_end(records: list[dict], duration_s: float) -> float:
 
 
 def faults_named(verdict: Verdict, faults: list[FaultWindow], targets: dict[str, list[str]],
-                 duration_s: float) -> list[FaultWindow]:
+                 duration_s: float, ambiguous: list[set[str]] | None = None) -> list[FaultWindow]:
     """The faults a verdict names while they are active (or within LATE_S of their clear): it is
     right when there is one."""
     return [f for f in faults if f.active(duration_s)[0] <= verdict.t <= f.active(duration_s)[1] + LATE_S
-            and names_fault(verdict, targets.get(f.id, []))]
+            and names_fault(verdict, targets.get(f.id, []), ambiguous)]
 
 
 def graded_verdicts(records: list[dict], faults: list[FaultWindow], targets: dict[str, list[str]],
                     duration_s: float) -> list[tuple[Verdict, bool]]:
     """Every verdict received while the scenario ran, with whether it was right."""
-    end_s = scenario_end(records, duration_s)
-    return [(v, bool(faults_named(v, faults, targets, duration_s))) for v in _verdicts(records) if v.t <= end_s]
+    end_s, ambiguous = scenario_end(records, duration_s), ambiguous_classes(records)
+    return [(v, bool(faults_named(v, faults, targets, duration_s, ambiguous)))
+            for v in _verdicts(records) if v.t <= end_s]
 
 
 def detectors(records: list[dict], faults: list[FaultWindow], targets: dict[str, list[str]],
               duration_s: float) -> dict[str, DetectorScore]:
     """Per detector: verdicts, right, wrong, precision, recall, time to detect each fault."""
     verdicts = _verdicts(records)
-    end_s = scenario_end(records, duration_s)
+    end_s, ambiguous = scenario_end(records, duration_s), ambiguous_classes(records)
     out = {}
     for name in sorted({v.detector for v in verdicts} | {r["detector"] for r in records if r["kind"] == "detector"}):
         everything = [v for v in verdicts if v.detector == name]
         mine = [v for v in everything if v.t <= end_s]
-        right, detected = 0, {}
+        right, detected, localized = 0, {}, {}
         for v in mine:
-            hit = faults_named(v, faults, targets, duration_s)
+            hit = faults_named(v, faults, targets, duration_s, ambiguous)
             right += bool(hit)
             for f in hit:
                 detected.setdefault(f.id, round(max(0.0, v.t - f.onset(duration_s)), 3))
+                localized[f.id] = min(localized.get(f.id, len(v.names)), len(v.names))
         out[name] = DetectorScore(verdicts=len(mine), right=right, wrong=len(mine) - right,
                                   precision=round(right / len(mine), 3) if mine else None,
                                   recall=round(len(detected) / len(faults), 3) if faults else None,
-                                  detect_s=detected, after_end=len(everything) - len(mine))
+                                  detect_s=detected, after_end=len(everything) - len(mine),
+                                  candidates={k: n for k, n in localized.items() if n > 1})
     return out

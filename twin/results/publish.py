@@ -42,8 +42,8 @@ def _write_all(run: record.RunFolder, report: Report, path: Path) -> None:
     write_junit(report, path / "junit.xml")
     write_timeline(run, report, path / "timeline.png")
     marked = {t for targets in run.targets.values() for t in targets}
-    named = {Target.parse(r["link"]).key if r.get("link") else r.get("node")
-             for r in run.records if r["kind"] == "verdict"}
+    named = {Target.parse(name).key if " -- " in name else name for r in run.records if r["kind"] == "verdict"
+             for name in (r.get("links") or [r.get("link") or r.get("node")]) if name}  # a set: each candidate
     draw(run.fabric, path / "topology.png", marked=marked, named=named)
     write_html(report, path / "index.html")
 

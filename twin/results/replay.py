@@ -73,7 +73,8 @@ def replay(folder: Path, detector: str = DETECTOR) -> Replay:
         for verdict in localizer.observe(counted_at, samples):
             records.append({"kind": "verdict", "t": verdict.t, "detector": detector,
                             "verdict_kind": verdict.kind, "link": verdict.link, "node": verdict.node,
-                            "confidence": verdict.confidence})
+                            "confidence": verdict.confidence,
+                            **({"links": list(verdict.links)} if verdict.links else {})})
     report = analyse(run)
     scores = grade_detectors(records, report.faults, run.targets, run.record.duration_s)
     empty = DetectorScore(verdicts=0, right=0, wrong=0, precision=None,

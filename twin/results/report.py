@@ -67,6 +67,14 @@ class DetectorScore(BaseModel):
     recall: float | None
     detect_s: dict[str, float]
     after_end: int = 0  # verdicts received after the scenario ended: not graded
+    # faults only localized to a set: fault id -> candidates in its smallest right set verdict
+    candidates: dict[str, int] = {}
+
+    def detected(self) -> str:
+        """The faults it found and when, and those it could only localize to a set."""
+        return ", ".join(f"{k} after {v} s" + (f" (localized to {self.candidates[k]} candidates)"
+                                                if k in self.candidates else "")
+                         for k, v in self.detect_s.items()) or "nothing"
 
 
 class Graded(BaseModel):
