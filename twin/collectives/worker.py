@@ -107,6 +107,18 @@ class Rank:
         self.groups = [None] + [dist.new_group(list(range(self.world)), timeout=self.timeout)
                                 for _ in range(self.job["channels"] - 1)]
 
+    def leave(self) -> None:
+        """Before the QPs close, wait (up to a collective's timeout) until every rank is done: a
+        peer whose last packet's acknowledgement was lost resends it, and only a NIC still open
+        answers (a rank that had left made its peer fail with "retry count exceeded" after a
+        finished job, a lossy test's flake of 2026-11-28). A job's ranks meet this way before
+        destroying their communicator. A rank that failed never arrives: the wait is bounded."""
+        left = f"left{self.generation}"
+        self.control.add(left, 1)
+        limit = time.monotonic() + self.job["timeout_s"]
+        while self.control.add(left, 0) < self.world and time.monotonic() < limit and not STOP:
+            time.sleep(0.05)
+
     def _forming_generation(self) -> int:
         """The first generation not every rank has joined: the one the peers of a restarted rank
         are waiting in (or will be, once their collective with the dead rank has failed)."""
@@ -287,6 +299,8 @@ def main() -> None:
     except Stopped:
         pass
     worker.emit(event="done", t=time.monotonic())
+    if job.get("transport") == "roce":
+        worker.leave()
     try:
         worker.dist.destroy_process_group()
     except Exception:  # peers may already be gone at the end of a scenario
