@@ -17,8 +17,9 @@ Naming (repeated on what is left, so faults far apart are all named):
 - the most likely link, if LLR >= MIN_LLR, with at least `min_lost` losses seen in at least
   `persist` intervals (a route change's loss lasts one);
 - no rival may remain: a cause sharing its lossy paths that the probes can tell apart from it
-  (not over exactly the same paths; those never can be: a link is named before a switch, a
-  switch before a route, then the first by name, the confidence shared) that is within MARGIN
+  (not over exactly the same paths; those never can be: links among them are named together,
+  a set verdict, and otherwise a link is named before a switch, a switch before a route, then
+  the first by name) that is within MARGIN
   (e^3, 20x) of it, or that lies on every lossy path it explains while its own clean probes do
   not rule it out (at its fitted rate they would have lost fewer than PLAUSIBLE_LOSSES). Until
   then naming waits, at most `window` intervals, for a loss that tells them apart;
