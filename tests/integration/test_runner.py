@@ -125,7 +125,7 @@ expect:
     (run_dir,) = (tmp_path / "results").iterdir()
     report = json.loads((run_dir / "report.json").read_text())
     assert report["detectors"]["liar"] == {"verdicts": 1, "right": 0, "wrong": 1, "precision": 0.0,
-                                           "recall": 0.0, "detect_s": {}, "after_end": 0}
+                                           "recall": 0.0, "detect_s": {}, "after_end": 0, "candidates": {}}
     assert report["expectations"][0]["status"] == "fail" and not report["passed"]
     failure = ET.parse(run_dir / "junit.xml").getroot().find("testcase/failure")
     assert failure is not None and "no detector named" in failure.get("message")

@@ -155,7 +155,8 @@ def train_reveal(lab: str | None) -> None:
             out.print(f"  {e['t']:7.2f}  fault {e.get('fault_kind', '')} {e['op']}"
                       + (f" on {', '.join(e['targets'])}" if e.get("targets") else ""))
         elif e["kind"] == "verdict":
-            out.print(f"  {e['t']:7.2f}  {e.get('detector', 'the detector')} named {e.get('link') or e.get('node')} "
+            named = " or ".join(e.get("links") or []) or e.get("link") or e.get("node")  # a set: its candidates
+            out.print(f"  {e['t']:7.2f}  {e.get('detector', 'the detector')} named {named} "
                       f"({e['t'] - onset:+.2f} s from onset)")
         elif e["kind"] in ("hang", "recovered") and e.get("rank") == 0:
             out.print(f"  {e['t']:7.2f}  training job {e['kind']}")

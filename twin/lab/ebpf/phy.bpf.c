@@ -156,6 +156,12 @@ int receive(struct __sk_buff *skb)
 	__u32 *index, ports = 0, zero = 0;
 	bool transport;
 
+	/* A wire carries no hash. The kernel's flow hash on a packet (computed for receive packet
+	 * steering, netconf.in_order_delivery, or set from the sending host's socket) would be taken
+	 * by the switch's ECMP as it stands (fib_multipath_hash uses an L4 hash already on the
+	 * packet) instead of the switch's own seeded hash of the headers: every tier would then pick
+	 * the same next hop (8 of rail4's superspine links went unused). */
+	bpf_set_hash_invalid(skb);
 	if (skb->mark == WIRE_CROSSED_MARK) {
 		skb->mark = 0;
 		return TC_ACT_OK;  /* moved here from the partner's wire: received by this port */
