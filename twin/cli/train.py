@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from twin.cli.tools import RUNTIME_OPTION, out, progress
+from twin.detect.verdicts import Verdict
 from twin.errors import TwinError
 from twin.faults.registry import FAULTS
 from twin.lab.files import open_lab
@@ -155,7 +156,7 @@ def train_reveal(lab: str | None) -> None:
             out.print(f"  {e['t']:7.2f}  fault {e.get('fault_kind', '')} {e['op']}"
                       + (f" on {', '.join(e['targets'])}" if e.get("targets") else ""))
         elif e["kind"] == "verdict":
-            named = " or ".join(e.get("links") or []) or e.get("link") or e.get("node")  # a set: its candidates
+            named = " or ".join(Verdict.from_record(e).names)  # a set verdict: its candidates
             out.print(f"  {e['t']:7.2f}  {e.get('detector', 'the detector')} named {named} "
                       f"({e['t'] - onset:+.2f} s from onset)")
         elif e["kind"] in ("hang", "recovered") and e.get("rank") == 0:

@@ -20,8 +20,8 @@ from twin.detect.slow_node import find_slow_node
 from twin.errors import TwinError
 from twin.lab.counters import interface_rates
 from twin.lab.handle import Lab, lab_model
-from twin.probes.mesh import link_load
-from twin.probes.plan import PAIR_MODES, PATHS_PER_LINK, cover_plan, probe_load
+from twin.probes.mesh import cover_load
+from twin.probes.plan import PAIR_MODES, PATHS_PER_LINK, cover_plan
 from twin.probes.run import run_probe_mesh
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
 from twin.telemetry.prometheus import registry_for
@@ -183,9 +183,7 @@ def print_plan(ref: str, interval_ms: int, pairs: str, paths_per_link: int, as_j
         check_plan_size(fabric, pairs, paths_per_link)
     except ValueError as exc:
         raise TwinError(str(exc), hint=getattr(exc, "hint", None)) from None
-    covering = cover_plan(fabric, paths_per_link)
-    summary = {**probe_load(covering.plans, interval_ms),
-               **link_load(covering.expected, covering.hops, paths_per_link, interval_ms)}
+    summary = cover_load(cover_plan(fabric, paths_per_link), paths_per_link, interval_ms)
     if as_json:
         out.print_json(json.dumps({"lab": fabric.name, **summary}))
         return

@@ -68,9 +68,7 @@ class Detectors:
                 self.emit(name, verdict, source="external", received_t=self.events.now())
 
     def emit(self, name: str, verdict: Verdict, **extra) -> None:
-        self.events.emit("verdict", t=verdict.t, detector=name, verdict_kind=verdict.kind,
-                         link=verdict.link, node=verdict.node, confidence=verdict.confidence,
-                         **({"links": list(verdict.links)} if verdict.links else {}), **extra)
+        self.events.emit("verdict", t=verdict.t, detector=name, **verdict.fields(), **extra)
 
     def poll(self, name: str, loop) -> None:
         """Run a built-in detector's `loop(stopping)` in a thread of the run until the run ends."""

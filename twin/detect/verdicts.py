@@ -8,13 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from twin.model.fabric import link_key
 from twin.model.targets import Target
-
-
-def canonical(name: str) -> str:
-    """A link's name in one order of its ends; a node's as it is."""
-    return link_key(name) if " -- " in name else name
 
 
 @dataclass(frozen=True)
@@ -36,14 +30,26 @@ class Verdict:
         """What it names: its candidates, or its one link or node."""
         return self.links or ((self.link or self.node or ""),)
 
+    def fields(self) -> dict:
+        """What a `verdict` record of events.jsonl holds of it (the runner's and a replay's)."""
+        return {"verdict_kind": self.kind, "link": self.link, "node": self.node, "confidence": self.confidence,
+                **({"links": list(self.links)} if self.links else {})}
+
+    @classmethod
+    def from_record(cls, record: dict) -> Verdict:
+        """A `verdict` record back, timed when the runner received it."""
+        return cls(t=record.get("received_t", record["t"]), detector=record.get("detector", ""),
+                   kind=record.get("verdict_kind"), link=record.get("link"), node=record.get("node"),
+                   confidence=record.get("confidence"), links=tuple(record.get("links") or ()))
+
 
 def names_fault(verdict: Verdict, targets: list[str], ambiguous: list[set[str]] | None = None) -> bool:
     """Right when it names a target link, a target node, or a link of a target node (a node
     fault shows on that node's links: the probes cannot see inside the switch). A set verdict:
     when one candidate does, and the set lies within one of `ambiguous` (the probe plan's classes)."""
     if verdict.links:
-        candidates = {canonical(name) for name in verdict.links}
-        honest = any(candidates <= {canonical(name) for name in group} for group in ambiguous or [])
+        candidates = {Target.parse(name).key for name in verdict.links}
+        honest = any(candidates <= {Target.parse(name).key for name in group} for group in ambiguous or [])
         return honest and any(Target.parse(name).names(Target.parse(t)) for name in verdict.links for t in targets)
     return any(verdict.target.names(Target.parse(t)) for t in targets)
 

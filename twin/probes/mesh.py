@@ -31,7 +31,7 @@ from twin.lab.handle import Lab, python_module
 from twin.lab.pfc import counters as pfc_counters
 from twin.model.fabric import Fabric
 from twin.probes.agent import TRACE_PPS, TRACE_ROUNDS
-from twin.probes.plan import PATHS_PER_LINK, PairPlan, cover_plan, plan, probe_load
+from twin.probes.plan import PATHS_PER_LINK, CoverPlan, PairPlan, cover_plan, plan, probe_load
 from twin.probes.select import Directions, Selection, select
 from twin.probes.trace import agrees_where_answered
 from twin.probes.transitions import Transitions
@@ -138,8 +138,7 @@ class ProbeMesh:
         if self.paths_per_link:
             covering = cover_plan(fabric, paths_per_link, seed)
             self.plans: list[PairPlan] = covering.plans
-            self.load = {**probe_load(self.plans, interval_ms), **link_load(covering.expected, covering.hops,
-                                                                           paths_per_link, interval_ms)}
+            self.load = cover_load(covering, paths_per_link, interval_ms)
         else:
             self.plans = plan(fabric, pairs, seed)
             self.load = probe_load(self.plans, interval_ms)
@@ -530,6 +529,12 @@ class ProbeMesh:
         raise TwinError(f"probe agents found no paths within {timeout_s:.0f} s for {len(missing)} of "
                         f"{len(pairs)} NIC pairs (e.g. {missing[0][0]} -> {missing[0][1]})",
                         hint=self._logs_hint())
+
+
+def cover_load(covering: CoverPlan, k: int, interval_ms: int) -> dict:
+    """What a cover plan costs and sees, as the model draws it: probes per second, per NIC and per
+    link direction, and what it leaves short or ambiguous."""
+    return {**probe_load(covering.plans, interval_ms), **link_load(covering.expected, covering.hops, k, interval_ms)}
 
 
 def link_load(selection: Selection, hops: int, k: int, interval_ms: int) -> dict:

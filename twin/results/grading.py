@@ -20,10 +20,7 @@ LATE_S = 3.0  # a verdict this soon after a clear still refers to that fault
 
 
 def _verdicts(records: list[dict]) -> list[Verdict]:
-    return [Verdict(t=r.get("received_t", r["t"]), detector=r["detector"], kind=r.get("verdict_kind"),
-                    link=r.get("link"), node=r.get("node"), confidence=r.get("confidence"),
-                    links=tuple(r.get("links") or ()))
-            for r in records if r["kind"] == "verdict"]
+    return [Verdict.from_record(r) for r in records if r["kind"] == "verdict"]
 
 
 def ambiguous_classes(records: list[dict]) -> list[set[str]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from twin.detect.verdicts import Verdict
 from twin.errors import TwinError
 from twin.model.draw import draw
 from twin.model.targets import Target
@@ -42,8 +43,8 @@ def _write_all(run: record.RunFolder, report: Report, path: Path) -> None:
     write_junit(report, path / "junit.xml")
     write_timeline(run, report, path / "timeline.png")
     marked = {t for targets in run.targets.values() for t in targets}
-    named = {Target.parse(name).key if " -- " in name else name for r in run.records if r["kind"] == "verdict"
-             for name in (r.get("links") or [r.get("link") or r.get("node")]) if name}  # a set: each candidate
+    named = {Target.parse(name).key for r in run.records if r["kind"] == "verdict"
+             for name in Verdict.from_record(r).names if name}  # a set verdict: each candidate
     draw(run.fabric, path / "topology.png", marked=marked, named=named)
     write_html(report, path / "index.html")
 

@@ -71,10 +71,7 @@ def replay(folder: Path, detector: str = DETECTOR) -> Replay:
         intervals += 1
         counted_at = interval["t"] + report_s + GRACE_S  # scenarios do not set the grace
         for verdict in localizer.observe(counted_at, samples):
-            records.append({"kind": "verdict", "t": verdict.t, "detector": detector,
-                            "verdict_kind": verdict.kind, "link": verdict.link, "node": verdict.node,
-                            "confidence": verdict.confidence,
-                            **({"links": list(verdict.links)} if verdict.links else {})})
+            records.append({"kind": "verdict", "t": verdict.t, "detector": detector, **verdict.fields()})
     report = analyse(run)
     scores = grade_detectors(records, report.faults, run.targets, run.record.duration_s)
     empty = DetectorScore(verdicts=0, right=0, wrong=0, precision=None,
