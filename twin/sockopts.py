@@ -1,3 +1,58 @@
-"""Linux socket options Python's socket module does not name, in one place."""
+"""Linux socket options Python's socket module does not name, and the socket error queue, in one
+place (the probe agent, hash dodging, the flows and the RoCE NIC's path discovery use them).
+
+Path discovery sends TTL-limited datagrams from a flow's own socket: each switch on the way answers
+ICMP time-exceeded from its ingress address, and the kernel queues the answer, with the quoted
+datagram, on the sending socket (IP_RECVERR). With IP_RECVERR a queued error is also reported once
+by the socket's next send, which then sends nothing; reading the error queue clears it.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterator
 
 SO_RCVBUFFORCE = 33  # asm-generic/socket.h: root may set a receive buffer past net.core.rmem_max
+IP_RECVERR = 11  # linux/in.h; not exported by the socket module
+SO_EE_ORIGIN_ICMP = 2
+ICMP_TIME_EXCEEDED = 11
+EXTENDED_ERR = struct.Struct("=IBBBBII")  # struct sock_extended_err
+DEFAULT_TTL = 64
+SEND_ATTEMPTS = 4
+
+
+def report_errors(sock: socket.socket, on: bool = True) -> None:
+    sock.setsockopt(socket.SOL_IP, IP_RECVERR, int(on))
+
+
+def send(sock: socket.socket, payload: bytes, address: tuple[str, int], ttl: int = DEFAULT_TTL) -> bool:
+    """Send one datagram (a TTL other than the default goes as ancillary data, so other senders on
+    the socket keep theirs). A failed send may only have reported a queued ICMP error (see
+    above) and sent nothing, so it is tried again; another answer can be queued meanwhile (a path
+    discovery under way), so up to SEND_ATTEMPTS times; False if every try fails (no route)."""
+    for _attempt in range(SEND_ATTEMPTS):
+        try:
+            if ttl == DEFAULT_TTL:
+                sock.sendto(payload, address)
+            else:
+                sock.sendmsg([payload], [(socket.SOL_IP, socket.IP_TTL, struct.pack("i", ttl))], 0, address)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def time_exceeded(sock: socket.socket) -> Iterator[tuple[bytes, str]]:
+    """Drain the socket's error queue: (quoted payload, offender address) per time-exceeded answer."""
+    while True:
+        try:
+            data, ancillary, _flags, _addr = sock.recvmsg(512, 512, socket.MSG_ERRQUEUE)
+        except OSError:  # BlockingIOError: the queue is empty
+            return
+        for level, ctype, cdata in ancillary:
+            if level != socket.SOL_IP or ctype != IP_RECVERR or len(cdata) < EXTENDED_ERR.size + 8:
+                continue
+            _errno, origin, icmp_type, _code, _pad, _info, _data = EXTENDED_ERR.unpack_from(cdata)
+            if origin == SO_EE_ORIGIN_ICMP and icmp_type == ICMP_TIME_EXCEEDED:
+                yield data, socket.inet_ntoa(cdata[EXTENDED_ERR.size + 4:EXTENDED_ERR.size + 8])

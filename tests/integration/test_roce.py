@@ -91,3 +91,26 @@ def test_a_link_down_longer_than_the_retry_budget_is_a_transport_error(mini, tmp
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert any("retry count exceeded" in e.get("error", "") and "host-g1-h1" in e["error"]
                for e in events if e["kind"] == "hang")  # names the peer's NIC
+
+
+def test_transport_state_names_a_host_link_from_the_qps_alone(mini, tmp_path):
+    """No probes run. A RoCE job on three of mini's hosts: a 2 % drop on the fourth host's link
+    (no QP crosses it) gets no verdict; the same drop on a rank's host link is named from the QPs'
+    own losses and waits (0.4-0.5 s measured). The job's first timeout is 67 ms (ib_timeout 14):
+    at NCCL's 4.3 s a lost message tail stops a 3-rank ring until the timer fires, and the one
+    path that lost says nothing of which of its links did; the detector then waits with it."""
+    scenario = tmp_path / "qps.yaml"
+    drop = {"kind": "silent_drop", "loss_pct": 2, "duration_s": 5}
+    scenario.write_text(json.dumps({
+        "name": "qps", "lab": "mini", "duration_s": 16, "telemetry_ms": 0,
+        "workloads": [{"kind": "allreduce", "transport": "roce", "size": "4MiB", "timeout_s": 60, "ib_timeout": 14,
+                       "ranks": ["host-g1-h2:nic1", "host-g2-h1:nic1", "host-g2-h2:nic1"]}],
+        "faults": [{**drop, "id": "elsewhere", "link": "leaf-g1-r1 -- host-g1-h1", "at_s": 3},
+                   {**drop, "id": "crossed", "link": "leaf-g2-r1 -- host-g2-h1", "at_s": 9}],
+        "detectors": [{"builtin": "transport-state"}],
+        "expect": [{"detect": {"fault": "crossed", "within_s": 2}}, {"max_wrong_verdicts": 0}]}))
+    result = twin_cli("run", str(scenario), "--keep", "--results", str(tmp_path / "results"))
+    (run_dir,) = (tmp_path / "results").iterdir()
+    report = json.loads((run_dir / "report.json").read_text())
+    assert result.returncode == 0, [e["message"] for e in report["expectations"]]
+    assert set(report["detectors"]["transport-state"]["detect_s"]) == {"crossed"}

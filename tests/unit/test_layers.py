@@ -25,7 +25,7 @@ ALLOWED = {
     "collectives": {"model", "lab", "roce"},
     "probes": {"model", "lab"},
     "telemetry": {"model", "lab"},
-    "detect": {"model", "lab", "probes", "telemetry", "collectives"},
+    "detect": {"model", "lab", "roce", "probes", "telemetry", "collectives"},
     "mitigate": {"model", "lab", "detect", "probes"},
     "workloads": {"model", "lab", "roce", "collectives", "probes", "detect", "mitigate"},
     "results": {"spec", "model", "lab", "roce", "probes", "telemetry", "detect", "workloads"},

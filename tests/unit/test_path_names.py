@@ -3,7 +3,8 @@ address, unanswered ones from the model where their neighbours pin them."""
 
 from test_model import fabric_of
 
-from twin.probes.mesh import PathNames, ProbeMesh
+from twin.probes.mesh import PathNames
+from twin.probes.trace import unless_silent
 
 
 def ingress(fabric, a: str, b: str) -> str:
@@ -57,10 +58,10 @@ def test_a_flow_whose_discovery_a_fault_silences_keeps_its_path():
     names, full = PathNames(fabric), offenders(fabric, HOPS)
     known = names.path(SRC, full, DST)
     silenced = names.path(SRC, [full[0], None, None, None], DST)
-    assert None in silenced and ProbeMesh._unless_silent(known, silenced) == known
+    assert None in silenced and unless_silent(known, silenced) == known
     moved = list(silenced)
     moved[1] = "spine-r1-s2 -- superspine-1"
-    assert ProbeMesh._unless_silent(known, tuple(moved)) == tuple(moved)
-    assert ProbeMesh._unless_silent(None, silenced) == silenced
+    assert unless_silent(known, tuple(moved)) == tuple(moved)
+    assert unless_silent(None, silenced) == silenced
     # routes changed since the path was complete: the flow may be elsewhere, silenced there
-    assert ProbeMesh._unless_silent(known, silenced, stale=True) == silenced
+    assert unless_silent(known, silenced, stale=True) == silenced

@@ -26,6 +26,10 @@ process there, as a GPU fault kills the process that drives it.
 
 starts a rank again after a crash (the launcher, once the fault is cleared): it joins the process
 group its peers are forming now and starts at the step they are in.
+
+On RoCE a rank also writes its QPs' transport state every QP_REPORT_S (`qps`: each QP whose
+counters or path changed, roce/nic.py `qp_states`), from a thread of its own, as a host agent
+reads its NIC's counters beside the job: the transport-state detector names links from them.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -46,6 +51,7 @@ from twin.roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
 
 STOP = False
 CONTROL_POLL_S = 0.05  # a held rank reads its control file this often
+QP_REPORT_S = 0.1  # a RoCE rank's QP states, this often
 
 
 class Stopped(Exception):
@@ -74,9 +80,12 @@ class Rank:
         self.transport_seen: dict = {}  # the transport counters already reported, this generation
         self.deadline = time.monotonic() + job.get("duration_s", 0) + job["timeout_s"] * 4 + 600
         self.control_file = control_file(Path(job["directory"]), rank)
+        self.writing = threading.Lock()  # the QP reporter writes too: whole lines only
 
     def emit(self, **record) -> None:
-        self.out.write(json.dumps({"rank": self.rank, "gen": self.generation, **record}) + "\n")
+        line = json.dumps({"rank": self.rank, "gen": self.generation, **record}) + "\n"
+        with self.writing:
+            self.out.write(line)
 
     def connect(self) -> None:
         """Join generation `self.generation`: one process group per channel (own TCP connections).
@@ -160,6 +169,24 @@ class Rank:
         default = self.dist.distributed_c10d._get_default_group()
         groups = [default] + [g for g in self.groups if g is not None]
         return {"rate_share": round(sum(g.rate_share() for g in groups) / len(groups), 4)}
+
+    def report_qps(self, stopping: threading.Event) -> None:
+        """Every QP_REPORT_S, the QPs whose state changed (new counters, a new path), until stopped."""
+        reported: dict = {}  # (generation, group, qp) -> what was last written of it
+        while not stopping.wait(QP_REPORT_S):
+            generation, changed = self.generation, []
+            try:
+                groups = [self.dist.distributed_c10d._get_default_group()] + [g for g in self.groups if g is not None]
+                states = [(number, state) for number, group in enumerate(groups) for state in group.qp_states()]
+            except Exception:  # between generations: no group to read, or one being torn down
+                continue
+            for number, state in states:
+                key = (generation, number, state["qp"])
+                if reported.get(key) != state:
+                    reported[key] = state
+                    changed.append(state)
+            if changed:
+                self.emit(event="qps", t=time.monotonic(), qps=changed)
 
     def run_op(self, buffers: Buffers) -> float:
         """One collective, split over the channels; returns seconds."""
@@ -289,6 +316,9 @@ def main() -> None:
     worker = Rank(job, rank)
     worker.rejoining = sys.argv[3:] == ["--rejoin"]
     worker.emit(event="start", t=time.monotonic(), pid=os.getpid(), rejoin=worker.rejoining)
+    reporting = threading.Event()
+    if job.get("transport") == "roce":
+        threading.Thread(target=worker.report_qps, args=(reporting,), name="qp-report", daemon=True).start()
     try:
         worker.connect()
         worker.emit(event="connected", t=time.monotonic())
@@ -298,6 +328,7 @@ def main() -> None:
             worker.loop()
     except Stopped:
         pass
+    reporting.set()
     worker.emit(event="done", t=time.monotonic())
     if job.get("transport") == "roce":
         worker.leave()

@@ -6,6 +6,8 @@ probe-localizer   the probe mesh's intervals through the greedy localizer (detec
 probe-likelihood  the same evidence through the likelihood localizer (detect/likelihood.py)
 config-audit      the lab's intent against each node's running configuration (detect/config_audit.py)
 rank-health       the training job's ranks against each other: hung and slow ranks (detect/rank_health.py)
+transport-state   the RoCE QPs' own losses over the paths their NICs discovered, no probe traffic
+                  (detect/transport_state.py)
 
 A probe detector's localizer is made in one place (`localizer`), so `twin detect replay` runs
 exactly what a live run attaches.
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from twin.detect import config_audit, rank_health
+from twin.detect import config_audit, rank_health, transport_state
 from twin.detect.likelihood import DETECTOR as LIKELIHOOD
 from twin.detect.likelihood import LikelihoodLocalizer
 from twin.detect.localizer import DETECTOR, Localizer
@@ -28,9 +30,13 @@ from twin.registry import Registry
 @dataclass(frozen=True)
 class BuiltinDetector:
     summary: str
-    needs: str  # the workload kind it feeds on ("": none): a scenario without one is refused when it loads
+    needs: str  # the workload it feeds on, as a scenario writes it ("": none): a scenario without one is refused
     attach: Callable  # (run: detect.runner.Detectors, name: str) -> None
     localizer: Callable | None = None  # probe detectors: (fabric, report_s) -> observe(t, samples) -> verdicts
+    fed_by: Callable[[dict], bool] | None = None  # which workload entries feed it (default: kind == needs)
+
+    def feeds_on(self, workload: dict) -> bool:
+        return self.fed_by(workload) if self.fed_by else workload.get("kind") == self.needs
 
 
 def _probe_detector(make: Callable) -> Callable:
@@ -73,3 +79,7 @@ BUILTINS.add(config_audit.DETECTOR, BuiltinDetector("names the link or switch wh
 BUILTINS.add(rank_health.DETECTOR, BuiltinDetector("names the host of a training rank that hangs or computes "
                                                    "slowly, from the ranks' own records (the network is not at fault)",
                                                    "", rank_health.attach))
+BUILTINS.add(transport_state.DETECTOR, BuiltinDetector("names the link whose RoCE QPs lose packets, from the job's "
+                                                       "own transport state over the paths its NICs discovered (no "
+                                                       "probe traffic)", "transport: roce", transport_state.attach,
+                                                       fed_by=lambda workload: workload.get("transport") == "roce"))

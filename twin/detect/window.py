@@ -5,7 +5,9 @@ after `forget_after` intervals without evidence, and may then be named again).
 A subclass says which names explain the window's loss: `explain(paths) -> {name: (kind, confidence)}`,
 a name being a link or node, or a tuple of links the probes cannot tell apart (a set verdict).
 Both also name what the probed paths stopped crossing across a routing transition (vanished.py),
-which loses no probe outside the transition.
+which loses no probe outside the transition. A set that holds a link already named is not a new
+verdict: once the window has let go of the evidence that told that link apart (the paths of its
+other direction), the loss left on its paths is a set again, and the link still explains it.
 """
 
 from __future__ import annotations
@@ -88,8 +90,12 @@ class WindowedLocalizer:
                     name in self.switch_links.get(other, ()) for other in suspects)):
                 suspects[name] = (kind, 1.0)
         verdicts = []
+        held = self.named_now()
         for name, (kind, confidence) in suspects.items():
             if name not in self._named and isinstance(name, tuple):
+                if held.intersection(name):  # a link already named explains it: the set says nothing new
+                    self._named[name] = 0
+                    continue
                 verdicts.append(Verdict(t=t, detector=self.detector, kind=kind, links=name,
                                         confidence=round(confidence, 3)))
             elif name not in self._named:

@@ -27,7 +27,7 @@ from twin.model.fabric import link_key
 from twin.model.nics import Nic
 from twin.probes.mesh import PathNames
 from twin.probes.plan import equal_cost_paths
-from twin.probes.trace import report_errors, send, time_exceeded
+from twin.sockopts import report_errors, send, time_exceeded
 
 TRACE_FLOW = 0xFFFF  # flow id in trace datagrams (they expire before the receiver anyway)
 CANDIDATES = 8  # fresh source ports tried per move: with 2 paths, P(none avoids) = 1/256

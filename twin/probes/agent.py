@@ -38,8 +38,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from twin.probes.trace import DEFAULT_TTL, agrees_where_answered, report_errors, send, time_exceeded
+from twin.probes.trace import agrees_where_answered
 from twin.procs import INSTRUMENT_NICE, set_priority
+from twin.sockopts import DEFAULT_TTL, report_errors, send, time_exceeded
 
 MAGIC = b"FTWp"
 PROBE, ECHO, TRACE = 1, 2, 3

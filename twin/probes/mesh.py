@@ -33,7 +33,7 @@ from twin.model.fabric import Fabric
 from twin.probes.agent import TRACE_PPS, TRACE_ROUNDS
 from twin.probes.plan import PATHS_PER_LINK, CoverPlan, PairPlan, cover_plan, plan, probe_load
 from twin.probes.select import Directions, Selection, select
-from twin.probes.trace import agrees_where_answered
+from twin.probes.trace import unless_silent
 from twin.probes.transitions import Transitions
 from twin.procs import alive, terminate
 
@@ -336,19 +336,6 @@ class ProbeMesh:
                 if link:
                     self.held_at[link] = document["t_mono"]
 
-    @staticmethod
-    def _unless_silent(known: tuple | None, found: tuple, stale: bool = False) -> tuple:
-        """A rediscovered path with hops that did not answer, whose answered hops all agree with the
-        flow's previous (complete) path, is that path: a fault that drops this flow drops its TTL
-        probes past the faulty link too, and its loss would otherwise be charged to the links
-        before it. A flow that moved answers on its new path. Not when routes changed since that
-        path was complete (`stale`): the flow may have moved where the fault silences it (a drop of
-        some 5-tuples that flapped a BGP session moved flows back and forth, and their loss was
-        charged to the links they had left)."""
-        if known and None not in known and None in found and not stale and agrees_where_answered(found, known):
-            return known
-        return found
-
     def _take(self, host: str, record: dict) -> None:
         kind = record["type"]
         if kind == "paths":
@@ -357,7 +344,7 @@ class ProbeMesh:
                 key = (record["src"], record["dst"], int(sport))
                 found = self.names.path(record["src"], hops, record["dst"])
                 stale = self.transitions.changed_after(self._complete_at.get(key, float("-inf")))
-                links = self._unless_silent(self.paths.get(key), found, stale)
+                links = unless_silent(self.paths.get(key), found, stale)
                 if None not in found:
                     self._complete_at[key] = record["t"]
                 if links != self.paths.get(key):

@@ -1,59 +1,7 @@
-"""Path discovery with TTL-limited UDP datagrams from a flow's own 5-tuple: each switch on the way
-answers ICMP time-exceeded from its ingress address, and the kernel queues the answer, with the
-quoted datagram, on the sending socket (IP_RECVERR). Used by the probe agent and by hash dodging.
-
-With IP_RECVERR a queued error is also reported once by the socket's next send, which then sends
-nothing; reading the error queue clears it.
-"""
+"""What path discovery's answers mean (the socket side, TTL-limited sends and the error queue, is
+in twin/sockopts.py, shared with the RoCE NIC): the probe mesh's paths and the QPs' (transport-state)."""
 
 from __future__ import annotations
-
-import socket
-import struct
-from collections.abc import Iterator
-
-IP_RECVERR = 11  # linux/in.h; not exported by the socket module
-SO_EE_ORIGIN_ICMP = 2
-ICMP_TIME_EXCEEDED = 11
-EXTENDED_ERR = struct.Struct("=IBBBBII")  # struct sock_extended_err
-DEFAULT_TTL = 64
-SEND_ATTEMPTS = 4
-
-
-def report_errors(sock: socket.socket, on: bool = True) -> None:
-    sock.setsockopt(socket.SOL_IP, IP_RECVERR, int(on))
-
-
-def send(sock: socket.socket, payload: bytes, address: tuple[str, int], ttl: int = DEFAULT_TTL) -> bool:
-    """Send one datagram (a TTL other than the default goes as ancillary data, so other senders on
-    the socket keep theirs). A failed send may only have reported a queued ICMP error (see
-    above) and sent nothing, so it is tried again; another answer can be queued meanwhile (a path
-    discovery under way), so up to SEND_ATTEMPTS times; False if every try fails (no route)."""
-    for _attempt in range(SEND_ATTEMPTS):
-        try:
-            if ttl == DEFAULT_TTL:
-                sock.sendto(payload, address)
-            else:
-                sock.sendmsg([payload], [(socket.SOL_IP, socket.IP_TTL, struct.pack("i", ttl))], 0, address)
-            return True
-        except OSError:
-            continue
-    return False
-
-
-def time_exceeded(sock: socket.socket) -> Iterator[tuple[bytes, str]]:
-    """Drain the socket's error queue: (quoted payload, offender address) per time-exceeded answer."""
-    while True:
-        try:
-            data, ancillary, _flags, _addr = sock.recvmsg(512, 512, socket.MSG_ERRQUEUE)
-        except OSError:  # BlockingIOError: the queue is empty
-            return
-        for level, ctype, cdata in ancillary:
-            if level != socket.SOL_IP or ctype != IP_RECVERR or len(cdata) < EXTENDED_ERR.size + 8:
-                continue
-            _errno, origin, icmp_type, _code, _pad, _info, _data = EXTENDED_ERR.unpack_from(cdata)
-            if origin == SO_EE_ORIGIN_ICMP and icmp_type == ICMP_TIME_EXCEEDED:
-                yield data, socket.inet_ntoa(cdata[EXTENDED_ERR.size + 4:EXTENDED_ERR.size + 8])
 
 
 def agrees_where_answered(found: list | tuple, known: list | tuple) -> bool:
@@ -61,3 +9,16 @@ def agrees_where_answered(found: list | tuple, known: list | tuple) -> bool:
     answer agrees with it: a fault that drops a flow drops its TTL probes past the faulty link
     too, so silence is not a contradiction (probe agent siblings, the mesh's path names)."""
     return len(found) == len(known) and all(new is None or new == old for new, old in zip(found, known))
+
+
+def unless_silent(known: tuple | None, found: tuple, stale: bool = False) -> tuple:
+    """A rediscovered path with hops that did not answer, whose answered hops all agree with the
+    flow's previous (complete) path, is that path: a fault that drops this flow drops its TTL
+    probes past the faulty link too, and its loss would otherwise be charged to the links
+    before it. A flow that moved answers on its new path. Not when routes changed since that
+    path was complete (`stale`): the flow may have moved where the fault silences it (a drop of
+    some 5-tuples that flapped a BGP session moved flows back and forth, and their loss was
+    charged to the links they had left)."""
+    if known and None not in known and None in found and not stale and agrees_where_answered(found, known):
+        return known
+    return found

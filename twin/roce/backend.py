@@ -157,6 +157,9 @@ class RoceGroup(dist.ProcessGroup):
     def rate_share(self) -> float:
         return self.nic.rate_share()
 
+    def qp_states(self) -> list[dict]:
+        return self.nic.qp_states()
+
     def shutdown(self) -> None:
         self.nic.close()
 

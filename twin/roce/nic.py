@@ -19,6 +19,9 @@ thread that moves their packets, as an RDMA NIC does beside the application.
 - Receiving: UDP GRO hands over runs of datagrams at once; each is a packet for the QP state
   machine (qp.py), whose ACKs and NAKs go straight back.
 - Timers: the retransmission timers and coalesced ACKs of every QP.
+- Paths (paths.py): a QP discovers the path its packets take when it connects and when it loses
+  packets; `qp_states` reports each QP's 5-tuple, path and loss counters (the transport-state
+  detector reads them, as Xingmai's hosts read their own transport's state).
 The collective thread posts sends and receives and waits for their completion (`wait`).
 """
 
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 
 from twin.roce import wire
 from twin.roce.dcqcn import NotificationPoint, Pacer, ReactionPoint, ScaledParams
+from twin.roce.paths import PathDiscovery
 from twin.roce.qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
 from twin.roce.selective import SelectiveQueuePair
 from twin.roce.wire import ACK, CNP, DATA, HEADER, IP_UDP_HEADERS, NAK, SACK, Header, payload_per_packet, unpack
@@ -76,6 +80,8 @@ class Endpoint:
     notify: NotificationPoint | None = None  # and its receiving side
     pacer: Pacer | None = None
     send_at: float = 0.0  # paced: not before this
+    path: PathDiscovery | None = None  # single-path QPs: where their packets go
+    losses_seen: int = 0  # NAKs and timeouts when the path was last discovered
 
 
 class Nic:
@@ -137,6 +143,10 @@ class Nic:
         endpoint = self.endpoints[qpn]
         endpoint.qp.remote, endpoint.peer = remote_qpn, peer
         endpoint.sock.connect((address, port))
+        with self.cond:
+            if not self.multipath:
+                endpoint.path = PathDiscovery(endpoint.sock, qpn)
+                endpoint.path.start(time.monotonic())
         self.poller.register(endpoint.sock.fileno(), select.EPOLLIN)
 
     # --- posting and waiting (the collective's thread) ------------------------------------------
@@ -194,6 +204,19 @@ class Nic:
             rates = [e.rate.rate_bps / e.rate.params.line_bps for e in self.endpoints.values() if e.rate]
         return round(sum(rates) / len(rates), 4) if rates else 1.0
 
+    def qp_states(self) -> list[dict]:
+        """Every connected QP: its 5-tuple, discovered path (TTL -> switch address), what it sent and
+        lost (data packets, NAKs received, timeouts, packets sent again) since it opened, and how long
+        its outstanding packets have waited for an acknowledgement (ms, 0: none outstanding)."""
+        now = time.monotonic()
+        with self.cond:
+            return [{"qp": qpn, "sport": e.sock.getsockname()[1], "dst": e.sock.getpeername()[0],
+                     "dport": e.sock.getpeername()[1], "path": e.path.hops(now) if e.path else None,
+                     "sent": e.qp.stats.data_packets, "naks": e.qp.stats.naks_received,
+                     "timeouts": e.qp.stats.timeouts, "resent": e.qp.stats.retrans_packets,
+                     "waiting_ms": round(e.qp.waiting_s(now) * 1000)}
+                    for qpn, e in self.endpoints.items() if e.qp.remote >= 0 and not e.qp.error]
+
     def close(self) -> None:
         if self.closed:
             return
@@ -228,6 +251,8 @@ class Nic:
                     endpoint = self.by_fd.get(fd)
                     if endpoint is None:
                         continue
+                    if mask & select.EPOLLERR and endpoint.path is not None:
+                        endpoint.path.read_answers()  # path discovery's answers (else EPOLLERR stays)
                     if mask & select.EPOLLOUT:
                         endpoint.writable = True
                         self.poller.modify(fd, select.EPOLLIN)
@@ -239,12 +264,34 @@ class Nic:
                     if qp.remote < 0:
                         continue
                     qp.on_timer(now)
+                    self._rediscover(endpoint, now)
                     ack = qp.poll_ack(now)
                     if ack is not None:
                         self._control(endpoint, ack)
                     if qp.sending and endpoint.writable and now >= endpoint.send_at:
                         self._send(endpoint, now)
                 self.cond.notify_all()
+
+    def _rediscover(self, endpoint: Endpoint, now: float) -> None:
+        """A QP that lost packets discovers its path again: a reroute may have moved it."""
+        if endpoint.path is None:
+            return
+        losses = endpoint.qp.stats.naks_received + endpoint.qp.stats.timeouts
+        if losses > endpoint.losses_seen:
+            endpoint.losses_seen = losses
+            endpoint.path.start(now)
+
+    def _sendmsg(self, endpoint: Endpoint, data: bytes, ancillary: list) -> None:
+        """Send; an ICMP answer the socket queued (path discovery's, a closed port's) fails the next
+        send once without sending it (IP_RECVERR): the answers are read and the send tried again."""
+        try:
+            endpoint.sock.sendmsg([data], ancillary)
+        except BlockingIOError:
+            raise
+        except OSError:
+            if endpoint.path is not None:
+                endpoint.path.read_answers()
+            endpoint.sock.sendmsg([data], ancillary)
 
     def _send(self, endpoint: Endpoint, now: float) -> None:
         qp = endpoint.qp
@@ -260,10 +307,8 @@ class Nic:
                 packets = packets[:paced]
             data = b"".join(part for header, piece in packets for part in (header.pack(), piece))
             try:
-                if len(packets) == 1:
-                    endpoint.sock.send(data)
-                else:
-                    endpoint.sock.sendmsg([data], [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("H", self.segment))])
+                gso = [] if len(packets) == 1 else [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("H", self.segment))]
+                self._sendmsg(endpoint, data, gso)
             except BlockingIOError:  # the host NIC's queue is full (or PFC paused it): wait to be writable
                 endpoint.writable = False
                 self.poller.modify(endpoint.sock.fileno(), select.EPOLLIN | select.EPOLLOUT)
@@ -296,10 +341,8 @@ class Nic:
     def _control(self, endpoint: Endpoint, header: Header) -> None:
         """ACK, NAK and CNP: not ECN-capable (a NIC sends them at a high priority, unmarked)."""
         try:
-            if endpoint.rate is None:
-                endpoint.sock.send(header.pack())
-            else:
-                endpoint.sock.sendmsg([header.pack()], [(socket.IPPROTO_IP, socket.IP_TOS, bytes([0]))])
+            self._sendmsg(endpoint, header.pack(), [] if endpoint.rate is None else
+                          [(socket.IPPROTO_IP, socket.IP_TOS, bytes([0]))])
         except OSError:  # a lost ACK or NAK is what the timers are for; a lost CNP, the next mark's
             pass
 

@@ -129,6 +129,7 @@ class QueuePair:
         self.retries = 0
         self.rto = self.timers.timeout_s
         self.deadline: float | None = None
+        self.progress_at = 0.0  # when the oldest unacknowledged packet last moved (an ACK, or the first send)
         self.error: str | None = None
         self.sent_at: dict[int, float] = {}  # first transmissions not yet acknowledged: round trip samples
         self.srtt: float | None = None
@@ -210,6 +211,7 @@ class QueuePair:
             self.high_psn = max(self.high_psn, self.next_psn)
             if self.deadline is None:
                 self.deadline = now + self.rto
+                self.progress_at = now
 
     def transmit(self, now: float, limit: int) -> list[tuple[Header, memoryview]]:
         """peek() and commit(): what a socket that never refuses would send."""
@@ -232,9 +234,15 @@ class QueuePair:
                 request.done = True
                 done.append(request)
             self.retries, self.rto = 0, self.first_timeout()
+            self.progress_at = now
             self.next_psn = max(self.next_psn, self.base)
             self.deadline = now + self.rto if self.base < self.high_psn else None
         return done
+
+    def waiting_s(self, now: float) -> float:
+        """How long packets have been outstanding with no acknowledgement moving (0: none outstanding):
+        a QP whose packets or ACKs a link drops waits here until its timer fires."""
+        return max(0.0, now - self.progress_at) if self.base < self.high_psn and self.error is None else 0.0
 
     def _measure(self, rtt: float) -> None:
         if self.srtt is None:

@@ -8,6 +8,8 @@
     CNP   congestion notification: the receiver saw a packet of this QP marked CE (DCQCN)
     SACK  selective (multipath QPs, selective.py): every PSN below `psn` has arrived, and so has
           the one in `msg`
+    TRACE path discovery (paths.py): sent with a short TTL, `psn` is the TTL, `msg` the sending QP;
+          the switches answer it, a peer ignores it
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 HEADER = struct.Struct("!BBHIIIII")  # magic, opcode, flags, qpn, psn, msg, offset, msg_len
 MAGIC = 0xC5
-DATA, ACK, NAK, CNP, SACK = 1, 2, 3, 4, 5
+DATA, ACK, NAK, CNP, SACK, TRACE = 1, 2, 3, 4, 5, 6
 LAST = 1
 # The DSCP a multipath QP's packets carry: "the receiver takes these out of order", so a switch
 # balancing adaptively may move them (the switch's side: lab/ebpf/queues.h, tests/unit/test_bpf_layout.py)

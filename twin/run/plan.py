@@ -242,13 +242,14 @@ def _faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]
 
 def _detectors(spec: ScenarioSpec, problem) -> list[DetectorSpec]:
     detectors, names = [], {}
-    kinds = {_text(w, "kind") for w in spec.workloads}
     for number, detector in _valid(DetectorSpec, spec.detectors, "detectors", problem,
                                    "e.g. builtin: probe-likelihood, or command: [./tool]"):
-        needs = BUILTINS.get(detector.builtin).needs if detector.builtin else None
-        if needs and needs not in kinds:
-            problem(("detectors", number, "builtin"), f"{detector.builtin} needs the {needs} workload",
-                    f"add a workload: - kind: {needs}")
+        builtin = BUILTINS.get(detector.builtin) if detector.builtin else None
+        if builtin and builtin.needs and not any(isinstance(w, dict) and builtin.feeds_on(w) for w in spec.workloads):
+            hint = f"add a workload: - kind: {builtin.needs}" if builtin.fed_by is None else \
+                f"give a collective workload `{builtin.needs}`"
+            problem(("detectors", number, "builtin"), f"{detector.builtin} needs a workload with {builtin.needs}"
+                    if builtin.fed_by else f"{detector.builtin} needs the {builtin.needs} workload", hint)
         if detector.command and not _runnable(detector.command[0]):
             problem(("detectors", number, "command"), f"command {detector.command[0]!r} is not found",
                     "a program on PATH, or a path from the folder `twin run` starts in")

@@ -23,7 +23,7 @@ from twin.lab.traffic import bound_udp_socket
 from twin.mitigate.dodge import TRACE_FLOW, Dodger, Request
 from twin.mitigate.offset_dodge import OffsetDodger
 from twin.model.nics import Nic, fabric_nics, fabric_pairs
-from twin.probes.trace import send
+from twin.sockopts import send
 from twin.workloads.base import WorkloadContext
 
 PORT = 47001

@@ -1,0 +1,146 @@
+"""transport-state (detect/transport_state.py): the RoCE QPs' own counters over the paths their NICs
+discovered, named by likelihood. The QPs here are an all-ranks job's on rail4, each on an ECMP path
+drawn from the model, written as the ranks write them (`qps` records, cumulative counters)."""
+
+import random
+
+import networkx as nx
+from test_model import fabric_of
+from test_path_names import ingress
+
+from twin.detect.transport_state import EVERY_S, QpEvidence, localizer
+from twin.model.fabric import link_key
+from twin.probes.cover import switch_graph
+
+PACKETS = 400  # a QP's data packets in one interval (about 0.2 s of a 100 Mbit/s ring's share)
+
+
+class Job:
+    """Every ordered pair of the fabric's NICs, one QP each, on a path drawn from the model."""
+
+    def __init__(self, fabric, seed: int = 1, hosts_named: str = "host-"):
+        rng = random.Random(seed)
+        hosts = [link for link in fabric.links if link.kind == "host" and link.b.node.startswith(hosts_named)]
+        graph = switch_graph(fabric)
+        self.qps = []
+        for a in hosts:
+            for b in hosts:
+                if a is b:
+                    continue
+                switches = rng.choice(list(nx.all_shortest_paths(graph, a.a.node, b.a.node)))
+                answers = {"1": str(a.endpoint(a.a.node).address.ip)}
+                hops = zip(switches, switches[1:])
+                answers |= {str(ttl): ingress(fabric, x, y) for ttl, (x, y) in enumerate(hops, 2)}
+                names = [a.name, *(next(link.name for link in fabric.links_of(x) if link.peer(x).node == y)
+                                   for x, y in zip(switches, switches[1:])), b.name]
+                self.qps.append({"src": f"{a.b.node}:{a.b.ifname}", "dst": str(b.b.address.ip),
+                                 "sport": 40000 + len(self.qps), "dport": 50000,
+                                 "path": answers, "links": {link_key(n) for n in names},
+                                 "sent": 0, "naks": 0, "timeouts": 0})
+        self.rng = rng
+
+    def interval(self, lossy: dict[str, float], evidence: QpEvidence) -> None:
+        """One interval of traffic: each QP sends PACKETS, losing on each lossy link at its rate."""
+        for qp in self.qps:
+            qp["sent"] += PACKETS
+            for link, rate in lossy.items():
+                if link_key(link) in qp["links"]:
+                    qp["naks"] += sum(self.rng.random() < rate for _ in range(PACKETS))
+            state = {k: qp[k] for k in ("sport", "dst", "dport", "path", "sent", "naks", "timeouts")}
+            evidence.record({"event": "qps", "rank": 0, "gen": 0, "t": 0.0, "qps": [state | {"qp": 0}]}, qp["src"])
+
+
+def run(fabric, lossy: dict[str, float], intervals: int = 15, job: Job | None = None):
+    job = job or Job(fabric)
+    evidence, naming = QpEvidence(fabric), localizer(fabric)
+    verdicts = []
+    for number in range(intervals):
+        job.interval(lossy, evidence)
+        verdicts += naming.observe(number * EVERY_S, evidence.take())
+    return verdicts
+
+
+def spine_link(fabric):
+    return next(link.name for link in fabric.links if link.kind != "host" and "superspine" not in link.name)
+
+
+def test_a_lossy_link_is_named_from_the_qps_that_cross_it_within_a_second():
+    fabric = fabric_of("rail4")
+    bad = spine_link(fabric)
+    verdicts = run(fabric, {bad: 0.01})
+    assert verdicts, "no verdict"
+    assert {link_key(v.link or "") for v in verdicts} == {link_key(bad)}
+    assert verdicts[0].t <= 1.0
+
+
+def test_a_healthy_job_names_nothing():
+    assert run(fabric_of("rail4"), {}) == []
+
+
+def test_a_lossy_link_no_qp_crosses_is_not_named():
+    """The detector sees only the job's own paths: a fault elsewhere gets no verdict (and no
+    neighbour of it is blamed)."""
+    fabric = fabric_of("rail4")
+    job = Job(fabric, hosts_named="host-g1-")  # one group's hosts: no path leaves it
+    crossed = set().union(*(qp["links"] for qp in job.qps))
+    idle = next(link.name for link in fabric.links if link_key(link.name) not in crossed and link.kind != "host")
+    assert run(fabric, {idle: 0.05}, job=job) == []
+
+
+def test_a_qp_whose_path_is_not_discovered_yet_says_nothing():
+    fabric = fabric_of("rail4")
+    evidence = QpEvidence(fabric)
+    job = Job(fabric)
+    for qp in job.qps:
+        qp["path"] = None
+    job.interval({spine_link(fabric): 0.5}, evidence)
+    assert evidence.take() == []
+
+
+def test_a_path_silenced_by_the_fault_keeps_the_qps_last_whole_path():
+    """A QP rediscovers its path after a loss; a lossy link drops the answers past it (or, on a
+    path within one leaf, the leaf's only answer): the QP is still on its last whole path, and its
+    loss is charged to that path, not to an unknown hop."""
+    fabric = fabric_of("rail4")
+    evidence, job = QpEvidence(fabric), Job(fabric)
+    job.interval({}, evidence)
+    whole = {(s.src, s.sport): s.links for s in evidence.take()}
+    for qp in job.qps:
+        qp["path"] = {"1": qp["path"]["1"]}  # nothing past the first switch answered
+    job.interval({}, evidence)
+    assert {(s.src, s.sport): s.links for s in evidence.take()} == whole
+    assert all(None not in links for links in whole.values())
+
+
+def test_counters_of_a_new_qp_on_the_same_port_start_again():
+    fabric = fabric_of("rail4")
+    evidence, job = QpEvidence(fabric), Job(fabric)
+    job.interval({}, evidence)
+    evidence.take()
+    qp = job.qps[0]
+    state = {k: qp[k] for k in ("sport", "dst", "dport", "path")} | {"qp": 0, "sent": 10, "naks": 1, "timeouts": 0}
+    evidence.record({"event": "qps", "gen": 1, "qps": [state]}, qp["src"])  # reconnected: counts from 0
+    [sample] = evidence.take()
+    assert (sample.sent, sample.lost) == (10, 1)
+
+
+def test_a_link_named_is_not_named_again_as_a_set_once_one_direction_falls_silent():
+    """mini, a 3-rank ring: a drop on host-g2-h1's link (both ways) loses on the QP into it and the
+    QP out of it, which tells the link apart, and it is named. Then the QP out of it stops (a
+    reconnect, a stalled ring): once the window lets go of it, the loss left is on one path whose
+    links no QP tells apart, a set holding the link named. Not a second verdict (the integration
+    test's run graded such a set wrong, 1 run in 4)."""
+    fabric = fabric_of("mini")
+    ring = {("host-g1-h2:nic1", "host-g2-h1"), ("host-g2-h1:nic1", "host-g2-h2"), ("host-g2-h2:nic1", "host-g1-h2")}
+    job = Job(fabric)
+    hosts = {str(link.b.address.ip): link.b.node for link in fabric.links if link.kind == "host"}
+    job.qps = [qp for qp in job.qps if (qp["src"], hosts[qp["dst"]]) in ring]
+    evidence, naming = QpEvidence(fabric), localizer(fabric)
+    bad = "leaf-g2-r1 -- host-g2-h1"
+    verdicts = []
+    for number in range(40):
+        if number == 10:
+            job.qps = [qp for qp in job.qps if qp["src"] != "host-g2-h1:nic1"]
+        job.interval({bad: 0.02}, evidence)
+        verdicts += naming.observe(number * EVERY_S, evidence.take())
+    assert [(link_key(v.link or ""), v.links) for v in verdicts] == [(link_key(bad), ())], verdicts

@@ -1,0 +1,160 @@
+"""transport-state: name the lossy link from the job's own transport, with no probe traffic: the
+end-side detection Xingmai runs before any probe mesh (a failure named in under 600 ms from the
+hosts' RDMA state), and 007's voting over the paths of the flows that retransmit.
+
+Evidence. Every RoCE rank writes its QPs' state every 100 ms (collectives/worker.py `qps`): the
+QP's 5-tuple, the path its NIC discovered for it from its own socket (roce/paths.py: the switch
+that answered each TTL), and counters since it opened: data packets sent, NAKs received,
+retransmission timeouts. Each EVERY_S the detector turns what changed into one sample per QP:
+the QP's path (its host link, the links the answering switches' ingress addresses name, the
+destination's host link: probes/mesh.py PathNames, which also fills a silent hop where the model
+pins it), `sent` the packets it sent, `lost` its loss events (a NAK says a data packet was lost
+on the way there; a timeout, that nothing came back, counted on the way there too). A QP whose
+outstanding packets have waited STALL_MS for an acknowledgement has lost one, at once: a lost tail
+(or a black hole) leaves a QP silent until its timer fires, 4.3 s at NCCL's default, and the
+wait is what a NIC's state shows meanwhile. The timeout that ends the wait is that same loss
+(losses: NAKs plus the larger of timeouts and waits).
+
+Naming is probe-likelihood's (likelihood.py) over those samples: a QP is a probed path that
+carries thousands of packets a second, so a link whose QPs lose while the QPs beside it carry
+their packets clean stands out within a few intervals. Its window and persistence are set in
+seconds for EVERY_S. A path the NIC has not discovered yet (its first 100 ms) is skipped.
+
+Limits: multipath QPs (sprayed, no one path) and gloo's TCP are not read; on a lossy fabric
+(`pfc: false`) congestion drops are loss too, and the detector names the congested link.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+
+import networkx as nx
+
+from twin.detect.likelihood import LikelihoodLocalizer
+from twin.model.fabric import Fabric
+from twin.probes.cover import switch_graph
+from twin.probes.mesh import PathNames, PathSample
+from twin.probes.trace import unless_silent
+from twin.roce.qp import ib_timeout_s
+
+DETECTOR = "transport-state"
+EVERY_S = 0.2  # the QPs' counters pooled this long per interval (the ranks write every 0.1 s)
+# A QP waiting this long for an acknowledgement is stalled: 100 round trips of a busy twin's path
+# (about 1 ms at 100-200 Mbit/s), and far beyond a healthy lossless fabric's longest pause (2.2 ms
+# measured, docs/benchmarks.md)
+STALL_MS = 100
+
+
+@dataclass
+class QpTotals:
+    """What a QP had counted when last read, and the waits the detector saw."""
+    sent: int = 0
+    naks: int = 0
+    timeouts: int = 0
+    stalls: int = 0
+    waiting_ms: int = 0
+
+    @property
+    def lost(self) -> int:
+        return self.naks + max(self.timeouts, self.stalls)
+
+
+class QpEvidence:
+    """The QPs' states as the ranks write them, turned into one interval's path samples."""
+
+    def __init__(self, fabric: Fabric):
+        self.names = PathNames(fabric)
+        host_links = [link for link in fabric.links if link.kind == "host"]
+        self.nic_at = {str(link.b.address.ip): f"{link.b.node}:{link.b.ifname}"
+                       for link in host_links if link.b.address is not None}
+        self.leaf_of = {f"{link.b.node}:{link.b.ifname}": link.a.node for link in host_links}
+        self.graph = switch_graph(fabric)
+        self._hops: dict[tuple[str, str], int] = {}
+        self._totals: dict[tuple, QpTotals] = {}
+        self._known: dict[tuple, tuple[str, ...]] = {}  # a QP's last path with every link named
+        self._pending: dict[tuple, PathSample] = {}
+        self._lock = threading.Lock()
+
+    def record(self, record: dict, nic: str) -> None:
+        """A rank's record (the collective workload hands every one over): `qps` ones are read."""
+        if record.get("event") != "qps":
+            return
+        with self._lock:
+            for state in record["qps"]:
+                self._take(nic, state)
+
+    def _take(self, src: str, state: dict) -> None:
+        dst = self.nic_at.get(state["dst"])
+        key = (src, state["sport"], state["dst"], state["dport"])  # one socket: one QP while it is open
+        before = self._totals.get(key)
+        if before is None or state["sent"] < before.sent or state["naks"] < before.naks:  # a new QP on the port
+            before = QpTotals()
+        waiting = state.get("waiting_ms", 0)
+        waited_on = before.waiting_ms >= STALL_MS and waiting >= before.waiting_ms  # the same wait, still
+        new_wait = waiting >= STALL_MS and not waited_on
+        now = QpTotals(state["sent"], state["naks"], state["timeouts"], before.stalls + new_wait, waiting)
+        self._totals[key] = now
+        sent, lost = now.sent - before.sent, now.lost - before.lost
+        links = self._links(key, src, state.get("path"), dst) if dst else None
+        if links is None or (sent <= 0 and lost <= 0):
+            return
+        sent = max(sent, lost)  # a wait or timeout with nothing new sent: the packet it gave up on
+        sample = self._pending.get(key)
+        if sample is None:
+            sample = self._pending[key] = PathSample(src, dst, state["sport"], links, 0, 0)
+        sample.links, sample.sent, sample.received = links, sample.sent + sent, sample.received + sent - lost
+
+    def _links(self, key: tuple, src: str, path: dict | None, dst: str) -> tuple[str | None, ...] | None:
+        """The QP's path as link names; None until its NIC has discovered it. A rediscovery that a
+        lossy link silenced past it, agreeing where it was answered, is the QP's last whole path."""
+        if path is None:
+            return None
+        offenders = [path.get(str(ttl)) for ttl in range(2, self.hops(src, dst) + 1)]
+        links = unless_silent(self._known.get(key), self.names.path(src, offenders, dst))
+        if None not in links:
+            self._known[key] = links
+        return links
+
+    def hops(self, src: str, dst: str) -> int:
+        """Switches on a shortest path between two NICs (the TTLs that switches answer)."""
+        leaves = (self.leaf_of[src], self.leaf_of[dst])
+        if leaves not in self._hops:
+            self._hops[leaves] = nx.shortest_path_length(self.graph, *leaves) + 1
+        return self._hops[leaves]
+
+    def take(self) -> list[PathSample]:
+        """The samples counted since the last call."""
+        with self._lock:
+            samples, self._pending = list(self._pending.values()), {}
+        return samples
+
+
+def localizer(fabric: Fabric, silent_s: float = 0.0) -> LikelihoodLocalizer:
+    """probe-likelihood's naming, persistent over one interval: a QP's wait is one loss that lasts
+    (a probe's loss of one interval may be a route change's; a QP moved by one recovers, its loss
+    named on the link it left, which is the one that failed). A name is kept `silent_s` longer
+    than a probe detector keeps it: a QP that waits for its timer says nothing meanwhile, and its
+    fault, named once, is not named again (as a set of the links of the one path that speaks next)."""
+    naming = LikelihoodLocalizer.for_interval(fabric.switch_links(), EVERY_S)
+    naming.persist = 1
+    naming.forget_after += math.ceil(silent_s / EVERY_S)
+    return naming
+
+
+def attach(run, name: str) -> None:
+    """Read every RoCE collective workload's QPs; name links each EVERY_S until the run ends."""
+    evidence = QpEvidence(run.lab.fabric)
+    read = [w for w in run.workloads if hasattr(w, "listeners") and w.spec.transport == "roce"]
+    for workload in read:
+        workload.listeners.append(evidence.record)
+    naming = localizer(run.lab.fabric, max((ib_timeout_s(w.spec.roce["ib_timeout"], w.spec.roce["time_scale"])
+                                            for w in read), default=0.0))
+
+    def loop(stopping) -> None:
+        while not stopping.wait(EVERY_S):
+            for verdict in naming.observe(run.events.now(), evidence.take()):
+                run.emit(name, verdict, source="builtin")
+
+    run.poll(name, loop)
