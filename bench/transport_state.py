@@ -5,7 +5,8 @@
 
 Per fault, one run: an all-ranks RoCE allreduce (NCCL's timers) and the cover probe mesh at
 100 ms, both detectors live; the fault from 8 s for 8 s. Per detector: faults named, right and
-wrong verdicts, precision, recall, and the median and max time to the first right verdict.
+wrong verdicts, precision, recall, and the median and max time to the first right verdict; a set
+verdict (links the detector's traffic cannot tell apart) counts with its number of candidates.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from lab_lifecycle import machine  # noqa: E402
 from sections import emit  # noqa: E402
 
-BEGIN, END = "<!-- transport-state:begin -->", "<!-- transport-state:end -->"
+MARKERS = "<!-- transport-state-{}:begin -->", "<!-- transport-state-{}:end -->"
 DETECTORS = ("transport-state", "probe-likelihood")
-# rail4's names; a fault per kind the issue asks for, on every tier a RoCE ring crosses
-FAULTS = {
+# a fault per kind the issue asks for, on every tier a RoCE ring crosses, by the lab's names
+FAULTS = {"rail4": {
     "silent drop 2 %, leaf-spine": {"kind": "silent_drop", "link": "leaf-g1-r1 -- spine-r1-s1", "loss_pct": 2},
     "silent drop 2 %, host link": {"kind": "silent_drop", "link": "leaf-g2-r2 -- host-g2-h1", "loss_pct": 2},
     "bit flips 2 %, leaf-spine": {"kind": "bitflip", "link": "leaf-g1-r2 -- spine-r2-s1", "direction": "both",
@@ -35,7 +36,13 @@ FAULTS = {
     "silent drop 3 % one way, spine-superspine": {"kind": "silent_drop", "link": "spine-r1-s1 -- superspine-1",
                                                  "loss_pct": 3, "direction": "a_to_b"},
     "black hole toward one host, spine": {"kind": "blackhole", "node": "spine-r1-s1", "host": "host-g2-h2"},
-}
+}, "mini": {
+    "silent drop 2 %, leaf-spine": {"kind": "silent_drop", "link": "leaf-g1-r1 -- spine-1", "loss_pct": 2},
+    "silent drop 2 %, host link": {"kind": "silent_drop", "link": "leaf-g2-r1 -- host-g2-h1", "loss_pct": 2},
+    "bit flips 2 %, host link": {"kind": "bitflip", "link": "leaf-g1-r1 -- host-g1-h2", "direction": "both",
+                                 "rate_pct": 2},
+    "black hole toward one host, spine": {"kind": "blackhole", "node": "spine-2", "host": "host-g2-h2"},
+}}
 
 
 def scenario(lab: str, name: str, fault: dict) -> dict:
@@ -66,6 +73,8 @@ def summary(rows: list[tuple[str, dict]]) -> list[str]:
             score = detectors.get(name, {})
             found = score.get("detect_s", {}).get("fault")
             named = f"{found:.2f}" if found is not None else "not named"
+            candidates = score.get("candidates", {}).get("fault")
+            named += f" ({candidates} candidates)" if candidates else ""
             cells.append(f"{named}, {score.get('wrong', 0)}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += ["", "| detector | right | wrong | precision | faults named | median / max time to name (s) |",
@@ -82,22 +91,23 @@ def summary(rows: list[tuple[str, dict]]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lab", default="rail4")
+    parser.add_argument("--lab", default="rail4", choices=sorted(FAULTS))
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     rows = []
-    for label, fault in FAULTS.items():
+    for label, fault in FAULTS[args.lab].items():
         for _ in range(args.runs):
             with tempfile.TemporaryDirectory(prefix="qp-bench.") as folder:
                 rows.append((label, run_one(args.lab, label, fault, Path(folder))))
                 print(summary(rows[-1:])[2], flush=True)
-    lines = [BEGIN, f"## transport-state beside the probes (issue 33, {datetime.date.today()})", "",
+    begin, end = (marker.format(args.lab) for marker in MARKERS)
+    lines = [begin, f"## transport-state beside the probes on {args.lab} (issue 33, {datetime.date.today()})", "",
              f"Measured on {machine()}: `python bench/transport_state.py --lab {args.lab} --runs {args.runs}`. "
              "Per fault, one run: an all-ranks RoCE allreduce (4 MiB, NCCL's timers: first timeout 4.3 s) and "
              "the cover probe mesh at 100 ms, both detectors live on the same run; the fault from 8 s for 8 s. "
              "Times from onset.", "", *summary(rows), ""]
-    emit(lines, args.out, BEGIN, END)
+    emit(lines, args.out, begin, end)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,19 @@ def test_a_set_verdict_is_right_only_within_what_the_plan_cannot_tell_apart():
     assert (unplanned["set"].right, unplanned["set"].wrong) == (0, 1)
 
 
+def test_a_detectors_own_classes_make_only_its_own_sets_honest():
+    """transport-state records the links its QPs cannot tell apart: its set over one QP's path is
+    right; the same set from a probe detector, whose plan records no such class, is wrong."""
+    path = ["leaf-g1-r1 -- spine-1", "spine-1 -- leaf-g2-r1", "leaf-g1-r1 -- host-g1-h1"]
+    classes = {"t": 1.0, "kind": "detector", "op": "ambiguous", "detector": "qps", "ambiguous": [path]}
+
+    def sets(detector):
+        return {"t": 11.0, "kind": "verdict", "detector": detector, "link": None, "node": None, "links": path}
+    scores = detectors([classes, sets("qps"), sets("probes")], [FAULT], TARGETS, 40.0)
+    assert (scores["qps"].right, scores["qps"].candidates) == (1, {"bad": 3})
+    assert (scores["probes"].right, scores["probes"].wrong) == (0, 1)
+
+
 def test_expectations_pass_and_fail_with_measured_values():
     collectives = {"train-0": {"baseline": {"median_step_s": 0.2}, "hangs": 0, "first_hang_s": None,
                                "recovered_s": None, "fault_windows": [{"iterations": 3, "slowdown": 1.8}]}}

@@ -11,6 +11,7 @@ from test_path_names import ingress
 from twin.detect.transport_state import EVERY_S, QpEvidence, localizer
 from twin.model.fabric import link_key
 from twin.probes.cover import switch_graph
+from twin.probes.mesh import PathNames
 
 PACKETS = 400  # a QP's data packets in one interval (about 0.2 s of a 100 Mbit/s ring's share)
 
@@ -35,7 +36,7 @@ class Job:
                                    for x, y in zip(switches, switches[1:])), b.name]
                 self.qps.append({"src": f"{a.b.node}:{a.b.ifname}", "dst": str(b.b.address.ip),
                                  "sport": 40000 + len(self.qps), "dport": 50000,
-                                 "path": answers, "links": {link_key(n) for n in names},
+                                 "path": answers, "traced": 1, "links": {link_key(n) for n in names},
                                  "sent": 0, "naks": 0, "timeouts": 0})
         self.rng = rng
 
@@ -46,7 +47,7 @@ class Job:
             for link, rate in lossy.items():
                 if link_key(link) in qp["links"]:
                     qp["naks"] += sum(self.rng.random() < rate for _ in range(PACKETS))
-            state = {k: qp[k] for k in ("sport", "dst", "dport", "path", "sent", "naks", "timeouts")}
+            state = {k: qp[k] for k in ("sport", "dst", "dport", "path", "traced", "sent", "naks", "timeouts")}
             evidence.record({"event": "qps", "rank": 0, "gen": 0, "t": 0.0, "qps": [state | {"qp": 0}]}, qp["src"])
 
 
@@ -58,6 +59,11 @@ def run(fabric, lossy: dict[str, float], intervals: int = 15, job: Job | None = 
         job.interval(lossy, evidence)
         verdicts += naming.observe(number * EVERY_S, evidence.take())
     return verdicts
+
+
+def ingress_of(fabric, address: str) -> str:
+    """The switch that answers from this address."""
+    return PathNames(fabric).entered[address]
 
 
 def spine_link(fabric):
@@ -104,11 +110,11 @@ def test_a_path_silenced_by_the_fault_keeps_the_qps_last_whole_path():
     fabric = fabric_of("rail4")
     evidence, job = QpEvidence(fabric), Job(fabric)
     job.interval({}, evidence)
-    whole = {(s.src, s.sport): s.links for s in evidence.take()}
+    whole = {(s.src, s.sport): s.links for s in evidence.take() if s.sport > 0}  # the QPs' own packets
     for qp in job.qps:
         qp["path"] = {"1": qp["path"]["1"]}  # nothing past the first switch answered
     job.interval({}, evidence)
-    assert {(s.src, s.sport): s.links for s in evidence.take()} == whole
+    assert {(s.src, s.sport): s.links for s in evidence.take() if s.sport > 0} == whole
     assert all(None not in links for links in whole.values())
 
 
@@ -144,3 +150,60 @@ def test_a_link_named_is_not_named_again_as_a_set_once_one_direction_falls_silen
         job.interval({bad: 0.02}, evidence)
         verdicts += naming.observe(number * EVERY_S, evidence.take())
     assert [(link_key(v.link or ""), v.links) for v in verdicts] == [(link_key(bad), ())], verdicts
+
+
+def test_a_black_hole_is_found_where_the_stalled_qps_discoveries_stop():
+    """rail4: spine-r1-s1 discards what it forwards toward one NIC. The QPs toward it over that
+    spine stop at once and wait (one loss each: their counters say no more), and discover again:
+    the spine answers their TTL probes, nothing past it does. That names a link of the spine (or
+    the spine), which the QPs' counters alone cannot tell from the other links of their paths."""
+    fabric = fabric_of("rail4")
+    job, evidence, naming = Job(fabric), QpEvidence(fabric), localizer(fabric)
+    victim = next(qp["dst"] for qp in job.qps if "spine-r1-s1" in " ".join(qp["links"]))
+    spine_links = {link_key(link.name) for link in fabric.links_of("spine-r1-s1")}
+
+    def blackholed(qp) -> bool:
+        return qp["dst"] == victim and bool(qp["links"] & spine_links)
+
+    for qp in job.qps:
+        hops = sorted(qp["path"], key=int)
+        qp["answered"] = dict(qp["path"])
+        if blackholed(qp):  # the TTLs that expire past the spine get no answer
+            cut = next(int(t) for t in hops if ingress_of(fabric, qp["path"][t]) == "spine-r1-s1")
+            qp["answered"] = {t: a for t, a in qp["path"].items() if int(t) <= cut}
+    verdicts = []
+    for number in range(20):
+        for qp in job.qps:
+            if blackholed(qp) and number >= 5:
+                state = {k: qp[k] for k in ("sport", "dst", "dport", "sent", "naks", "timeouts")}
+                stalled = number - 5  # intervals since the fault: waiting since it began, rediscovered at once
+                rediscovered = {"traced": 2 + (stalled - 1) // 5, "path": qp["answered"]} if stalled else {}
+                state |= {"qp": 0, "traced": 1, "path": qp["path"], "waiting_ms": stalled * 200 + 100} | rediscovered
+                evidence.record({"event": "qps", "gen": 0, "qps": [state]}, qp["src"])
+            else:
+                qp["sent"] += PACKETS
+                state = {k: qp[k] for k in ("sport", "dst", "dport", "path", "traced", "sent", "naks", "timeouts")}
+                evidence.record({"event": "qps", "gen": 0, "qps": [state | {"qp": 0}]}, qp["src"])
+        verdicts += naming.observe(number * EVERY_S, evidence.take())
+    assert verdicts, "nothing named"
+    named = verdicts[0].links or ((verdicts[0].link or verdicts[0].node),)
+    assert all(link_key(n) in spine_links or n == "spine-r1-s1" for n in named), verdicts
+    assert verdicts[0].t <= 2.0, verdicts
+
+
+def test_the_links_one_qp_alone_crosses_are_one_class():
+    """The grading's class for transport-state's set verdicts: links crossed by exactly the same
+    QPs. One QP: all its links; a second QP from the same NIC splits its host link off."""
+    fabric = fabric_of("rail4")
+    job = Job(fabric)
+    first = job.qps[0]
+    second = next(qp for qp in job.qps if qp["src"] == first["src"] and len(qp["links"] & first["links"]) == 1)
+    evidence = QpEvidence(fabric)
+    job.qps = [first]
+    job.interval({}, evidence)
+    assert evidence.ambiguous() == [sorted(first["links"])]
+    job.qps = [first, second]
+    job.interval({}, evidence)
+    shared = first["links"] & second["links"]
+    assert evidence.ambiguous() == sorted(sorted(group) for group in (first["links"] - shared, second["links"] - shared)
+                                          if len(group) > 1)

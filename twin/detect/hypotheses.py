@@ -24,6 +24,7 @@ verdict gives each cause.
   there (a flow a fault silences past the faulty link, rediscovered after routes moved). Its
   loss may be anywhere in there: charged to the known links around it, it named healthy host
   links. It names nothing; it only takes the loss it explains from the others.
+A path may end at a switch (transport-state's TTL probes, which expire there): it has no routes.
 A verdict names a hop or a link by the link (kind `silent_drop` or `link_down`), a route by its
 switch (kind `blackhole`) and a switch by itself (kind `switch_down`).
 """
@@ -103,6 +104,8 @@ class Hypotheses:
         at_switches = [node for node in dict.fromkeys(visited) if node in self.switches]
         routes = [self._add(f"{node}{ROUTE}{dst}", node, (node,)) for node in at_switches if node != leaf]
         routes += [self._add(f"{node}{ROUTE}{dst_node}", node, (node,)) for node in at_switches]
+        if dst_node in self.switches:  # a TTL probe that expires at a switch: no route took it anywhere
+            routes = []
         switches = [self._add(node, node, (node,)) for node in at_switches]
         links = [self._add(link, link, link.split(" -- ")) for link in dict.fromkeys(n for n in names if n)]
         return (*hops, *links, *routes, *switches, *gaps)

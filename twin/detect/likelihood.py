@@ -103,6 +103,7 @@ class LikelihoodLocalizer(WindowedLocalizer):
                  persist: int = 2, forget_after: int = 6):
         super().__init__(switch_links, window, forget_after)
         self.min_lost, self.persist = min_lost, persist
+        self.min_confidence = 0.0  # below it a name is not given (transport-state: thin evidence)
         self.hypotheses = Hypotheses(set(self.switch_links))
         self._waited: dict[frozenset, int] = {}  # rivals not yet told apart -> intervals waited
         self._idle: dict[frozenset, int] = {}  # a wait -> intervals since it was last waited
@@ -273,6 +274,8 @@ class LikelihoodLocalizer(WindowedLocalizer):
         weights = {h: math.exp(s - top) for h, s in score.items()}  # the two ways of a link name one thing
         posterior = sum(w for h, w in weights.items() if names[h] in (set(together) or {names[best]})) / \
             sum(weights.values())
+        if posterior < self.min_confidence:
+            return None  # a guess among rivals the evidence did not tell apart: named by nothing
         rate = lost / max(1, counts[best][0])
         kind = ("link_down" if rate >= DOWN_RATE else "silent_drop") if on_link(best) else \
             "blackhole" if is_route(best) else "switch_down"

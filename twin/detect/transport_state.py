@@ -15,6 +15,11 @@ outstanding packets have waited STALL_MS for an acknowledgement has lost one, at
 wait is what a NIC's state shows meanwhile. The timeout that ends the wait is that same loss
 (losses: NAKs plus the larger of timeouts and waits).
 
+A QP's path discoveries are probes too (007 traces the flows that retransmit): a QP discovers
+again when it loses or waits, and each discovery's TTL t (1 to the switches on its path) is one
+probe over the path's first t links, lost when switch t did not answer. Where the answers stop
+is where a black hole or a dead link stops the QP's packets, which its own counters cannot say.
+
 Naming is probe-likelihood's (likelihood.py) over those samples: a QP is a probed path that
 carries thousands of packets a second, so a link whose QPs lose while the QPs beside it carry
 their packets clean stands out within a few intervals. Its window and persistence are set in
@@ -33,18 +38,17 @@ from dataclasses import dataclass
 import networkx as nx
 
 from twin.detect.likelihood import LikelihoodLocalizer
-from twin.model.fabric import Fabric
+from twin.model.fabric import Fabric, link_key
 from twin.probes.cover import switch_graph
 from twin.probes.mesh import PathNames, PathSample
 from twin.probes.trace import unless_silent
+from twin.roce.paths import STALLED_S
 from twin.roce.qp import ib_timeout_s
 
 DETECTOR = "transport-state"
 EVERY_S = 0.2  # the QPs' counters pooled this long per interval (the ranks write every 0.1 s)
-# A QP waiting this long for an acknowledgement is stalled: 100 round trips of a busy twin's path
-# (about 1 ms at 100-200 Mbit/s), and far beyond a healthy lossless fabric's longest pause (2.2 ms
-# measured, docs/benchmarks.md)
-STALL_MS = 100
+MIN_CONFIDENCE = 0.5
+STALL_MS = round(STALLED_S * 1000)  # a QP waiting this long for an acknowledgement lost a packet
 
 
 @dataclass
@@ -61,6 +65,12 @@ class QpTotals:
         return self.naks + max(self.timeouts, self.stalls)
 
 
+def trace_port(sport: int, ttl: int) -> int:
+    """The key of a QP's TTL probes in the localizer's pool (which keys paths by source, destination
+    and port): never a real port."""
+    return -(sport * 16 + ttl)
+
+
 class QpEvidence:
     """The QPs' states as the ranks write them, turned into one interval's path samples."""
 
@@ -74,6 +84,7 @@ class QpEvidence:
         self._hops: dict[tuple[str, str], int] = {}
         self._totals: dict[tuple, QpTotals] = {}
         self._known: dict[tuple, tuple[str, ...]] = {}  # a QP's last path with every link named
+        self._traced: dict[tuple, int] = {}  # a QP's last discovery taken as probes
         self._pending: dict[tuple, PathSample] = {}
         self._lock = threading.Lock()
 
@@ -98,13 +109,35 @@ class QpEvidence:
         self._totals[key] = now
         sent, lost = now.sent - before.sent, now.lost - before.lost
         links = self._links(key, src, state.get("path"), dst) if dst else None
-        if links is None or (sent <= 0 and lost <= 0):
+        if links is None:
+            return
+        if state.get("traced", 0) > self._traced.get(key, 0):
+            self._traced[key] = state["traced"]
+            self._discovery(src, dst, state["sport"], links, state["path"])
+        if sent <= 0 and lost <= 0:
             return
         sent = max(sent, lost)  # a wait or timeout with nothing new sent: the packet it gave up on
-        sample = self._pending.get(key)
-        if sample is None:
-            sample = self._pending[key] = PathSample(src, dst, state["sport"], links, 0, 0)
-        sample.links, sample.sent, sample.received = links, sample.sent + sent, sample.received + sent - lost
+        self._add(PathSample(src, dst, state["sport"], links, sent, sent - lost))
+
+    def _discovery(self, src: str, dst: str, sport: int, links: tuple, answers: dict) -> None:
+        """A discovery's TTL probes, each over the first TTL links of the QP's path, toward the switch
+        where it expired (not toward the QP's destination: that switch answers it, whatever its
+        route toward there does), keyed apart from the QP's own packets (`trace_port`)."""
+        at = src.split(":")[0]
+        for ttl in range(1, min(self.hops(src, dst), len(links)) + 1):
+            if links[ttl - 1] is None:
+                return  # the hops from here on are not known: their probes say nothing
+            a, b = self.names.ends[links[ttl - 1]]
+            at = b if at == a else a
+            self._add(PathSample(src, at, trace_port(sport, ttl), links[:ttl], 1, int(str(ttl) in answers)))
+
+    def _add(self, sample: PathSample) -> None:
+        pending = self._pending.get((sample.src, sample.dst, sample.sport))
+        if pending is None:
+            self._pending[(sample.src, sample.dst, sample.sport)] = sample
+        else:
+            pending.links, pending.sent = sample.links, pending.sent + sample.sent
+            pending.received += sample.received
 
     def _links(self, key: tuple, src: str, path: dict | None, dst: str) -> tuple[str | None, ...] | None:
         """The QP's path as link names; None until its NIC has discovered it. A rediscovery that a
@@ -124,6 +157,21 @@ class QpEvidence:
             self._hops[leaves] = nx.shortest_path_length(self.graph, *leaves) + 1
         return self._hops[leaves]
 
+    def ambiguous(self) -> list[list[str]]:
+        """The links the QPs' own packets cannot tell apart: crossed by exactly the same QPs that
+        carried data (a loss on one is a loss on all; only a discovery's TTL probe, lost where a
+        link drops it, separates them). The grading takes a set verdict within one as honest."""
+        with self._lock:
+            crossing: dict[str, set[tuple]] = {}
+            for key, links in self._known.items():
+                if self._totals[key].sent > 0:
+                    for link in links:
+                        crossing.setdefault(link_key(link), set()).add(key)
+        classes: dict[frozenset, list[str]] = {}
+        for link, qps in crossing.items():
+            classes.setdefault(frozenset(qps), []).append(link)
+        return sorted(sorted(group) for group in classes.values() if len(group) > 1)
+
     def take(self) -> list[PathSample]:
         """The samples counted since the last call."""
         with self._lock:
@@ -136,9 +184,13 @@ def localizer(fabric: Fabric, silent_s: float = 0.0) -> LikelihoodLocalizer:
     (a probe's loss of one interval may be a route change's; a QP moved by one recovers, its loss
     named on the link it left, which is the one that failed). A name is kept `silent_s` longer
     than a probe detector keeps it: a QP that waits for its timer says nothing meanwhile, and its
-    fault, named once, is not named again (as a set of the links of the one path that speaks next)."""
+    fault, named once, is not named again (as a set of the links of the one path that speaks next).
+    A name below MIN_CONFIDENCE is not given: a job's few paths leave rivals the probes' many would
+    tell apart, and once the wait for them runs out probe-likelihood names its best guess (a host
+    link at 0.23 on mini, wrong)."""
     naming = LikelihoodLocalizer.for_interval(fabric.switch_links(), EVERY_S)
     naming.persist = 1
+    naming.min_confidence = MIN_CONFIDENCE
     naming.forget_after += math.ceil(silent_s / EVERY_S)
     return naming
 
@@ -153,8 +205,13 @@ def attach(run, name: str) -> None:
                                             for w in read), default=0.0))
 
     def loop(stopping) -> None:
+        recorded: list = []
         while not stopping.wait(EVERY_S):
             for verdict in naming.observe(run.events.now(), evidence.take()):
                 run.emit(name, verdict, source="builtin")
+            classes = evidence.ambiguous()
+            if classes != recorded:  # what the QPs leave ambiguous, for the grading (results/grading.py)
+                run.events.emit("detector", op="ambiguous", detector=name, ambiguous=classes)
+                recorded = classes
 
     run.poll(name, loop)

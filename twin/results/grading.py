@@ -6,8 +6,10 @@ finished) to the first right verdict, as the runner received it. Only verdicts r
 the scenario ran count: those after its end (the workloads and agents stopping, teardown) are
 reported as `after_end` and graded neither right nor wrong. A set verdict (candidates the probes
 could not tell apart) is right when it holds the fault and lies within one of the classes the
-run's probe plan left ambiguous (recorded with the probes workload's start and each selection);
-a fault it names counts as localized to its number of candidates. Expectations are graded in
+run's probe plan left ambiguous (recorded with the probes workload's start and each selection),
+or, for a detector that reads other traffic, one its traffic left ambiguous (transport-state:
+links crossed by exactly the same QPs, recorded as `detector` events as the QPs change); a fault
+it names counts as localized to its number of candidates. Expectations are graded in
 results/expectations.py, from these scores.
 """
 
@@ -23,10 +25,12 @@ def _verdicts(records: list[dict]) -> list[Verdict]:
     return [Verdict.from_record(r) for r in records if r["kind"] == "verdict"]
 
 
-def ambiguous_classes(records: list[dict]) -> list[set[str]]:
+def ambiguous_classes(records: list[dict], detector: str | None = None) -> list[set[str]]:
     """The link and switch names the run's probe plans could not tell apart, class by class (the
-    probes workload records its plan's at start and at each new selection)."""
-    return [set(group) for r in records if r["kind"] in ("workload", "probe_selection")
+    probes workload records its plan's at start and at each new selection), and those the traffic
+    `detector` reads could not (its own `detector` records)."""
+    return [set(group) for r in records
+            if r["kind"] in ("workload", "probe_selection") or (r["kind"] == "detector" and r["detector"] == detector)
             for group in r.get("ambiguous") or []]
 
 
@@ -47,8 +51,9 @@ def faults_named(verdict: Verdict, faults: list[FaultWindow], targets: dict[str,
 def graded_verdicts(records: list[dict], faults: list[FaultWindow], targets: dict[str, list[str]],
                     duration_s: float) -> list[tuple[Verdict, bool]]:
     """Every verdict received while the scenario ran, with whether it was right."""
-    end_s, ambiguous = scenario_end(records, duration_s), ambiguous_classes(records)
-    return [(v, bool(faults_named(v, faults, targets, duration_s, ambiguous)))
+    end_s = scenario_end(records, duration_s)
+    ambiguous = {name: ambiguous_classes(records, name) for name in {v.detector for v in _verdicts(records)}}
+    return [(v, bool(faults_named(v, faults, targets, duration_s, ambiguous[v.detector])))
             for v in _verdicts(records) if v.t <= end_s]
 
 
@@ -56,9 +61,10 @@ def detectors(records: list[dict], faults: list[FaultWindow], targets: dict[str,
               duration_s: float) -> dict[str, DetectorScore]:
     """Per detector: verdicts, right, wrong, precision, recall, time to detect each fault."""
     verdicts = _verdicts(records)
-    end_s, ambiguous = scenario_end(records, duration_s), ambiguous_classes(records)
+    end_s = scenario_end(records, duration_s)
     out = {}
     for name in sorted({v.detector for v in verdicts} | {r["detector"] for r in records if r["kind"] == "detector"}):
+        ambiguous = ambiguous_classes(records, name)
         everything = [v for v in verdicts if v.detector == name]
         mine = [v for v in everything if v.t <= end_s]
         right, detected, localized = 0, {}, {}

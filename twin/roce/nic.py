@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from twin.roce import wire
 from twin.roce.dcqcn import NotificationPoint, Pacer, ReactionPoint, ScaledParams
-from twin.roce.paths import PathDiscovery
+from twin.roce.paths import STALLED_S, PathDiscovery
 from twin.roce.qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
 from twin.roce.selective import SelectiveQueuePair
 from twin.roce.wire import ACK, CNP, DATA, HEADER, IP_UDP_HEADERS, NAK, SACK, Header, payload_per_packet, unpack
@@ -205,17 +205,23 @@ class Nic:
         return round(sum(rates) / len(rates), 4) if rates else 1.0
 
     def qp_states(self) -> list[dict]:
-        """Every connected QP: its 5-tuple, discovered path (TTL -> switch address), what it sent and
-        lost (data packets, NAKs received, timeouts, packets sent again) since it opened, and how long
-        its outstanding packets have waited for an acknowledgement (ms, 0: none outstanding)."""
+        """Every connected QP: its 5-tuple, its newest discovered path (`traced`: the discovery's
+        number, `path`: TTL -> switch address), what it sent and lost (data packets, NAKs
+        received, timeouts, packets sent again) since it opened, and how long its outstanding
+        packets have waited for an acknowledgement (ms, 0: none outstanding)."""
         now = time.monotonic()
+        states = []
         with self.cond:
-            return [{"qp": qpn, "sport": e.sock.getsockname()[1], "dst": e.sock.getpeername()[0],
-                     "dport": e.sock.getpeername()[1], "path": e.path.hops(now) if e.path else None,
-                     "sent": e.qp.stats.data_packets, "naks": e.qp.stats.naks_received,
-                     "timeouts": e.qp.stats.timeouts, "resent": e.qp.stats.retrans_packets,
-                     "waiting_ms": round(e.qp.waiting_s(now) * 1000)}
-                    for qpn, e in self.endpoints.items() if e.qp.remote >= 0 and not e.qp.error]
+            for qpn, e in self.endpoints.items():
+                if e.qp.remote < 0 or e.qp.error:
+                    continue
+                traced, path = (e.path.discovered(now) if e.path else None) or (0, None)
+                states.append({"qp": qpn, "sport": e.sock.getsockname()[1], "dst": e.sock.getpeername()[0],
+                               "dport": e.sock.getpeername()[1], "traced": traced, "path": path,
+                               "sent": e.qp.stats.data_packets, "naks": e.qp.stats.naks_received,
+                               "timeouts": e.qp.stats.timeouts, "resent": e.qp.stats.retrans_packets,
+                               "waiting_ms": round(e.qp.waiting_s(now) * 1000)})
+        return states
 
     def close(self) -> None:
         if self.closed:
@@ -273,11 +279,12 @@ class Nic:
                 self.cond.notify_all()
 
     def _rediscover(self, endpoint: Endpoint, now: float) -> None:
-        """A QP that lost packets discovers its path again: a reroute may have moved it."""
+        """A QP that lost packets, or waits for them, discovers its path again: a reroute may have
+        moved it, and where the answers stop tells where its packets stop."""
         if endpoint.path is None:
             return
         losses = endpoint.qp.stats.naks_received + endpoint.qp.stats.timeouts
-        if losses > endpoint.losses_seen:
+        if losses > endpoint.losses_seen or endpoint.qp.waiting_s(now) >= STALLED_S:
             endpoint.losses_seen = losses
             endpoint.path.start(now)
 

@@ -19,21 +19,29 @@ from twin.sockopts import report_errors, send, time_exceeded
 MAX_TTL = 8  # switches on a path of a 3-tier fabric: 5 (leaf, spine, superspine, spine, leaf)
 RETRACE_S = 1.0
 ANSWERED_S = 0.1  # a discovery's answers come within milliseconds; until then the last one's stand
+# A QP whose outstanding packets wait this long for an acknowledgement is stalled (its tail, or
+# everything, lost): it discovers its path again, and transport-state counts the wait as a loss.
+# 100 round trips of a busy twin's path (about 1 ms at 100-200 Mbit/s), far beyond a healthy
+# lossless fabric's longest pause (2.2 ms measured, docs/benchmarks.md).
+STALLED_S = 0.1
 
 
 class PathDiscovery:
     def __init__(self, sock: socket.socket, qpn: int):
         self.sock, self.qpn = sock, qpn
-        self.answers: dict[int, str] = {}  # TTL -> the address of the switch that answered it
-        self.previous: dict[int, str] = {}  # the last discovery's, while this one's answers come
+        self.round = 0  # discoveries started
+        self.answers: dict[int, str] = {}  # this one's: TTL -> the address of the switch that answered it
+        self.previous: tuple[int, dict[int, str]] = (0, {})  # the one before: its round and answers
         self.started_at: float | None = None
         report_errors(sock)
 
     def start(self, now: float) -> None:
-        """Send a discovery's TTL-limited packets; answers of an earlier one are forgotten."""
+        """Send a discovery's TTL-limited packets, at most once every RETRACE_S."""
         if self.started_at is not None and now - self.started_at < RETRACE_S:
             return
-        self.started_at, self.previous, self.answers = now, self.answers or self.previous, {}
+        if self.round:
+            self.previous = (self.round, self.answers)
+        self.round, self.answers, self.started_at = self.round + 1, {}, now
         address = self.sock.getpeername()
         for ttl in range(1, MAX_TTL + 1):
             send(self.sock, Header(TRACE, 0, ttl, msg=self.qpn).pack(), address, ttl)
@@ -46,11 +54,12 @@ class PathDiscovery:
             if header is not None and header.opcode == TRACE and header.msg == self.qpn and 1 <= header.psn <= MAX_TTL:
                 self.answers[header.psn] = offender
 
-    def hops(self, now: float) -> dict[str, str] | None:
-        """TTL -> answering switch address of the newest discovery answered, as text keys (JSON);
-        None until the first one has had time to be answered. Empty: no switch answered (a path
-        within one leaf's hosts has none past the leaf, whose TTL 1 answer may be lost)."""
-        if self.started_at is None or now - self.started_at < ANSWERED_S and not self.answers and not self.previous:
-            return None
-        settled = now - self.started_at >= ANSWERED_S
-        return {str(ttl): address for ttl, address in sorted((self.answers if settled else self.previous).items())}
+    def discovered(self, now: float) -> tuple[int, dict[str, str]] | None:
+        """The newest discovery whose answers are in: its round and TTL -> answering switch address
+        (text keys: the report is JSON); None before the first. No answer for a TTL: none came (a
+        path within one leaf's hosts has none past the leaf; a lossy link silences those past it)."""
+        if self.started_at is not None and now - self.started_at >= ANSWERED_S:
+            number, answers = self.round, self.answers
+        else:
+            number, answers = self.previous
+        return (number, {str(ttl): address for ttl, address in sorted(answers.items())}) if number else None
