@@ -47,7 +47,7 @@ from twin.roce.qp import ib_timeout_s
 
 DETECTOR = "transport-state"
 EVERY_S = 0.2  # the QPs' counters pooled this long per interval (the ranks write every 0.1 s)
-MIN_CONFIDENCE = 0.5
+MIN_CONFIDENCE = 0.9
 STALL_MS = round(STALLED_S * 1000)  # a QP waiting this long for an acknowledgement lost a packet
 
 
@@ -187,7 +187,9 @@ def localizer(fabric: Fabric, silent_s: float = 0.0) -> LikelihoodLocalizer:
     fault, named once, is not named again (as a set of the links of the one path that speaks next).
     A name below MIN_CONFIDENCE is not given: a job's few paths leave rivals the probes' many would
     tell apart, and once the wait for them runs out probe-likelihood names its best guess (a host
-    link at 0.23 on mini, wrong)."""
+    link at 0.23 on mini, wrong; one of two links of one QP's path at 0.50, wrong half the time).
+    Their set is not named either: it held links other QPs' clean packets had not yet ruled out,
+    wider than what the QPs cannot tell apart."""
     naming = LikelihoodLocalizer.for_interval(fabric.switch_links(), EVERY_S)
     naming.persist = 1
     naming.min_confidence = MIN_CONFIDENCE
