@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from twin.roce import wire
 from twin.roce.dcqcn import NotificationPoint, Pacer, ReactionPoint, ScaledParams
-from twin.roce.paths import STALLED_S, PathDiscovery
+from twin.roce.paths import MAX_TTL, STALLED_S, PathDiscovery
 from twin.roce.qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
 from twin.roce.selective import SelectiveQueuePair
 from twin.roce.wire import ACK, CNP, DATA, HEADER, IP_UDP_HEADERS, NAK, SACK, Header, payload_per_packet, unpack
@@ -56,6 +56,24 @@ SEND_BUFFER = 128 * 1024  # about what a NIC holds in flight on the host side
 RECEIVE_BUFFER = 16 << 20
 MAX_GSO_BYTES = 65000
 READS_PER_TURN = 64  # datagrams read per socket per turn, so one busy QP cannot starve the rest
+
+
+def send_through_answers(sock: socket.socket, data: bytes, ancillary: list, read_answers: Callable[[], None]) -> None:
+    """Send, though ICMP answers keep arriving. Each answer path discovery gets (IP_RECVERR) fails
+    the socket's next send once, sending nothing; the answers are read and the send tried again,
+    as often as a discovery has answers. Trying once more was not enough: an answer that came
+    between the read and the retry lost the retry too, which go-back-N took as a loss, and its
+    timeouts started more discoveries (a CI run of 2026-11-28: a 3-retry QP failed before its
+    fault). BlockingIOError (a full send queue) and a lasting error are the caller's."""
+    for _attempt in range(MAX_TTL):
+        try:
+            sock.sendmsg([data], ancillary)
+            return
+        except BlockingIOError:
+            raise
+        except OSError:
+            read_answers()
+    sock.sendmsg([data], ancillary)
 
 
 class CollectiveTimeout(RuntimeError):
@@ -289,16 +307,8 @@ class Nic:
             endpoint.path.start(now)
 
     def _sendmsg(self, endpoint: Endpoint, data: bytes, ancillary: list) -> None:
-        """Send; an ICMP answer the socket queued (path discovery's, a closed port's) fails the next
-        send once without sending it (IP_RECVERR): the answers are read and the send tried again."""
-        try:
-            endpoint.sock.sendmsg([data], ancillary)
-        except BlockingIOError:
-            raise
-        except OSError:
-            if endpoint.path is not None:
-                endpoint.path.read_answers()
-            endpoint.sock.sendmsg([data], ancillary)
+        send_through_answers(endpoint.sock, data, ancillary,
+                             endpoint.path.read_answers if endpoint.path is not None else lambda: None)
 
     def _send(self, endpoint: Endpoint, now: float) -> None:
         qp = endpoint.qp
