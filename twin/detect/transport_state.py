@@ -191,6 +191,7 @@ def localizer(fabric: Fabric, silent_s: float = 0.0) -> LikelihoodLocalizer:
     Their set is not named either: it held links other QPs' clean packets had not yet ruled out,
     wider than what the QPs cannot tell apart."""
     naming = LikelihoodLocalizer.for_interval(fabric.switch_links(), EVERY_S)
+    naming.detector = DETECTOR  # its verdicts are this detector's, named by probe-likelihood's model
     naming.persist = 1
     naming.min_confidence = MIN_CONFIDENCE
     naming.forget_after += math.ceil(silent_s / EVERY_S)

@@ -6,7 +6,8 @@ which the fabric's ECMP hashes like its data); every switch on the way answers I
 from its ingress address, queued on the socket (IP_RECVERR) with the quoted packet, whose PSN
 field carries the TTL. Packets that outlive the path reach the peer's NIC, which ignores the
 opcode. A QP discovers its path when it connects, and again when it loses packets (a reroute may
-have moved it), at most once every RETRACE_S. Multipath QPs have no one path: they are not traced.
+have moved it) or its outstanding packets wait STALLED_S, at most once every RETRACE_S. Multipath
+QPs have no one path: they are not traced.
 """
 
 from __future__ import annotations
