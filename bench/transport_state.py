@@ -1,10 +1,11 @@
-"""Benchmark: transport-state (the RoCE QPs' own state) beside probe-likelihood on the same runs
-(issue 33: a bad link named from the job's own transport in well under a second).
+"""Benchmark: transport-state (the job's own transport state) beside probe-likelihood on the same
+runs (issue 33: a bad link named from the job's own transport in well under a second).
 
     python bench/transport_state.py --lab rail4 --runs 1 --out docs/benchmarks.md
+    python bench/transport_state.py --lab mini --transport tcp --out docs/benchmarks.md
 
-Per fault, one run: an all-ranks RoCE allreduce (NCCL's timers) and the cover probe mesh at
-100 ms, both detectors live; the fault from 8 s for 8 s. Per detector: faults named, right and
+Per fault, one run: an all-ranks allreduce (RoCE at NCCL's timers, or gloo's TCP) and the cover
+probe mesh at 100 ms, both detectors live; the fault from 8 s for 8 s. Per detector: faults named, right and
 wrong verdicts, precision, recall, and the median and max time to the first right verdict; a set
 verdict (links the detector's traffic cannot tell apart) counts with its number of candidates.
 """
@@ -45,17 +46,21 @@ FAULTS = {"rail4": {
 }}
 
 
-def scenario(lab: str, name: str, fault: dict) -> dict:
+JOBS = {"roce": "an all-ranks RoCE allreduce (4 MiB, NCCL's timers: first timeout 4.3 s)",
+        "tcp": "an all-ranks gloo allreduce over TCP (4 MiB)"}
+
+
+def scenario(lab: str, name: str, fault: dict, transport: str) -> dict:
     return {"name": name, "lab": lab, "duration_s": 20, "seed": 1,
-            "workloads": [{"kind": "allreduce", "transport": "roce", "size": "4MiB", "timeout_s": 60},
+            "workloads": [{"kind": "allreduce", "transport": transport, "size": "4MiB", "timeout_s": 60},
                           {"kind": "probes", "interval_ms": 100}],
             "faults": [{"id": "fault", "at_s": 8, "duration_s": 8, **fault}],
             "detectors": [{"builtin": name} for name in DETECTORS]}
 
 
-def run_one(lab: str, label: str, fault: dict, folder: Path) -> dict:
+def run_one(lab: str, label: str, fault: dict, folder: Path, transport: str) -> dict:
     path = folder / "scenario.json"
-    path.write_text(json.dumps(scenario(lab, "qp-bench", fault)))
+    path.write_text(json.dumps(scenario(lab, "qp-bench", fault, transport)))
     twin = Path(sys.executable).with_name("twin")
     subprocess.run([str(twin), "run", str(path), "--results", str(folder / "results")], check=False)
     reports = sorted((folder / "results").glob("*/report.json"))
@@ -93,20 +98,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lab", default="rail4", choices=sorted(FAULTS))
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--transport", default="roce", choices=sorted(JOBS))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     rows = []
     for label, fault in FAULTS[args.lab].items():
         for _ in range(args.runs):
             with tempfile.TemporaryDirectory(prefix="qp-bench.") as folder:
-                rows.append((label, run_one(args.lab, label, fault, Path(folder))))
+                rows.append((label, run_one(args.lab, label, fault, Path(folder), args.transport)))
                 print(summary(rows[-1:])[2], flush=True)
-    begin, end = (marker.format(args.lab) for marker in MARKERS)
-    lines = [begin, f"## transport-state beside the probes on {args.lab} (issue 33, {datetime.date.today()})", "",
-             f"Measured on {machine()}: `python bench/transport_state.py --lab {args.lab} --runs {args.runs}`. "
-             "Per fault, one run: an all-ranks RoCE allreduce (4 MiB, NCCL's timers: first timeout 4.3 s) and "
-             "the cover probe mesh at 100 ms, both detectors live on the same run; the fault from 8 s for 8 s. "
-             "Times from onset.", "", *summary(rows), ""]
+    section = args.lab if args.transport == "roce" else f"{args.lab}-{args.transport}"
+    begin, end = (marker.format(section) for marker in MARKERS)
+    option = "" if args.transport == "roce" else f" --transport {args.transport}"
+    lines = [begin, f"## transport-state beside the probes on {args.lab}, {args.transport} (issue 33, "
+             f"{datetime.date.today()})", "",
+             f"Measured on {machine()}: `python bench/transport_state.py --lab {args.lab} --runs {args.runs}{option}`. "
+             f"Per fault, one run: {JOBS[args.transport]} and the cover probe mesh at 100 ms, both detectors live "
+             "on the same run; the fault from 8 s for 8 s. Times from onset.", "", *summary(rows), ""]
     emit(lines, args.out, begin, end)
 
 

@@ -264,3 +264,14 @@ def test_a_hung_and_a_slow_gpu_are_named_as_their_hosts_and_the_network_is_not(t
     assert report["detectors"]["probe-likelihood"]["verdicts"] == 0
     assert report["probes"]["baseline"]["lost"] == 0
     assert [e["status"] for e in report["expectations"]] == ["pass"] * 4
+
+
+def test_a_jobs_own_tcp_connections_name_the_link_they_cross_and_not_one_they_do_not(tmp_path, runtime, lab_ref):
+    """No probes run: a gloo job's ranks read their connections from the kernel and trace them with
+    raw segments. A drop on a host link no connection crosses gets no verdict (the test fails if
+    transport-state names links the job cannot see); the same drop on a rank's link is named."""
+    _result, run_dir = _run_shipped(tmp_path, "job-transport", runtime, lab_ref)
+    report = json.loads((run_dir / "report.json").read_text())
+    state = report["detectors"]["transport-state"]
+    assert set(state["detect_s"]) == {"crossed-link"} and state["wrong"] == 0
+    assert report["collectives"]["allreduce-0"]["wrong"] == 0

@@ -3,7 +3,8 @@ silent drop on mini, tests/data/results/replay-drop, recorded with its scenario.
 localizers live). mini's two leaves make the case ambiguous: every probed path over the faulty
 leaf-spine link crosses the other leaf's link to that spine, so probe-likelihood names the two
 as a set, which the grading counts right because the run's probe plan recorded them as a class
-it cannot tell apart."""
+it cannot tell apart. Two faults at once on rail4 (replay-two): each named, no link beside them.
+transport-state on a gloo job's recorded connection states (replay-transport)."""
 
 import gzip
 import json
@@ -15,20 +16,23 @@ import pytest
 from twin.errors import TwinError
 from twin.results.replay import replay
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "results" / "replay-drop"
+RESULTS = Path(__file__).resolve().parents[1] / "data" / "results"
+DATA = RESULTS / "replay-drop"
 
 
-def recorded(into: Path, keep_sample=lambda sample: True) -> Path:
-    folder = into / "replay-drop"
-    folder.mkdir()
-    for name in ("run.json", "model.json"):
-        shutil.copy(DATA / name, folder / name)
-    (folder / "events.jsonl").write_bytes(gzip.decompress((DATA / "events.jsonl.gz").read_bytes()))
-    with open(folder / "probes.jsonl", "w") as out:
-        for line in gzip.decompress((DATA / "probes.jsonl.gz").read_bytes()).decode().splitlines():
-            interval = json.loads(line)
-            interval["samples"] = [s for s in interval["samples"] if keep_sample(s)]
-            out.write(json.dumps(interval) + "\n")
+def recorded(into: Path, keep_sample=lambda sample: True, name: str = "replay-drop") -> Path:
+    """A recorded folder, its probes (or transport-state's rows) filtered by `keep_sample`."""
+    data, folder = RESULTS / name, into / name
+    folder.mkdir(parents=True)
+    for file in ("run.json", "model.json"):
+        shutil.copy(data / file, folder / file)
+    (folder / "events.jsonl").write_bytes(gzip.decompress((data / "events.jsonl.gz").read_bytes()))
+    evidence, items = ("probes.jsonl", "samples") if (data / "probes.jsonl.gz").exists() else ("transport.jsonl", "qps")
+    with open(folder / evidence, "w") as out:
+        for line in gzip.decompress((data / f"{evidence}.gz").read_bytes()).decode().splitlines():
+            row = json.loads(line)
+            row[items] = [s for s in row[items] if keep_sample(s)]
+            out.write(json.dumps(row) + "\n")
     return folder
 
 
@@ -77,3 +81,35 @@ def test_replay_compares_detectors_on_the_same_evidence(tmp_path):
     assert result.exit_code == 0, result.output
     rows = [line for line in result.output.splitlines() if "probe-l" in line and "1 of 1" in line]
     assert len(rows) == 2, result.output  # one table row per detector, each found the one fault
+
+
+@pytest.mark.parametrize("detector", ["probe-localizer", "probe-likelihood"])
+def test_two_faults_at_once_are_each_named_and_no_link_beside_them(tmp_path, detector):
+    """A 2 % drop on a leaf-spine link and a 5 % one-way drop on a spine-superspine link of another
+    plane, under an all-ranks allreduce on rail4: links sharing a spine with either fault lose
+    nothing, and the held-out drill of issue 33 saw the default detector name two of them."""
+    result = replay(recorded(tmp_path, name="replay-two"), detector)
+    assert (result.faults, result.replayed.right, result.replayed.wrong) == (2, 2, 0)
+    assert set(result.replayed.detect_s) == {"leaf-spine", "one-way"}
+
+
+def test_transport_state_replays_a_jobs_own_connection_states(tmp_path):
+    """The gloo job crosses one of the two faulty host links: the replay names it, as live, and
+    not the other; without the rows of the connections that lost, it names nothing."""
+    result = replay(recorded(tmp_path, name="replay-transport"), "transport-state")
+    assert result.intervals > 300 and result.live is not None
+    assert (result.replayed.right, result.replayed.wrong) == (1, 0)
+    assert set(result.replayed.detect_s) == {"crossed-link"} == set(result.live.detect_s)
+    assert result.replayed.detect_s["crossed-link"] < 1.0
+    clean = recorded(tmp_path / "clean", keep_sample=lambda qp: qp["naks"] == 0 and qp["waiting_ms"] < 100,
+                     name="replay-transport")
+    assert replay(clean, "transport-state").replayed.verdicts == 0
+
+
+def test_transport_state_replay_needs_its_rows(tmp_path):
+    with pytest.raises(TwinError, match="no transport.jsonl"):
+        replay(recorded(tmp_path), "transport-state")  # a probes-only run
+    folder = recorded(tmp_path / "t", name="replay-transport")
+    (folder / "transport.jsonl").write_text('{"t": 1.0, "nic": "host-g1-h2:nic1", "qps": [{"sport": 1}]}\n')
+    with pytest.raises(TwinError, match="a row is not a QP state"):
+        replay(folder, "transport-state")

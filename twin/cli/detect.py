@@ -12,6 +12,7 @@ from rich.table import Table
 
 from twin.cli.tools import out
 from twin.detect.localizer import DETECTOR
+from twin.detect.transport_state import DETECTOR as TRANSPORT_STATE
 
 
 @click.group("detect")
@@ -22,14 +23,14 @@ def detect() -> None:
 @detect.command("replay")
 @click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="RESULTS_DIR...")
 @click.option("--detector", "detectors", multiple=True, metavar="NAME",
-              help=f"A built-in probe detector to replay (repeatable; default: {DETECTOR}).")
+              help=f"A built-in probe detector, or transport-state, to replay (repeatable; default: {DETECTOR}).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def replay_cmd(folders: tuple[Path, ...], detectors: tuple[str, ...], as_json: bool) -> None:
-    """Run each DETECTOR again on each folder's probes.jsonl and grade its verdicts against the
-    run's faults, next to what the run graded live; with two or more detectors, a table compares
-    them over all folders. Replayed verdicts are timed when their interval could first be counted
-    (its end plus the agents' grace); pause counters are not replayed. Nothing on the machine is
-    touched."""
+    """Run each DETECTOR again on each folder's probes.jsonl (transport-state: its transport.jsonl)
+    and grade its verdicts against the run's faults, next to what the run graded live; with two or
+    more detectors, a table compares them over all folders. Replayed verdicts are timed when their
+    interval could first be counted (its end plus the agents' grace); pause counters are not
+    replayed. Nothing on the machine is touched."""
     from twin.results.replay import replay
 
     results = [replay(folder, detector) for folder in folders for detector in detectors or (DETECTOR,)]
@@ -39,7 +40,8 @@ def replay_cmd(folders: tuple[Path, ...], detectors: tuple[str, ...], as_json: b
                                     "replayed": r.replayed.model_dump(), "damaged": r.damaged} for r in results]))
         return
     for r in results:
-        out.print(f"{r.folder}: {r.intervals} probe intervals")
+        read = "QP state rows" if r.detector == TRANSPORT_STATE else "probe intervals"
+        out.print(f"{r.folder}: {r.intervals} {read}")
         for note in r.damaged:
             out.print(f"  [yellow]damaged:[/] {escape(note)}")
         for label, score in (("live", r.live), ("replayed", r.replayed)):

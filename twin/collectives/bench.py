@@ -14,6 +14,7 @@ from twin.collectives.launcher import Job, JobSpec, run_to_end
 from twin.collectives.metrics import Measurement, aligned_size
 from twin.lab.counters import CounterReader, tier_rx_bytes
 from twin.lab.handle import Lab
+from twin.model.nics import switches_between
 from twin.progress import NullProgress, Progress
 from twin.roce.qp import REPORTED_FIELDS
 
@@ -64,7 +65,8 @@ def run_bench(lab: Lab, op: str | list[str], sizes: list[int],
     spec = JobSpec(name=f"bench-{ops[0]}-{os.getpid()}-{next(_job_numbers)}", ops=ops, nics=nics, sizes=sizes,
                    mode="bench",
                    iters=iters, warmup=warmup, channels=channels, timeout_s=timeout_s, transport=transport,
-                   roce={"cc": "dcqcn", **(roce or {}), "mtu": fabric.mtu, "line_bps": fabric.rate_bps})
+                   roce={"cc": "dcqcn", **(roce or {}), "mtu": fabric.mtu, "line_bps": fabric.rate_bps},
+                   switches=switches_between(fabric, nics))
     progress.phase(f"{op} over {world} ranks", len(sizes) * len(ops))
     measurements: list[Measurement] = []
 

@@ -42,6 +42,9 @@ class JobSpec:
     duration_s: float = 0.0
     transport: str = "tcp"  # tcp: gloo | roce: the emulated RoCE transport (twin/roce)
     roce: dict = field(default_factory=dict)  # ib_timeout, retry_cnt, qps_per_connection, time_scale, mtu
+    # leaf -> leaf -> switches between (model/nics.py switches_between): how far a gloo rank's TCP
+    # path discovery sends (collectives/tcp_state.py); without it, to the first switch only
+    switches: dict = field(default_factory=dict)
 
 
 @dataclass

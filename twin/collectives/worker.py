@@ -27,9 +27,10 @@ process there, as a GPU fault kills the process that drives it.
 starts a rank again after a crash (the launcher, once the fault is cleared): it joins the process
 group its peers are forming now and starts at the step they are in.
 
-On RoCE a rank also writes its QPs' transport state every QP_REPORT_S (`qps`: each QP whose
-counters or path changed, roce/nic.py `qp_states`), from a thread of its own, as a host agent
-reads its NIC's counters beside the job: the transport-state detector names links from them.
+A rank also writes its transport state every QP_REPORT_S (`qps`: each QP whose counters or path
+changed, roce/nic.py `qp_states`; on gloo, its TCP connections in the same fields,
+collectives/tcp_state.py), from a thread of its own, as a host agent reads its NIC's counters and
+its sockets beside the job: the transport-state detector names links from them.
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from twin.collectives.control import asked, control_file
+from twin.collectives.tcp_state import TcpState, Tracer
 from twin.collectives.verify import Buffers
 from twin.lab.identity import become_rank
 from twin.procs import LOAD_NICE, set_priority
@@ -170,18 +173,23 @@ class Rank:
         groups = [default] + [g for g in self.groups if g is not None]
         return {"rate_share": round(sum(g.rate_share() for g in groups) / len(groups), 4)}
 
-    def report_qps(self, stopping: threading.Event) -> None:
-        """Every QP_REPORT_S, the QPs whose state changed (new counters, a new path), until stopped."""
-        reported: dict = {}  # (generation, group, qp) -> what was last written of it
+    def qp_states(self) -> list[tuple[int, dict]]:
+        """The RoCE QPs' states: (process group number, state) each."""
+        groups = [self.dist.distributed_c10d._get_default_group()] + [g for g in self.groups if g is not None]
+        return [(number, state) for number, group in enumerate(groups) for state in group.qp_states()]
+
+    def report_qps(self, stopping: threading.Event, read: Callable[[], list[tuple[int, dict]]]) -> None:
+        """Every QP_REPORT_S, the QPs (or connections) whose state changed (new counters, a new path),
+        until stopped."""
+        reported: dict = {}  # (generation, group, qp, 5-tuple) -> what was last written of it
         while not stopping.wait(QP_REPORT_S):
             generation, changed = self.generation, []
             try:
-                groups = [self.dist.distributed_c10d._get_default_group()] + [g for g in self.groups if g is not None]
-                states = [(number, state) for number, group in enumerate(groups) for state in group.qp_states()]
+                states = read()
             except Exception:  # between generations: no group to read, or one being torn down
                 continue
             for number, state in states:
-                key = (generation, number, state["qp"])
+                key = (generation, number, state["qp"], state["sport"], state["dst"], state["dport"])
                 if reported.get(key) != state:
                     reported[key] = state
                     changed.append(state)
@@ -285,6 +293,25 @@ def hang_cause(error: str) -> str:
     return "error"
 
 
+def open_tracer(address: str) -> Tracer | None:
+    """The TCP path discovery's raw sockets; None where they cannot be opened (no CAP_NET_RAW): the
+    rank then runs without reporting its connections, and says why in its log."""
+    try:
+        return Tracer(address)
+    except OSError as exc:
+        print(f"no TCP transport state: raw sockets refused ({exc})", file=sys.stderr, flush=True)
+        return None
+
+
+def tcp_reader(job: dict, rank: int, tracer: Tracer) -> Callable[[], list[tuple[int, dict]]]:
+    """A gloo rank's connections' states, traced to the switch before each peer (the job's
+    `switches` table, by leaf)."""
+    leaf_at = {nic["address"]: nic["leaf"] for nic in job["nics"]}
+    switches = job.get("switches", {}).get(job["nics"][rank]["leaf"], {})
+    state = TcpState(tracer, lambda peer: switches.get(leaf_at.get(peer, ""), 1))
+    return lambda: [(0, connection) for connection in state.states()]
+
+
 def main() -> None:
     job = json.loads(Path(sys.argv[1]).read_text())
     rank = int(sys.argv[2])
@@ -310,6 +337,7 @@ def main() -> None:
         from twin.roce.backend import register
         register()
 
+    tracer = open_tracer(nic["address"]) if job.get("transport") != "roce" else None  # raw sockets: while root
     become_rank(job["nics"][rank]["rail"], job["directory"])
 
     torch.set_num_threads(1)  # two cores for the whole lab: no intra-op thread pools
@@ -317,8 +345,9 @@ def main() -> None:
     worker.rejoining = sys.argv[3:] == ["--rejoin"]
     worker.emit(event="start", t=time.monotonic(), pid=os.getpid(), rejoin=worker.rejoining)
     reporting = threading.Event()
-    if job.get("transport") == "roce":
-        threading.Thread(target=worker.report_qps, args=(reporting,), name="qp-report", daemon=True).start()
+    read = worker.qp_states if job.get("transport") == "roce" else tcp_reader(job, rank, tracer) if tracer else None
+    if read is not None:
+        threading.Thread(target=worker.report_qps, args=(reporting, read), name="qp-report", daemon=True).start()
     try:
         worker.connect()
         worker.emit(event="connected", t=time.monotonic())

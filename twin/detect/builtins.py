@@ -6,8 +6,8 @@ probe-localizer   the probe mesh's intervals through the greedy localizer (detec
 probe-likelihood  the same evidence through the likelihood localizer (detect/likelihood.py)
 config-audit      the lab's intent against each node's running configuration (detect/config_audit.py)
 rank-health       the training job's ranks against each other: hung and slow ranks (detect/rank_health.py)
-transport-state   the RoCE QPs' own losses over the paths their NICs discovered, no probe traffic
-                  (detect/transport_state.py)
+transport-state   the collective job's own transport losses (RoCE QPs, gloo's TCP connections) over
+                  the paths the ranks discovered, no probe traffic (detect/transport_state.py)
 
 A probe detector's localizer is made in one place (`localizer`), so `twin detect replay` runs
 exactly what a live run attaches.
@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from twin.collectives.metrics import OPS
 from twin.detect import config_audit, rank_health, transport_state
 from twin.detect.likelihood import DETECTOR as LIKELIHOOD
 from twin.detect.likelihood import LikelihoodLocalizer
@@ -34,6 +35,7 @@ class BuiltinDetector:
     attach: Callable  # (run: detect.runner.Detectors, name: str) -> None
     localizer: Callable | None = None  # probe detectors: (fabric, report_s) -> observe(t, samples) -> verdicts
     fed_by: Callable[[dict], bool] | None = None  # which workload entries feed it (default: kind == needs)
+    hint: str = ""  # how to give it what it needs (default: add the workload `needs` names)
 
     def feeds_on(self, workload: dict) -> bool:
         return self.fed_by(workload) if self.fed_by else workload.get("kind") == self.needs
@@ -67,6 +69,8 @@ def likelihood(fabric, report_s: float) -> LikelihoodLocalizer:
     return LikelihoodLocalizer.for_interval(fabric.switch_links(), report_s)
 
 
+COLLECTIVES = ("train", *OPS)  # the workload kinds whose ranks report their transport state
+
 BUILTINS: Registry[BuiltinDetector] = Registry("builtin detector", plural="built-in detectors")
 BUILTINS.add(DETECTOR, BuiltinDetector("names the link or switch that loses probes, greedily (and, lossless, the "
                                        "port that pauses for good)", "probes", _probe_detector(greedy), greedy))
@@ -79,7 +83,10 @@ BUILTINS.add(config_audit.DETECTOR, BuiltinDetector("names the link or switch wh
 BUILTINS.add(rank_health.DETECTOR, BuiltinDetector("names the host of a training rank that hangs or computes "
                                                    "slowly, from the ranks' own records (the network is not at fault)",
                                                    "", rank_health.attach))
-BUILTINS.add(transport_state.DETECTOR, BuiltinDetector("names the link whose RoCE QPs lose packets, from the job's "
-                                                       "own transport state over the paths its NICs discovered (no "
-                                                       "probe traffic)", "transport: roce", transport_state.attach,
-                                                       fed_by=lambda workload: workload.get("transport") == "roce"))
+BUILTINS.add(transport_state.DETECTOR, BuiltinDetector("names the link whose RoCE QPs or TCP connections lose "
+                                                       "packets, from the job's own transport state over the paths "
+                                                       "its ranks discovered (no probe traffic)", "a collective",
+                                                       transport_state.attach,
+                                                       fed_by=lambda workload: workload.get("kind") in COLLECTIVES,
+                                                       hint="add a collective workload, e.g. `- kind: allreduce` "
+                                                            "(gloo's TCP, or `transport: roce`)"))

@@ -2,10 +2,15 @@
 end-side detection Xingmai runs before any probe mesh (a failure named in under 600 ms from the
 hosts' RDMA state), and 007's voting over the paths of the flows that retransmit.
 
-Evidence. Every RoCE rank writes its QPs' state every 100 ms (collectives/worker.py `qps`): the
+Evidence. Every rank writes its QPs' state every 100 ms (collectives/worker.py `qps`): the
 QP's 5-tuple, the path its NIC discovered for it from its own socket (roce/paths.py: the switch
 that answered each TTL), and counters since it opened: data packets sent, NAKs received,
-retransmission timeouts. Each EVERY_S the detector turns what changed into one sample per QP:
+retransmission timeouts. A gloo rank writes its TCP connections in the same fields, from the
+kernel's TCP_INFO, their paths discovered with raw segments of their 5-tuples
+(collectives/tcp_state.py): segments sent, retransmissions its peer's acknowledgements asked for,
+retransmission timeouts, and how long its unacknowledged data has waited.
+
+Each EVERY_S the detector turns what changed into one sample per QP:
 the QP's path (its host link, the links the answering switches' ingress addresses name, the
 destination's host link: probes/mesh.py PathNames, which also fills a silent hop where the model
 pins it), `sent` the packets it sent, `lost` its loss events (a NAK says a data packet was lost
@@ -25,29 +30,38 @@ carries thousands of packets a second, so a link whose QPs lose while the QPs be
 their packets clean stands out within a few intervals. Its window and persistence are set in
 seconds for EVERY_S. A path the NIC has not discovered yet (its first 100 ms) is skipped.
 
-Limits: multipath QPs (sprayed, no one path) and gloo's TCP are not read; on a lossy fabric
-(`pfc: false`) congestion drops are loss too, and the detector names the congested link.
+Limits: multipath QPs (sprayed, no one path) are not read; on a lossy fabric (`pfc: false`)
+congestion drops are loss too, and the detector names the congested link. A TCP connection
+that carries little (gloo's small messages, a connection the ring does not use) says little.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import threading
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import networkx as nx
 
 from twin.detect.likelihood import LikelihoodLocalizer
+from twin.detect.verdicts import Verdict
 from twin.model.fabric import Fabric, link_key
 from twin.probes.cover import switch_graph
 from twin.probes.mesh import PathNames, PathSample
 from twin.probes.trace import unless_silent
+from twin.procs import INSTRUMENT_NICE, set_priority
 from twin.roce.paths import STALLED_S
 from twin.roce.qp import ib_timeout_s
 
 DETECTOR = "transport-state"
+TRANSPORT_FILE = "transport.jsonl"  # in the results folder: what the detector read (Recording)
 EVERY_S = 0.2  # the QPs' counters pooled this long per interval (the ranks write every 0.1 s)
 MIN_CONFIDENCE = 0.9
+TCP_SILENT_S = 1.6  # Linux's minimum retransmission timeout (200 ms) backed off three times
 STALL_MS = round(STALLED_S * 1000)  # a QP waiting this long for an acknowledgement lost a packet
 
 
@@ -65,10 +79,10 @@ class QpTotals:
         return self.naks + max(self.timeouts, self.stalls)
 
 
-def trace_port(sport: int, ttl: int) -> int:
+def trace_port(flow: int, ttl: int) -> int:
     """The key of a QP's TTL probes in the localizer's pool (which keys paths by source, destination
-    and port): never a real port."""
-    return -(sport * 16 + ttl)
+    and `sport`): apart from its own packets' (`flow`, positive) and from every other QP's."""
+    return -(flow * 16 + ttl)
 
 
 class QpEvidence:
@@ -85,6 +99,8 @@ class QpEvidence:
         self._totals: dict[tuple, QpTotals] = {}
         self._known: dict[tuple, tuple[str, ...]] = {}  # a QP's last path with every link named
         self._traced: dict[tuple, int] = {}  # a QP's last discovery taken as probes
+        # a QP's key in the localizer's pool: TCP connections accepted on one port share their sport
+        self._flows: dict[tuple, int] = {}
         self._pending: dict[tuple, PathSample] = {}
         self._lock = threading.Lock()
 
@@ -111,15 +127,16 @@ class QpEvidence:
         links = self._links(key, src, state.get("path"), dst) if dst else None
         if links is None:
             return
+        flow = self._flows.setdefault(key, len(self._flows) + 1)
         if state.get("traced", 0) > self._traced.get(key, 0):
             self._traced[key] = state["traced"]
-            self._discovery(src, dst, state["sport"], links, state["path"])
+            self._discovery(src, dst, flow, links, state["path"])
         if sent <= 0 and lost <= 0:
             return
         sent = max(sent, lost)  # a wait or timeout with nothing new sent: the packet it gave up on
-        self._add(PathSample(src, dst, state["sport"], links, sent, sent - lost))
+        self._add(PathSample(src, dst, flow, links, sent, sent - lost))
 
-    def _discovery(self, src: str, dst: str, sport: int, links: tuple, answers: dict) -> None:
+    def _discovery(self, src: str, dst: str, flow: int, links: tuple, answers: dict) -> None:
         """A discovery's TTL probes, each over the first TTL links of the QP's path, toward the switch
         where it expired (not toward the QP's destination: that switch answers it, whatever its
         route toward there does), keyed apart from the QP's own packets (`trace_port`)."""
@@ -129,7 +146,7 @@ class QpEvidence:
                 return  # the hops from here on are not known: their probes say nothing
             a, b = self.names.ends[links[ttl - 1]]
             at = b if at == a else a
-            self._add(PathSample(src, at, trace_port(sport, ttl), links[:ttl], 1, int(str(ttl) in answers)))
+            self._add(PathSample(src, at, trace_port(flow, ttl), links[:ttl], 1, int(str(ttl) in answers)))
 
     def _add(self, sample: PathSample) -> None:
         pending = self._pending.get((sample.src, sample.dst, sample.sport))
@@ -179,6 +196,15 @@ class QpEvidence:
         return samples
 
 
+def silent_s(workload: dict) -> float:
+    """How long a job's QP or connection can wait without a word (`workload`: a collective's
+    settings, `transport` and for RoCE `ib_timeout` and `time_scale`): RoCE's retransmission timer;
+    TCP's, backed off three times from its 200 ms floor (it resends at each, and says so)."""
+    if workload.get("transport") == "roce":
+        return ib_timeout_s(workload["ib_timeout"], workload["time_scale"])
+    return TCP_SILENT_S
+
+
 def localizer(fabric: Fabric, silent_s: float = 0.0) -> LikelihoodLocalizer:
     """probe-likelihood's naming, persistent over one interval: a QP's wait is one loss that lasts
     (a probe's loss of one interval may be a route change's; a QP moved by one recovers, its loss
@@ -198,16 +224,59 @@ def localizer(fabric: Fabric, silent_s: float = 0.0) -> LikelihoodLocalizer:
     return naming
 
 
+class Recording:
+    """The QPs' states as the detector reads them, kept with the run's results (TRANSPORT_FILE: `t`
+    since the run's start as the rank wrote it, `received` when the detector had it, the rank's
+    `nic`, its `qps`) for `twin detect replay`, which names from `t` (the detector, not the
+    machine's delays: a busy runner reads the ranks' records later)."""
+
+    def __init__(self, path: Path, t0: float):
+        self.out, self.t0 = open(path, "a", buffering=1 << 16), t0
+        self._lock = threading.Lock()
+
+    def write(self, record: dict, nic: str) -> None:
+        if record.get("event") != "qps":
+            return
+        line = json.dumps({"t": round(record["t"] - self.t0, 4), "received": round(time.monotonic() - self.t0, 4),
+                           "nic": nic, "qps": record["qps"]}) + "\n"
+        with self._lock:
+            if not self.out.closed:  # the workloads' last records may come after the run's end
+                self.out.write(line)
+
+    def close(self) -> None:
+        with self._lock:
+            self.out.close()
+
+
+def replayed(fabric: Fabric, rows: Iterable[dict], silent: float) -> Iterator[Verdict]:
+    """The verdicts the live detector gives on recorded rows (as Recording writes them, in time
+    order), named at every EVERY_S from the first row."""
+    evidence, naming = QpEvidence(fabric), localizer(fabric, silent)
+    due = None
+    for row in rows:
+        while due is not None and row["t"] >= due:
+            yield from naming.observe(due, evidence.take())
+            due += EVERY_S
+        due = row["t"] + EVERY_S if due is None else due
+        evidence.record({"event": "qps", "qps": row["qps"]}, row["nic"])
+    if due is not None:
+        yield from naming.observe(due, evidence.take())
+
+
 def attach(run, name: str) -> None:
-    """Read every RoCE collective workload's QPs; name links each EVERY_S until the run ends."""
+    """Read every collective workload's QPs and connections; name links each EVERY_S until the run
+    ends. What it read is kept with the results (Recording)."""
     evidence = QpEvidence(run.lab.fabric)
-    read = [w for w in run.workloads if hasattr(w, "listeners") and w.spec.transport == "roce"]
+    recording = Recording(run.events.path.parent / TRANSPORT_FILE, run.events.t0)
+    read = [w for w in run.workloads if hasattr(w, "listeners")]
     for workload in read:
+        workload.listeners.append(recording.write)
         workload.listeners.append(evidence.record)
-    naming = localizer(run.lab.fabric, max((ib_timeout_s(w.spec.roce["ib_timeout"], w.spec.roce["time_scale"])
-                                            for w in read), default=0.0))
+    naming = localizer(run.lab.fabric, max((silent_s({"transport": w.spec.transport, **w.spec.roce}) for w in read),
+                                           default=0.0))
 
     def loop(stopping) -> None:
+        set_priority(INSTRUMENT_NICE)  # an instrument, ahead of the load it watches (procs.py)
         recorded: list = []
         while not stopping.wait(EVERY_S):
             for verdict in naming.observe(run.events.now(), evidence.take()):
@@ -216,5 +285,6 @@ def attach(run, name: str) -> None:
             if classes != recorded:  # what the QPs leave ambiguous, for the grading (results/grading.py)
                 run.events.emit("detector", op="ambiguous", detector=name, ambiguous=classes)
                 recorded = classes
+        recording.close()
 
     run.poll(name, loop)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+import networkx as nx
+
 from twin.model.fabric import Fabric
 
 # Destinations per NIC in the reachability sample a lab's convergence check uses (all pairs grow
@@ -30,6 +32,15 @@ class Nic:
 def fabric_nics(fabric: Fabric) -> list[Nic]:
     return [Nic(link.b.node, link.b.ifname, str(link.b.address.ip), link.rail or 1, link.a.node)
             for link in fabric.links if link.kind == "host"]
+
+
+def switches_between(fabric: Fabric, nics: list[Nic]) -> dict[str, dict[str, int]]:
+    """Leaf -> leaf -> the switches on a shortest path between them, over these NICs' leaves: the
+    TTLs the switches answer on the way from a NIC of one to a NIC of the other."""
+    switches = fabric.graph.subgraph(n for n in fabric.graph if fabric.nodes[n].is_switch)
+    leaves = {nic.leaf for nic in nics}
+    return {leaf: {other: hops + 1 for other, hops in nx.single_source_shortest_path_length(switches, leaf).items()
+                   if other in leaves} for leaf in sorted(leaves)}
 
 
 def fabric_pairs(nics: list[Nic]) -> list[tuple[int, int]]:

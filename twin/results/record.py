@@ -6,6 +6,7 @@ can be computed again from the folder alone (`twin report DIR`).
     model.json    the fabric as built (model/serialize.py)
     events.jsonl  everything that happened, `t` in seconds since the scenario started
     metrics.jsonl, probes.jsonl   counter samples and probe rows, when the run had them
+    transport.jsonl               the QP states transport-state read, when it ran
 
 A folder written by an earlier version has no run.json: its report.json (the plan's fault
 timings, the expectations it graded) and the lab it names stand in for it.

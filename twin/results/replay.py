@@ -1,7 +1,8 @@
 """Run a detector again on what a results folder recorded, offline: the probe mesh's intervals
-(probes.jsonl) through the probe localizer, graded against the run's faults exactly as the run
-graded its live verdicts. A detector change can then be compared with the old one on the same
-evidence, in seconds instead of a drill.
+(probes.jsonl) through a probe localizer, or the job's QP and connection states (transport.jsonl,
+kept when transport-state ran) through transport-state, graded against the run's faults exactly
+as the run graded its live verdicts. A detector change can then be compared with the old one on
+the same evidence, in seconds instead of a drill.
 
     twin detect replay RESULTS_DIR... [--detector probe-localizer]
 
@@ -16,8 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from twin.detect import transport_state
 from twin.detect.builtins import BUILTINS
 from twin.detect.localizer import DETECTOR
+from twin.detect.verdicts import Verdict
 from twin.errors import TwinError
 from twin.events import read_jsonl
 from twin.probes.mesh import GRACE_S, PathSample
@@ -31,8 +34,10 @@ PROBES_FILE = "probes.jsonl"
 
 
 def replayable() -> list[str]:
-    """Built-in detectors that read probe evidence only, which probes.jsonl holds."""
-    return [name for name in BUILTINS.names() if BUILTINS.get(name).localizer is not None]
+    """Built-in detectors that read probe evidence only, which probes.jsonl holds, and
+    transport-state, whose evidence transport.jsonl holds."""
+    return [name for name in BUILTINS.names()
+            if BUILTINS.get(name).localizer is not None or name == transport_state.DETECTOR]
 
 
 @dataclass
@@ -47,21 +52,33 @@ class Replay:
 
 
 def replay(folder: Path, detector: str = DETECTOR) -> Replay:
-    make = BUILTINS.get(detector).localizer
-    if make is None:
-        raise TwinError(f"{detector} does not read probe evidence: it cannot be replayed",
+    if detector not in replayable():
+        BUILTINS.get(detector)  # an unknown name: refused with the names it could be
+        raise TwinError(f"{detector} does not read probe or transport evidence: it cannot be replayed",
                         hint=f"replayable: {', '.join(replayable())}")
     run = results_record.load(folder)
+    records = [r for r in run.records if r["kind"] != "verdict"]
+    read = _transport_verdicts if detector == transport_state.DETECTOR else _probe_verdicts
+    intervals, verdicts, damaged = read(run, folder, detector)
+    records += [{"kind": "verdict", "t": v.t, "detector": detector, **v.fields()} for v in verdicts]
+    report = analyse(run)
+    scores = grade_detectors(records, report.faults, run.targets, run.record.duration_s)
+    empty = DetectorScore(verdicts=0, right=0, wrong=0, precision=None,
+                          recall=0.0 if report.faults else None, detect_s={})
+    return Replay(folder, detector, intervals, len(report.faults), report.detectors.get(detector),
+                  scores.get(detector, empty), run.damaged + damaged)
+
+
+def _probe_verdicts(run, folder: Path, detector: str) -> tuple[int, list[Verdict], list[str]]:
+    """The probe localizer's verdicts on probes.jsonl's intervals: (intervals, verdicts, damaged rows)."""
     probes_file = folder / PROBES_FILE
     if not probes_file.is_file():
         raise TwinError(f"{folder} has no {PROBES_FILE}: the run had no probes workload",
                         hint="replay needs a run with `kind: probes` among its workloads")
     probes = next((w for w in run.record.workloads if w.get("kind") == "probes"), {})
     report_s = probes.get("report_ms", ProbesParams.model_fields["report_ms"].default) / 1000
-    localizer = make(run.fabric, report_s)
-    records = [r for r in run.records if r["kind"] != "verdict"]
-    intervals, rows = 0, read_jsonl(probes_file, ("t", "samples"))
-    damaged = run.damaged + ([str(rows[1])] if rows[1] else [])
+    localizer = BUILTINS.get(detector).localizer(run.fabric, report_s)
+    intervals, verdicts, rows = 0, [], read_jsonl(probes_file, ("t", "samples"))
     for interval in rows[0]:
         try:
             samples = [PathSample(**{**s, "links": tuple(s["links"])}) for s in interval["samples"]]
@@ -70,11 +87,23 @@ def replay(folder: Path, detector: str = DETECTOR) -> Replay:
                             hint="the file was written by another version") from None
         intervals += 1
         counted_at = interval["t"] + report_s + GRACE_S  # scenarios do not set the grace
-        for verdict in localizer.observe(counted_at, samples):
-            records.append({"kind": "verdict", "t": verdict.t, "detector": detector, **verdict.fields()})
-    report = analyse(run)
-    scores = grade_detectors(records, report.faults, run.targets, run.record.duration_s)
-    empty = DetectorScore(verdicts=0, right=0, wrong=0, precision=None,
-                          recall=0.0 if report.faults else None, detect_s={})
-    return Replay(folder, detector, intervals, len(report.faults), report.detectors.get(detector),
-                  scores.get(detector, empty), damaged)
+        verdicts += localizer.observe(counted_at, samples)
+    return intervals, verdicts, [str(rows[1])] if rows[1] else []
+
+
+def _transport_verdicts(run, folder: Path, _detector: str) -> tuple[int, list[Verdict], list[str]]:
+    """transport-state's verdicts on transport.jsonl's rows: (rows, verdicts, damaged rows)."""
+    path = folder / transport_state.TRANSPORT_FILE
+    if not path.is_file():
+        raise TwinError(f"{folder} has no {transport_state.TRANSPORT_FILE}: the run did not run transport-state",
+                        hint="replay needs a run with `builtin: transport-state` among its detectors")
+    rows, bad = read_jsonl(path, ("t", "nic", "qps"))
+    collectives = [w for w in run.record.workloads if "transport" in w]
+    silent = max((transport_state.silent_s(w) for w in collectives), default=0.0)
+    try:
+        rows.sort(key=lambda row: row["t"])
+        verdicts = list(transport_state.replayed(run.fabric, rows, silent))
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise TwinError(f"{path}: a row is not a QP state ({exc!r})",
+                        hint="the file was written by another version") from None
+    return len(rows), verdicts, [str(bad)] if bad else []

@@ -27,14 +27,16 @@ ANSWERED_S = 0.1  # a discovery's answers come within milliseconds; until then t
 STALLED_S = 0.1
 
 
-class PathDiscovery:
-    def __init__(self, sock: socket.socket, qpn: int):
-        self.sock, self.qpn = sock, qpn
+class Discovery:
+    """One flow's path discoveries: when to start one, and the newest whose answers are in. A
+    subclass sends a discovery's TTL-limited packets (`probe`) and takes its answers (`answer`)."""
+
+    def __init__(self, ttls: int = MAX_TTL):
+        self.ttls = ttls  # the TTLs a discovery sends, 1 to this
         self.round = 0  # discoveries started
         self.answers: dict[int, str] = {}  # this one's: TTL -> the address of the switch that answered it
         self.previous: tuple[int, dict[int, str]] = (0, {})  # the one before: its round and answers
         self.started_at: float | None = None
-        report_errors(sock)
 
     def start(self, now: float) -> None:
         """Send a discovery's TTL-limited packets, at most once every RETRACE_S."""
@@ -43,17 +45,15 @@ class PathDiscovery:
         if self.round:
             self.previous = (self.round, self.answers)
         self.round, self.answers, self.started_at = self.round + 1, {}, now
-        address = self.sock.getpeername()
-        for ttl in range(1, MAX_TTL + 1):
-            send(self.sock, Header(TRACE, 0, ttl, msg=self.qpn).pack(), address, ttl)
+        for ttl in range(1, self.ttls + 1):
+            self.probe(ttl)
 
-    def read_answers(self) -> None:
-        """Take the socket's queued time-exceeded answers (also clears the error a next send would
-        otherwise report)."""
-        for quoted, offender in time_exceeded(self.sock):
-            header = unpack(quoted)
-            if header is not None and header.opcode == TRACE and header.msg == self.qpn and 1 <= header.psn <= MAX_TTL:
-                self.answers[header.psn] = offender
+    def probe(self, ttl: int) -> None:
+        raise NotImplementedError
+
+    def answer(self, ttl: int, offender: str) -> None:
+        if 1 <= ttl <= self.ttls:
+            self.answers[ttl] = offender
 
     def discovered(self, now: float) -> tuple[int, dict[str, str]] | None:
         """The newest discovery whose answers are in: its round and TTL -> answering switch address
@@ -64,3 +64,23 @@ class PathDiscovery:
         else:
             number, answers = self.previous
         return (number, {str(ttl): address for ttl, address in sorted(answers.items())}) if number else None
+
+
+class PathDiscovery(Discovery):
+    """A QP's: TRACE packets from its own socket, answered on the socket's error queue."""
+
+    def __init__(self, sock: socket.socket, qpn: int):
+        super().__init__()
+        self.sock, self.qpn = sock, qpn
+        report_errors(sock)
+
+    def probe(self, ttl: int) -> None:
+        send(self.sock, Header(TRACE, 0, ttl, msg=self.qpn).pack(), self.sock.getpeername(), ttl)
+
+    def read_answers(self) -> None:
+        """Take the socket's queued time-exceeded answers (also clears the error a next send would
+        otherwise report)."""
+        for quoted, offender in time_exceeded(self.sock):
+            header = unpack(quoted)
+            if header is not None and header.opcode == TRACE and header.msg == self.qpn:
+                self.answer(header.psn, offender)

@@ -246,10 +246,9 @@ def _detectors(spec: ScenarioSpec, problem) -> list[DetectorSpec]:
                                    "e.g. builtin: probe-likelihood, or command: [./tool]"):
         builtin = BUILTINS.get(detector.builtin) if detector.builtin else None
         if builtin and builtin.needs and not any(isinstance(w, dict) and builtin.feeds_on(w) for w in spec.workloads):
-            hint = f"add a workload: - kind: {builtin.needs}" if builtin.fed_by is None else \
-                f"give a collective workload `{builtin.needs}`"
-            problem(("detectors", number, "builtin"), f"{detector.builtin} needs a workload with {builtin.needs}"
-                    if builtin.fed_by else f"{detector.builtin} needs the {builtin.needs} workload", hint)
+            problem(("detectors", number, "builtin"), f"{detector.builtin} needs {builtin.needs} workload"
+                    if builtin.fed_by else f"{detector.builtin} needs the {builtin.needs} workload",
+                    builtin.hint or f"add a workload: - kind: {builtin.needs}")
         if detector.command and not _runnable(detector.command[0]):
             problem(("detectors", number, "command"), f"command {detector.command[0]!r} is not found",
                     "a program on PATH, or a path from the folder `twin run` starts in")
