@@ -10,7 +10,6 @@ from test_path_names import ingress
 
 from twin.detect.transport_state import EVERY_S, QpEvidence, localizer
 from twin.model.fabric import link_key
-from twin.probes.cover import switch_graph
 from twin.probes.mesh import PathNames
 
 PACKETS = 400  # a QP's data packets in one interval (about 0.2 s of a 100 Mbit/s ring's share)
@@ -22,7 +21,7 @@ class Job:
     def __init__(self, fabric, seed: int = 1, hosts_named: str = "host-"):
         rng = random.Random(seed)
         hosts = [link for link in fabric.links if link.kind == "host" and link.b.node.startswith(hosts_named)]
-        graph = switch_graph(fabric)
+        graph = fabric.switch_graph()
         self.qps = []
         for a in hosts:
             for b in hosts:

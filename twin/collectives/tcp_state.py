@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import errno
 import os
-import select
 import socket
 import struct
 import time
@@ -40,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from twin.roce.paths import STALLED_S, Discovery
-from twin.sockopts import SO_RCVBUFFORCE
+from twin.sockopts import ICMP_TIME_EXCEEDED, SO_RCVBUFFORCE
 
 TCP_ESTABLISHED = 1
 INFO_BYTES = 256
@@ -53,7 +52,6 @@ PROBE_ID = 0x7A00
 ANSWER_BUFFER = 1 << 20  # every ICMP the host gets queues here between discoveries; read at each
 IP = struct.Struct("!BBHHHBBH4s4s")
 TCP = struct.Struct("!HHIIBBHHH")
-ICMP_TIME_EXCEEDED = 11
 
 
 def tcp_info(sock: socket.socket) -> dict[str, int]:
@@ -152,14 +150,13 @@ class Tracer:
     def answers(self) -> list[tuple[Connection, int, str]]:
         """The probes' answers queued since the last call (other ICMP read and dropped)."""
         found = []
-        while select.select([self.receive], [], [], 0)[0]:
+        while True:
             try:
                 answer = quoted_probe(self.receive.recv(2048))
-            except BlockingIOError:
-                break
+            except BlockingIOError:  # the socket is non-blocking: nothing more queued
+                return found
             if answer is not None:
                 found.append(answer)
-        return found
 
     def close(self) -> None:
         self.send.close()

@@ -25,6 +25,7 @@ from twin.detect.likelihood import LikelihoodLocalizer
 from twin.detect.localizer import DETECTOR, Localizer
 from twin.detect.pauses import PauseLocalizer
 from twin.lab.pfc import counters as pfc_counters
+from twin.probes.mesh import PROBES_FILE
 from twin.registry import Registry
 
 
@@ -36,6 +37,7 @@ class BuiltinDetector:
     localizer: Callable | None = None  # probe detectors: (fabric, report_s) -> observe(t, samples) -> verdicts
     fed_by: Callable[[dict], bool] | None = None  # which workload entries feed it (default: kind == needs)
     hint: str = ""  # how to give it what it needs (default: add the workload `needs` names)
+    evidence: str = ""  # the results file `twin detect replay` runs it again on ("": not replayable)
 
     def feeds_on(self, workload: dict) -> bool:
         return self.fed_by(workload) if self.fed_by else workload.get("kind") == self.needs
@@ -73,10 +75,12 @@ COLLECTIVES = ("train", *OPS)  # the workload kinds whose ranks report their tra
 
 BUILTINS: Registry[BuiltinDetector] = Registry("builtin detector", plural="built-in detectors")
 BUILTINS.add(DETECTOR, BuiltinDetector("names the link or switch that loses probes, greedily (and, lossless, the "
-                                       "port that pauses for good)", "probes", _probe_detector(greedy), greedy))
+                                       "port that pauses for good)", "probes", _probe_detector(greedy), greedy,
+                                       evidence=PROBES_FILE))
 BUILTINS.add(LIKELIHOOD, BuiltinDetector("names the link or switch that loses probes by likelihood, when the "
                                          "evidence separates it from its rivals (and, lossless, the port that pauses "
-                                         "for good)", "probes", _probe_detector(likelihood), likelihood))
+                                         "for good)", "probes", _probe_detector(likelihood), likelihood,
+                                         evidence=PROBES_FILE))
 BUILTINS.add(config_audit.DETECTOR, BuiltinDetector("names the link or switch whose running configuration differs "
                                                     "from the lab's intent (BGP neighbours, multipath width, route "
                                                     "maps, hash policy, MTU)", "", config_audit.attach))
@@ -89,4 +93,5 @@ BUILTINS.add(transport_state.DETECTOR, BuiltinDetector("names the link whose RoC
                                                        transport_state.attach,
                                                        fed_by=lambda workload: workload.get("kind") in COLLECTIVES,
                                                        hint="add a collective workload, e.g. `- kind: allreduce` "
-                                                            "(gloo's TCP, or `transport: roce`)"))
+                                                            "(gloo's TCP, or `transport: roce`)",
+                                                       evidence=transport_state.TRANSPORT_FILE))

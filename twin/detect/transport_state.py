@@ -50,7 +50,6 @@ import networkx as nx
 from twin.detect.likelihood import LikelihoodLocalizer
 from twin.detect.verdicts import Verdict
 from twin.model.fabric import Fabric, link_key
-from twin.probes.cover import switch_graph
 from twin.probes.mesh import PathNames, PathSample
 from twin.probes.trace import unless_silent
 from twin.procs import INSTRUMENT_NICE, set_priority
@@ -94,7 +93,7 @@ class QpEvidence:
         self.nic_at = {str(link.b.address.ip): f"{link.b.node}:{link.b.ifname}"
                        for link in host_links if link.b.address is not None}
         self.leaf_of = {f"{link.b.node}:{link.b.ifname}": link.a.node for link in host_links}
-        self.graph = switch_graph(fabric)
+        self.graph = fabric.switch_graph()
         self._hops: dict[tuple[str, str], int] = {}
         self._totals: dict[tuple, QpTotals] = {}
         self._known: dict[tuple, tuple[str, ...]] = {}  # a QP's last path with every link named

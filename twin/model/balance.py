@@ -38,7 +38,7 @@ def uplinks(fabric: Fabric, switch: str) -> list[Port]:
 
 def ecmp_groups(fabric: Fabric) -> dict[str, list[list[Port]]]:
     """switch -> its ECMP groups, each its ports in the order of their far ends' names."""
-    switches = fabric.graph.subgraph(n.name for n in fabric.switches)
+    switches = fabric.switch_graph()
     leaves = sorted(set(host_prefixes(fabric).values()))
     distance = {leaf: nx.single_source_shortest_path_length(switches, leaf) for leaf in leaves}
     groups: dict[str, list[list[Port]]] = {}

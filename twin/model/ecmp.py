@@ -21,7 +21,7 @@ def host_prefixes(fabric: Fabric) -> dict[IPv4Network, str]:
 
 def expected_next_hops(fabric: Fabric) -> dict[str, dict[IPv4Network, int]]:
     """switch -> host prefix -> number of ECMP next hops (connected prefixes left out)."""
-    switches = fabric.graph.subgraph(n.name for n in fabric.switches)
+    switches = fabric.switch_graph()
     distance = {leaf.name: nx.single_source_shortest_path_length(switches, leaf.name)
                 for leaf in fabric.by_role("leaf")}
     expected: dict[str, dict[IPv4Network, int]] = {}

@@ -176,6 +176,10 @@ class Fabric(_Freezable):
     def hosts(self) -> list[Node]:
         return self.by_role("host")
 
+    def switch_graph(self) -> nx.Graph:
+        """The fabric without hosts (a view): hosts do not forward, so no path transits them."""
+        return self.graph.subgraph(n.name for n in self.switches)
+
     def links_of(self, node: str) -> list[Link]:
         by_node = self.__dict__.get("_by_node")
         if by_node is not None:

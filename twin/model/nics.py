@@ -37,7 +37,7 @@ def fabric_nics(fabric: Fabric) -> list[Nic]:
 def switches_between(fabric: Fabric, nics: list[Nic]) -> dict[str, dict[str, int]]:
     """Leaf -> leaf -> the switches on a shortest path between them, over these NICs' leaves: the
     TTLs the switches answer on the way from a NIC of one to a NIC of the other."""
-    switches = fabric.graph.subgraph(n for n in fabric.graph if fabric.nodes[n].is_switch)
+    switches = fabric.switch_graph()
     leaves = {nic.leaf for nic in nics}
     return {leaf: {other: hops + 1 for other, hops in nx.single_source_shortest_path_length(switches, leaf).items()
                    if other in leaves} for leaf in sorted(leaves)}

@@ -68,7 +68,7 @@ class Paths:
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
         self.nics = {link.b.address.ip: link for link in fabric.links if link.kind == "host"}
-        self.switches = fabric.graph.subgraph(n.name for n in fabric.switches)
+        self.switches = fabric.switch_graph()
         self.groups = ecmp_groups(fabric)
         self.seeds = {n.name: seed(fabric, n.name) for n in fabric.switches}
         self._distance: dict[str, dict[str, int]] = {}

@@ -51,7 +51,7 @@ class Leaves:
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
         # A copy, not a view: a subgraph view filters every neighbour lookup (10x slower here).
-        self.graph = nx.Graph(switch_graph(fabric))
+        self.graph = nx.Graph(fabric.switch_graph())
         self.hops, self.ends = switch_hops(fabric), nic_hops(fabric)
         self.nics = fabric_nics(fabric)
         self.under: dict[str, list[Nic]] = {}
@@ -106,11 +106,6 @@ def distinct(paths: int, part: float, ports: int) -> float:
     """Expected distinct paths, of `paths` through a hop taking `part` of a pair's flows, that
     `ports` uniformly hashed ports hit."""
     return paths * (1 - (1 - part / paths) ** ports) if paths else 0.0
-
-
-def switch_graph(fabric: Fabric) -> nx.Graph:
-    """The fabric without hosts: hosts do not forward, so no path transits them."""
-    return fabric.graph.subgraph(n for n in fabric.graph if fabric.nodes[n].is_switch)
 
 
 def poisson_target(k: int, miss: float = MISS) -> float:

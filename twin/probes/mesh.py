@@ -43,6 +43,7 @@ RESELECT_QUIET_S = 1.0  # cover: select again once rediscovered paths have stopp
 PATHS_TOLD_EVERY_S = 1.0  # path listeners hear of changed paths at most this often
 STUCK_AGENT_S = 5.0  # an agent whose marks are this far behind the furthest agent's is not waited for
 SELECTION = ".select.json"  # cover: a host's selected flows, next to its agent's config
+PROBES_FILE = "probes.jsonl"  # in the results folder: every interval's samples (workloads/probes.py)
 GRACE_S = 0.5  # an agent counts a probe this late, then writes its interval
 LONG_PAUSE_S = 0.1  # a port held this long (or longer) can make a probe late
 PAUSES_EVERY_S = 0.25  # below the grace: every pause that can make a probe late is seen

@@ -22,7 +22,7 @@ import networkx as nx
 
 from twin.model.fabric import Fabric
 from twin.model.nics import Nic, fabric_nics
-from twin.probes.cover import Leaves, candidates, draw_paths, switch_graph
+from twin.probes.cover import Leaves, candidates, draw_paths
 from twin.probes.select import Selection, select
 
 PAIR_MODES = ("cover", "rail", "full")
@@ -51,7 +51,7 @@ def equal_cost_paths(fabric: Fabric, src: Nic, dst: Nic) -> list[list[str]]:
     """Switch sequences (leaf .. leaf) of every shortest path between two NICs' leaves."""
     if src.leaf == dst.leaf:
         return [[src.leaf]]
-    return [list(p) for p in nx.all_shortest_paths(switch_graph(fabric), src.leaf, dst.leaf)]
+    return [list(p) for p in nx.all_shortest_paths(fabric.switch_graph(), src.leaf, dst.leaf)]
 
 
 @dataclass(frozen=True)

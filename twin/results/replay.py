@@ -23,21 +23,18 @@ from twin.detect.localizer import DETECTOR
 from twin.detect.verdicts import Verdict
 from twin.errors import TwinError
 from twin.events import read_jsonl
-from twin.probes.mesh import GRACE_S, PathSample
+from twin.probes.mesh import GRACE_S, PROBES_FILE, PathSample
 from twin.results import record as results_record
 from twin.results.analysis import analyse
 from twin.results.grading import detectors as grade_detectors
 from twin.results.report import DetectorScore
 from twin.workloads.probes import ProbesParams
 
-PROBES_FILE = "probes.jsonl"
-
 
 def replayable() -> list[str]:
-    """Built-in detectors that read probe evidence only, which probes.jsonl holds, and
-    transport-state, whose evidence transport.jsonl holds."""
-    return [name for name in BUILTINS.names()
-            if BUILTINS.get(name).localizer is not None or name == transport_state.DETECTOR]
+    """Built-in detectors whose evidence the results keep (`BuiltinDetector.evidence`): the probe
+    detectors' probes.jsonl, transport-state's transport.jsonl."""
+    return [name for name in BUILTINS.names() if BUILTINS.get(name).evidence]
 
 
 @dataclass
@@ -58,8 +55,8 @@ def replay(folder: Path, detector: str = DETECTOR) -> Replay:
                         hint=f"replayable: {', '.join(replayable())}")
     run = results_record.load(folder)
     records = [r for r in run.records if r["kind"] != "verdict"]
-    read = _transport_verdicts if detector == transport_state.DETECTOR else _probe_verdicts
-    intervals, verdicts, damaged = read(run, folder, detector)
+    read = {PROBES_FILE: _probe_verdicts, transport_state.TRANSPORT_FILE: _transport_verdicts}
+    intervals, verdicts, damaged = read[BUILTINS.get(detector).evidence](run, folder, detector)
     records += [{"kind": "verdict", "t": v.t, "detector": detector, **v.fields()} for v in verdicts]
     report = analyse(run)
     scores = grade_detectors(records, report.faults, run.targets, run.record.duration_s)

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from twin.probes.mesh import Interval, ProbeMesh
+from twin.probes.mesh import PROBES_FILE, Interval, ProbeMesh
 from twin.probes.plan import (
     MAX_PLANNED_PATHS,
     PATHS_PER_LINK,
@@ -110,7 +110,7 @@ class Probes:
         self._thread = threading.Thread(target=self._refresher, name=f"probe-refresh-{name}", daemon=True)
 
     def start(self) -> None:
-        self._out = open(self.ctx.events.path.parent / "probes.jsonl", "a", buffering=1)
+        self._out = open(self.ctx.events.path.parent / PROBES_FILE, "a", buffering=1)
         self.mesh.listeners.append(self._interval)
         self.mesh.path_listeners.append(lambda t: self.ctx.events.emit("probe_paths", workload=self.name,
                                                                        paths=len(self.mesh.paths)))
