@@ -88,8 +88,9 @@ status: venv
 # Two pytest-xdist workers: the tests on the shipped labs (netns) in one, the docker tier (its
 # labs renamed d-*) in the other, tests with labs of their own in either (tests/conftest.py
 # groups them). Tests that act on every lab of the machine (`twin cleanup`), and those that hold
-# the emulated RoCE transport to a hardware NIC's standard (marker quiet: under the docker tier's
-# load the emulation can resend a packet of a lossless incast, tests/integration/test_congestion.py),
+# the emulated RoCE transport to a hardware NIC's standard or measure its throughput (marker quiet:
+# under the docker tier's load the emulation can resend a packet of a lossless incast,
+# tests/integration/test_congestion.py, and its shapers lose line time, tests/integration/test_roce.py),
 # run alone afterwards. The slowest are listed.
 PARALLEL := -n 2 --dist loadgroup --durations=12
 

@@ -24,14 +24,22 @@ def mini():
         yield lab
 
 
-def bench(ctx, transport, **roce):
-    result = run_bench(ctx, "allreduce", [SIZE], iters=3, warmup=1,
+def bench(ctx, transport, iters=3, **roce):
+    result = run_bench(ctx, "allreduce", [SIZE], iters=iters, warmup=1,
                        timeout_s=120, transport=transport, roce={"ib_timeout": 20, "retry_cnt": 7,
                                                                   "qps_per_connection": 2, "time_scale": 1.0, **roce})
     (measurement,) = result.measurements
     return measurement
 
 
+# Throughput under DCQCN depends on the machine being quiet: with CPUs busy, a switch port's HTB
+# shaper whose timer fires late loses that line time for good (its burst, 1600 bytes, is below
+# one jumbo frame, so it cannot catch up), a queue builds behind it, ECN marks it and DCQCN cuts
+# the QPs' rate. Measured on mini (8 MiB, 2 QPs): 0.89-0.94 of line alone; 0.73-0.89 beside two
+# CPU hogs (0.92 with cc none; 0.90-0.93 with the switch ports' burst raised to 18000 bytes);
+# 0.63 in CI beside the docker tier (2026-11-28). These tests
+# measure the transport, not the machine's load: they run alone (marker quiet).
+@pytest.mark.quiet
 def test_roce_allreduce_is_correct_and_keeps_the_line_busy(mini):
     m = bench(mini, "roce")
     assert m.wrong == 0
@@ -44,21 +52,29 @@ def test_roce_allreduce_is_correct_and_keeps_the_line_busy(mini):
 # the lossy bench take 10-40 s here, and a CI run under load (the ranks' sockets overflow, more
 # losses) passed the bench's 147 s (2026-11-27).
 LOSSY_TIMER = {"ib_timeout": 16}
+# What a loss costs go-back-N depends on where it falls (a lost message tail waits for a timeout):
+# over 3 iterations RoCE kept 0.49-0.75 of its healthy busbw, TCP 0.80-0.97, and the margin
+# between them failed a CI run. The mean over 8 kept 0.55-0.59 and 0.86-0.93 (3 runs, alone).
+LOSSY_ITERS = 8
 
 
+@pytest.mark.quiet
 def test_one_percent_loss_cripples_roce_and_not_tcp(mini):
-    healthy = {t: bench(mini, t, **(LOSSY_TIMER if t == "roce" else {})).busbw for t in ("roce", "tcp")}
+    def measured(transport):
+        return bench(mini, transport, LOSSY_ITERS, **(LOSSY_TIMER if transport == "roce" else {}))
+
+    healthy = {t: measured(t).busbw for t in ("roce", "tcp")}
     timing, params = engine.parse({"id": "lossy", "kind": "silent_drop", "link": "leaf-g1-r1 -- host-g1-h1",
                                    "loss_pct": 1})
     engine.inject(FaultContext(mini), timing, params)
     try:
-        lossy = {t: bench(mini, t, **(LOSSY_TIMER if t == "roce" else {})) for t in ("roce", "tcp")}
+        lossy = {t: measured(t) for t in ("roce", "tcp")}
     finally:
         engine.clear(FaultContext(mini), "lossy")
     assert lossy["roce"].wrong == 0 and lossy["tcp"].wrong == 0
     kept = {t: lossy[t].busbw / healthy[t] for t in healthy}
-    # 0.11 typical, 0.65 when no 4.3 s timeout hits a message tail (CI, 2026-11-24): the floor is
-    # what go-back-N costs without timeouts; TCP's selective repeat keeps 0.9-1.0
+    # go-back-N resends a window per loss and waits a timeout per lost tail; TCP's selective
+    # repeat resends what was lost (LOSSY_ITERS: the figures)
     assert kept["roce"] < 0.8 and kept["roce"] < kept["tcp"] - 0.15, (kept, lossy["roce"])
     assert kept["tcp"] > 0.7, (kept, lossy["tcp"])
     stats = lossy["roce"].transport
