@@ -36,7 +36,8 @@ def bench(ctx, transport, iters=3, **roce):
 # shaper whose timer fires late loses that line time for good (its burst, 1600 bytes, is below
 # one jumbo frame, so it cannot catch up), a queue builds behind it, ECN marks it and DCQCN cuts
 # the QPs' rate. Measured on mini (8 MiB, 2 QPs): 0.89-0.94 of line alone; 0.73-0.89 beside two
-# CPU hogs (0.92 with cc none; 0.90-0.93 with the switch ports' burst raised to 18000 bytes);
+# CPU hogs (0.92 with cc none; 0.83-0.93 with the switch ports' burst raised to 18000 bytes,
+# so the shapers explain part of it);
 # 0.63 in CI beside the docker tier (2026-11-28). These tests
 # measure the transport, not the machine's load: they run alone (marker quiet).
 @pytest.mark.quiet
