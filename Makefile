@@ -156,6 +156,7 @@ bench: deps venv
 	$(VENV)/bin/python bench/transport_state.py --lab rail4 --runs 1 --transport tcp --out docs/benchmarks.md
 	$(VENV)/bin/python bench/detect_tail.py --trials 600 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/config_audit.py --labs mini rail4 rail8 --sweeps 20 --out docs/benchmarks.md
+	$(VENV)/bin/python bench/gnmi.py --lab rail8 --seconds 60 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/probe_cover.py --run mini rail4 rail8 --plan-only gen:3,4,8,2,2,4 gen:3,8,8,2,4,8 gen:3,16,8,2,8,16 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/generated_drills.py --count 63 --seed 1 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/calibration.py results/bench-generated --out docs/benchmarks.md

@@ -18,7 +18,7 @@ from twin.lab.counters import CounterReader
 from twin.probes.mesh import ProbeMesh
 from twin.probes.run import run_probe_mesh
 
-from .helpers import ROOT, lab_running
+from .helpers import ROOT, lab_running, twin_cli
 
 pytestmark = pytest.mark.integration
 KiB, MiB = 1024, 1024 * 1024
@@ -124,27 +124,124 @@ def test_counters_follow_traffic_and_are_served_to_prometheus(lab):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    timing, params = engine.parse({"id": "watched", "kind": "silent_drop", "link": "leaf-g1-r1 -- host-g1-h2",
+                                   "loss_pct": 1})
+    engine.inject(FaultContext(lab), timing, params)
     server = subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "telemetry", lab.fabric.name,
                                "--serve", "--port", str(port)], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
         text = ""
         deadline = time.monotonic() + 20
-        while "fabric_twin_interface_rx_bytes" not in text and time.monotonic() < deadline:
+        while "fabric_twin_bgp_session_established{" not in text and time.monotonic() < deadline:
             time.sleep(0.3)
             try:
-                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
             except OSError:
                 continue
     finally:
         server.send_signal(subprocess.signal.SIGINT)
         server.wait(timeout=10)
+        engine.clear(FaultContext(lab), "watched")
     families = {f.name: f for f in text_string_to_metric_families(text)}
     rx = families["fabric_twin_interface_rx_bytes"]
     leaf = [s for s in rx.samples if s.labels["node"] == "leaf-g1-r1" and s.labels["interface"] == "hs-g1h1"]
     assert leaf and leaf[0].value > 0 and leaf[0].labels["link"] == "leaf-g1-r1 -- host-g1-h1"
     assert "fabric_twin_qdisc_backlog_bytes" in families and "fabric_twin_checksum_errors" in families
     assert server.returncode == 0, server.stderr
+    # routing state and active faults: mini's leaves have two sessions each, and reach the other
+    # leaf's two hosts over both spines (the width-2 routes), their own over one port
+    sessions = [s for s in families["fabric_twin_bgp_session_established"].samples if s.labels["node"] == "leaf-g1-r1"]
+    assert len(sessions) == 2 and all(s.value == 1 and s.labels["state"] == "Established" for s in sessions), sessions
+    widths = {s.labels["ecmp_width"]: s.value for s in families["fabric_twin_host_routes"].samples
+              if s.labels["node"] == "leaf-g1-r1"}
+    assert widths.get("2") == 2 and "0" not in widths, widths
+    assert [s.value for s in families["fabric_twin_bfd_peer_up"].samples if s.labels["node"] == "spine-1"] == [1, 1]
+    (active,) = families["fabric_twin_fault_active"].samples
+    assert active.labels["fault"] == "watched" and active.labels["where"] == "leaf-g1-r1 -- host-g1-h2", active
+
+
+BGP_NEIGHBORS = "/network-instances/network-instance[name=default]/protocols/protocol[identifier=BGP][name=BGP]/bgp"
+
+
+@contextmanager
+def gnmi_served(lab):
+    """`twin telemetry LAB --gnmi` on a free port, stopped with Ctrl-C; yields a connected pygnmi client."""
+    from pygnmi.client import gNMIclient
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "telemetry", lab.fabric.name,
+                               "--gnmi", "--gnmi-port", str(port)], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        client = gNMIclient(target=("127.0.0.1", port), insecure=True, gnmi_timeout=2)
+        while True:
+            try:
+                client.connect()
+                break
+            except Exception:  # not listening yet (pygnmi wraps the refusal in several types)
+                assert server.poll() is None and time.monotonic() < deadline, server.communicate()
+                time.sleep(0.3)
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        server.send_signal(subprocess.signal.SIGINT)
+        server.wait(timeout=10)
+    assert server.returncode == 0, server.stderr.read()
+
+
+def sessions(client, target):
+    got = client.get(path=[BGP_NEIGHBORS], target=target, encoding="json_ietf")
+    return {u["path"]: u["val"] for n in got["notification"] for u in n.get("update", [])}
+
+
+# pygnmi's reader thread raises CANCELLED when a stream it reads is closed: the client's own noise
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_gnmi_collector_reads_counters_and_sees_a_bgp_session_fall_and_return(lab):
+    with gnmi_served(lab) as client:
+        assert "openconfig-interfaces" in {m["name"] for m in client.capabilities()["supported_models"]}
+        counters = client.get(path=["/interfaces/interface[name=hs-g1h1]/state/counters"], target="leaf-g1-r1",
+                              encoding="json_ietf")
+        values = {u["path"].rsplit("/", 1)[-1]: u["val"] for u in counters["notification"][0]["update"]}
+        assert values["in-octets"] > 0 and values["in-pkts"] > 0, values  # LLDP and ARP at least
+        states = sessions(client, "leaf-g1-r1")  # bgpd is read from the first request that names BGP on
+        assert len(states) == 2 and set(states.values()) == {"ESTABLISHED"}, states
+        request = {"mode": "stream", "encoding": "json_ietf",
+                   "subscription": [{"path": "/interfaces/interface[name=sp-1]/state/counters/in-octets",
+                                     "mode": "sample", "sample_interval": 100_000_000},
+                                    {"path": BGP_NEIGHBORS, "mode": "on_change"}]}
+        stream = client.subscribe_stream(subscribe=request, target="leaf-g1-r1")
+        seen, samples, cleared = [], 0, False
+        # through the CLI, as an operator would: the fault engine here would fork pyroute2's netns
+        # helper beside the gRPC client's threads, and such a child can crash (grpc's fork support)
+        name = lab.fabric.name
+        try:
+            assert twin_cli("fault", "inject", name, "link_down", "--link", "leaf-g1-r1 -- spine-1", "--id",
+                            "cut").returncode == 0
+            deadline = time.monotonic() + 30
+            while not cleared or seen[-1] != "ESTABLISHED":
+                assert time.monotonic() < deadline, seen
+                message = stream.get_update(timeout=5)
+                for update in message.get("update", {}).get("update", []):
+                    if update["path"].endswith("session-state") and "neighbor-address" in update["path"]:
+                        seen.append(update["val"])
+                    else:
+                        samples += 1
+                if seen and seen[-1] != "ESTABLISHED" and not cleared:
+                    assert twin_cli("fault", "clear", name, "cut").returncode == 0
+                    cleared = True
+        finally:
+            if not cleared:
+                twin_cli("fault", "clear", name, "cut")
+            stream.close()
+        assert seen[0] == "ESTABLISHED" and "ESTABLISHED" in seen[1:], seen  # down, then back
+        assert any(state != "ESTABLISHED" for state in seen), seen
+        assert samples > 5, samples  # the sampled counter kept coming meanwhile
 
 
 def test_diagnose_finds_nothing_on_a_healthy_lab_and_ranks_a_lossy_link_first(lab):

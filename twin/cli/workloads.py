@@ -24,7 +24,9 @@ from twin.probes.mesh import cover_load
 from twin.probes.plan import PAIR_MODES, PATHS_PER_LINK, cover_plan
 from twin.probes.run import run_probe_mesh
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
+from twin.telemetry import gnmi
 from twin.telemetry.prometheus import registry_for
+from twin.telemetry.routing_state import RoutingState
 from twin.telemetry.sampler import Sampler
 from twin.workloads.probes import check_plan_size
 
@@ -208,24 +210,20 @@ def print_plan(ref: str, interval_ms: int, pairs: str, paths_per_link: int, as_j
               help="Also write every sample to this JSON-lines file.")
 @click.option("--serve", is_flag=True, help="Serve the latest counters in Prometheus text format until Ctrl-C.")
 @click.option("--port", default=9464, show_default=True, help="Port for --serve (localhost only).")
-def telemetry(name, interval_ms, duration, output, serve, port) -> None:
+@click.option("--gnmi", is_flag=True, help="Serve gNMI (Capabilities, Get, Subscribe; OpenConfig paths, one target "
+              "per node) until Ctrl-C.")
+@click.option("--gnmi-port", default=9339, show_default=True, help="Port for --gnmi (localhost only).")
+def telemetry(name, interval_ms, duration, output, serve, port, gnmi, gnmi_port) -> None:
     """Sample every node's interface, qdisc, checksum-error and fault counters.
 
-    Without --serve: sample for --duration seconds and print the busiest interfaces and
-    the achieved sampling period. With --serve: http://127.0.0.1:PORT/metrics.
+    Without --serve or --gnmi: sample for --duration seconds and print the busiest interfaces
+    and the achieved sampling period. With --serve: http://127.0.0.1:PORT/metrics. With --gnmi:
+    a gNMI server on 127.0.0.1:GNMI-PORT (docs/guide/workloads.md lists its paths).
     """
     lab = Lab.open(name)
     sampler = Sampler(lab, interval_ms, output)
-    if serve:
-        server, thread = start_http_server(port, addr="127.0.0.1", registry=registry_for(sampler, lab.fabric))
-        sampler.start()
-        out.print(f"serving http://127.0.0.1:{port}/metrics (Ctrl-C to stop)")
-        try:
-            until_interrupted()
-        finally:
-            server.shutdown()
-            thread.join(timeout=2)
-            sampler.stop()
+    if serve or gnmi:
+        _serve(lab, sampler, port if serve else None, gnmi_port if gnmi else None)
         return
     sampler.start()
     first = None
@@ -249,6 +247,38 @@ def telemetry(name, interval_ms, duration, output, serve, port) -> None:
     out.print(f"checksum errors: {errors or 'none'}; sampling: {stats['samples']} samples, period "
               f"{stats['period_ms']:g} ms, achieved mean {stats['achieved_mean_ms']} ms, max "
               f"{stats['achieved_max_ms']} ms, one read {stats['read_mean_ms']} ms")
+
+
+FIRST_READ_S = 60.0  # every node's sockets opened and counters read: pod128's 4,600 interfaces take seconds
+
+
+def _serve(lab: Lab, sampler: Sampler, http_port: int | None, gnmi_port: int | None) -> None:
+    """The Prometheus page, the gNMI server or both, over one sampler and one routing reader, until Ctrl-C."""
+    routing = RoutingState(lab)
+    stops = [routing.stop]
+    try:
+        # The first read opens a netlink socket in every node, and pyroute2 forks to open each: done
+        # before gRPC starts its threads (a child forked beside them can crash: grpc's fork support).
+        sampler.start()
+        stops.append(sampler.stop)
+        if not sampler.wait_first_read(FIRST_READ_S):
+            raise TwinError(f"the counters of lab {lab.name} were not read within {FIRST_READ_S:g} s",
+                            hint="is the machine overloaded? `twin lab status` shows the lab's state")
+        if http_port is not None:
+            server, thread = start_http_server(http_port, addr="127.0.0.1",
+                                               registry=registry_for(sampler, lab.fabric, routing))
+            stops.append(lambda: (server.shutdown(), thread.join(timeout=2)))
+            out.print(f"serving http://127.0.0.1:{http_port}/metrics")
+        if gnmi_port is not None:
+            source = gnmi.LabSource(lab, sampler, routing)
+            grpc_server, bound = gnmi.serve(source, gnmi_port)
+            stops.append(lambda: grpc_server.stop(grace=1).wait())
+            out.print(f"serving gNMI on 127.0.0.1:{bound}, a target per node (e.g. {source.nodes[0]})")
+        out.print("Ctrl-C to stop")
+        until_interrupted()
+    finally:
+        for stop in reversed(stops):
+            stop()
 
 
 @click.command("diagnose")

@@ -26,6 +26,8 @@ class SwitchStatus:
     daemons: dict[str, bool]
     bgp: dict[str, str] = field(default_factory=dict)  # peer name -> session state
     bfd: dict[str, str] = field(default_factory=dict)  # peer address -> up/down/...
+    bgp_addresses: dict[str, str] = field(default_factory=dict)  # peer address -> session state
+    ecmp_widths: dict[int, int] = field(default_factory=dict)  # next hops -> host prefixes installed with so many
     ecmp_ok: int = 0  # host prefixes with the expected next-hop count
     ecmp_expected: int = 0
     ecmp_short: list[str] = field(default_factory=list)
@@ -45,12 +47,14 @@ def switch_status(runtime: Runtime, state: LabState, name: str, expected: dict) 
         summary = vtysh_json(runtime, state, name, "show bgp summary json")
         for address, peer in summary.get("ipv4Unicast", {}).get("peers", {}).items():
             label = peer.get("desc", address).split(" via ")[0]
-            status.bgp[label] = peer.get("state", "unknown")
+            status.bgp[label] = status.bgp_addresses[address] = peer.get("state", "unknown")
         for peer in vtysh_json(runtime, state, name, "show bfd peers json") or []:
             status.bfd[peer.get("peer", "?")] = peer.get("status", "unknown")
         installed = fib_next_hops(runtime, state, name)
         for prefix, want in expected[name].items():
-            if installed.get(prefix, 0) == want:
+            width = installed.get(prefix, 0)
+            status.ecmp_widths[width] = status.ecmp_widths.get(width, 0) + 1
+            if width == want:
                 status.ecmp_ok += 1
             else:
                 status.ecmp_short.append(f"{prefix} {installed.get(prefix, 0)}/{want}")

@@ -1,4 +1,5 @@
-"""The latest counters in Prometheus' text format (prometheus_client), served on localhost."""
+"""The latest counters in Prometheus' text format (prometheus_client), served on localhost; with a
+RoutingState, every switch's BGP sessions, BFD peers and ECMP widths too, and the active faults."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
 
 from twin.model.fabric import Fabric
+from twin.telemetry.routing_state import RoutingState
 from twin.telemetry.sampler import Sampler
 
 COUNTERS = {"rx_bytes": "Bytes received", "tx_bytes": "Bytes sent", "rx_packets": "Packets received",
@@ -26,9 +28,12 @@ OPTICS = {"tx_dbm": ("fabric_twin_optic_tx_power_dbm", "Transmit power of the po
           "temperature_c": ("fabric_twin_optic_temperature_celsius", "Temperature of the port's optic")}
 
 
+ROUTING_WAIT_S = 3.0  # a scrape waits this long for the first routing read (Prometheus allows 10 s)
+
+
 class LabCollector:
-    def __init__(self, sampler: Sampler, fabric: Fabric):
-        self.sampler, self.fabric = sampler, fabric
+    def __init__(self, sampler: Sampler, fabric: Fabric, routing: RoutingState | None = None):
+        self.sampler, self.fabric, self.routing = sampler, fabric, routing
         self.link_of = {(end.node, end.ifname): link.name for link in fabric.links for end in (link.a, link.b)}
 
     def collect(self):
@@ -65,6 +70,33 @@ class LabCollector:
             for node, packets in sorted(per_node.items()):
                 faults.add_metric([self.fabric.name, fault, node], packets)
         yield faults
+        yield from self._active_faults()
+        if self.routing is not None:
+            yield from self._routing(self.routing.want(ROUTING_WAIT_S))
+
+    def _active_faults(self):
+        active = GaugeMetricFamily("fabric_twin_fault_active", "1 for every fault active on the lab now (none shown "
+                                   "while a training session hides them)", labels=["lab", "fault", "kind", "where"])
+        for fault in self.sampler.lab.visible_faults() or []:
+            params = fault.get("params", {})
+            where = params.get("link") or params.get("node") or ""
+            active.add_metric([self.fabric.name, fault["id"], fault.get("kind", ""), where], 1)
+        yield active
+
+    def _routing(self, statuses):
+        bgp = GaugeMetricFamily("fabric_twin_bgp_session_established", "1 if the BGP session is Established",
+                                labels=["lab", "node", "peer", "state"])
+        bfd = GaugeMetricFamily("fabric_twin_bfd_peer_up", "1 if the BFD peer is up", labels=["lab", "node", "peer"])
+        widths = GaugeMetricFamily("fabric_twin_host_routes", "Host prefixes the switch has installed with this many "
+                                   "next hops (0: missing)", labels=["lab", "node", "ecmp_width"])
+        for name, status in sorted(statuses.items()):
+            for address, state in sorted(status.bgp_addresses.items()):
+                bgp.add_metric([self.fabric.name, name, address, state], 1 if state == "Established" else 0)
+            for address, state in sorted(status.bfd.items()):
+                bfd.add_metric([self.fabric.name, name, address], 1 if state == "up" else 0)
+            for width, routes in sorted(status.ecmp_widths.items()):
+                widths.add_metric([self.fabric.name, name, str(width)], routes)
+        yield from (bgp, bfd, widths)
 
     def _optics(self, labels: list[str]):
         families = {name: GaugeMetricFamily(metric, help_text, labels=labels)
@@ -76,7 +108,7 @@ class LabCollector:
         yield from families.values()
 
 
-def registry_for(sampler: Sampler, fabric: Fabric) -> CollectorRegistry:
+def registry_for(sampler: Sampler, fabric: Fabric, routing: RoutingState | None = None) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(LabCollector(sampler, fabric))
+    registry.register(LabCollector(sampler, fabric, routing))
     return registry

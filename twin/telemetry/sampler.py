@@ -40,11 +40,15 @@ class Sampler:
         self.optics: dict = {}  # Port -> optics.Reading, once a second (they move only when a fault does)
         self.gaps: list[float] = []
         self.read_s: list[float] = []
-        self._stop = threading.Event()
+        self._stop, self._first_read = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._run, name="telemetry", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    def wait_first_read(self, timeout_s: float) -> bool:
+        """True once every node's counters were read (and so its sockets opened) once."""
+        return self._first_read.wait(timeout_s)
 
     def stop(self) -> dict:
         self._stop.set()
@@ -79,6 +83,7 @@ class Sampler:
                         self.optics = self._read_optics()
                         last_faults = started
                     self.latest = snap
+                    self._first_read.set()
                     if last_t is not None:
                         self.gaps.append(snap.t - last_t)
                     last_t = snap.t
