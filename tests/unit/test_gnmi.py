@@ -28,7 +28,8 @@ class Source:
     period_s = 0.05
 
     def __init__(self):
-        self.counters = {("leaf-1", "sp-1"): {"rx_bytes": 100, "tx_bytes": 7, "ecn_marked": 3},
+        self.counters = {("leaf-1", "sp-1"): {"rx_bytes": 100, "tx_bytes": 7, "ecn_marked": 3,
+                                              "pfc_queue_bytes": -9014},
                          ("spine-1", "lf-1"): {"rx_bytes": 7, "tx_bytes": 100}}
         self.bgp = {"leaf-1": {"10.0.0.1": "Established"}}
         self.bgp_wanted = threading.Event()
@@ -76,6 +77,10 @@ def test_get_answers_a_container_with_its_leaves_for_the_target_only(served):
     queue = client.get(path=["/qos/interfaces/interface[interface-id=sp-1]/output/queues/queue[name=data]/state/"
                              "ecn-marked-pkts"], target="leaf-1", encoding="json_ietf")
     assert [u["val"] for u in queue["notification"][0]["update"]] == [3]
+    # a queue counted at two hooks can read below 0 for an instant: sent signed, not refused
+    occupancy = client.get(path=["/qos/interfaces/interface/output/queues/queue/state/queue-octets"], target="leaf-1",
+                           encoding="json_ietf")
+    assert [u["val"] for u in occupancy["notification"][0]["update"]] == [-9014]
 
 
 def test_get_refuses_an_unknown_target_and_a_path_with_nothing_under_it(served):

@@ -72,7 +72,9 @@ def _proto_path(path: Path) -> gnmi_pb2.Path:
 
 
 def _value(value: object) -> gnmi_pb2.TypedValue:
-    return gnmi_pb2.TypedValue(uint_val=value) if isinstance(value, int) else gnmi_pb2.TypedValue(string_val=str(value))
+    if isinstance(value, int):  # a queue's occupancy can dip below 0 for an instant (counted at two hooks)
+        return gnmi_pb2.TypedValue(uint_val=value) if value >= 0 else gnmi_pb2.TypedValue(int_val=value)
+    return gnmi_pb2.TypedValue(string_val=str(value))
 
 
 def _notifications(stamp: int, leaves: dict[str, dict[Path, object]]) -> list[gnmi_pb2.Notification]:
@@ -117,7 +119,6 @@ class Service(gnmi_pb2_grpc.gNMIServicer):
         wanted = [(_path(subscriptions.prefix, s.path), s) for s in subscriptions.subscription] or \
             [((), gnmi_pb2.Subscription())]
         patterns = [pattern for pattern, _ in wanted]
-        stamp, leaves = self._snapshot(patterns, context)
 
         def chosen(leaves, these=patterns):
             return {node: openconfig.select(leaves.get(node, {}), these) for node in nodes}
@@ -126,6 +127,7 @@ class Service(gnmi_pb2_grpc.gNMIServicer):
         if mode == gnmi_pb2.SubscriptionList.STREAM:
             yield from self._stream(wanted, nodes, subscriptions.updates_only, context)
             return
+        stamp, leaves = self._snapshot(patterns, context)
         yield from (gnmi_pb2.SubscribeResponse(update=n) for n in _notifications(stamp, chosen(leaves)))
         yield gnmi_pb2.SubscribeResponse(sync_response=True)
         if mode == gnmi_pb2.SubscriptionList.POLL:
