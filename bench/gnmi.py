@@ -140,29 +140,33 @@ def run(name: str, seconds: float, interval_ms: int, scratch: Path) -> dict:
     print(f"{name}: up ...", flush=True)
     lab = deploy.up(lab_file, fabric)
     metrics, port = scratch / "metrics.jsonl", free_port()
-    server = subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "telemetry", fabric.name,
-                               "--gnmi", "--gnmi-port", str(port), "--interval-ms", str(interval_ms),
-                               "--out", str(metrics)], cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     stop, changes = threading.Event(), []
     try:
-        collector = Collector(port, interval_ms)
-        collector.synced.wait(30)
-        watcher = threading.Thread(target=watch_bgp, args=(lab, leaf, stop, changes), daemon=True)
-        watcher.start()
-        time.sleep(seconds / 2)
-        # through the CLI: the fault engine here would fork pyroute2's netns helper beside this
-        # process's gRPC threads, and such a child can crash (grpc's fork support)
-        twin("fault", "inject", fabric.name, "link_down", "--link", link.name, "--id", "cut")
-        time.sleep(5)
-        twin("fault", "clear", fabric.name, "cut")
-        time.sleep(seconds / 2 - 5)
-        collector.close()
-        stop.set()
-        watcher.join(timeout=5)
+        with open(scratch / "server.log", "w") as log:
+            server = subprocess.Popen([sys.executable, "-c", "from twin.cli import main; main()", "telemetry",
+                                       fabric.name, "--gnmi", "--gnmi-port", str(port), "--interval-ms",
+                                       str(interval_ms), "--out", str(metrics)], cwd=ROOT,
+                                      stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            collector = Collector(port, interval_ms)
+            collector.synced.wait(30)
+            watcher = threading.Thread(target=watch_bgp, args=(lab, leaf, stop, changes), daemon=True)
+            watcher.start()
+            time.sleep(seconds / 2)
+            # through the CLI: the fault engine here would fork pyroute2's netns helper beside this
+            # process's gRPC threads, and such a child can crash (grpc's fork support)
+            twin("fault", "inject", fabric.name, "link_down", "--link", link.name, "--id", "cut")
+            time.sleep(5)
+            twin("fault", "clear", fabric.name, "cut")
+            time.sleep(seconds / 2 - 5)
+            collector.close()
+            stop.set()
+            watcher.join(timeout=5)
+        finally:
+            server.send_signal(subprocess.signal.SIGINT)
+            server.wait(timeout=20)
     finally:
-        server.send_signal(subprocess.signal.SIGINT)
-        server.wait(timeout=20)
+        stop.set()
         deploy.down(fabric.name)
     gaps = [b - a for times in collector.arrivals.values() for a, b in zip(times, times[1:], strict=False)]
     stored = metrics_values(metrics)

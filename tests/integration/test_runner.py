@@ -91,6 +91,8 @@ def test_external_detector_is_graded_like_the_builtin(tmp_path, runtime, lab_ref
     report = json.loads((run_dir / "report.json").read_text())
     link_state = report["detectors"]["link-state"]
     assert link_state["right"] == 1 and link_state["wrong"] == 0 and link_state["detect_s"]["cut-fibre"] < 1
+    over_gnmi = report["detectors"]["gnmi-link-state"]  # the same, read only over the twin's gNMI
+    assert over_gnmi["right"] == 1 and over_gnmi["wrong"] == 0 and over_gnmi["detect_s"]["cut-fibre"] < 1, over_gnmi
     assert "probe-likelihood" in report["detectors"]  # listed even with nothing to say
     assert [e["status"] for e in report["expectations"]] == ["pass", "pass"]
     page = (run_dir / "index.html").read_text()

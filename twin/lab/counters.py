@@ -1,7 +1,8 @@
 """One snapshot of a lab's counters.
 
 Interface counters come from the namespace's /proc/net/dev (read from inside it: 0.06 ms a
-node, where a netlink link dump parsed by pyroute2 takes 1.4 ms), each port's frame-check errors
+node, where a netlink link dump parsed by pyroute2 takes 1.4 ms), the operational state (`oper_up`)
+from one flags ioctl per interface, each port's frame-check errors
 (`rx_crc_errors`) from the ports' physical layer (lab/phy.py); qdisc backlog and drops
 from one raw qdisc dump per node (pfc/backlog.py: pyroute2 parsing every attribute of every
 qdisc took about a minute for pod128's 4,600 interfaces), one socket per node kept open.
@@ -16,7 +17,7 @@ from pyroute2 import IPRoute
 
 from twin.lab import phy, shaping
 from twin.lab.handle import Lab
-from twin.lab.nsutil import in_netns
+from twin.lab.nsutil import in_netns, interfaces_running
 from twin.lab.offload import snmp
 from twin.lab.pfc.backlog import BacklogReader
 from twin.model.fabric import Fabric
@@ -57,9 +58,11 @@ class CounterReader:
         for node in self.nodes:
             ipr = self._ipr(node)
             names = self._names(node, ipr)
+            running = interfaces_running(self.lab.netns(node))
             for ifname, values in _net_dev(self.lab.netns(node)).items():
                 if ifname != "lo":
                     snap.interfaces[(node, ifname)] = {k: values[i] for k, i in NET_DEV_FIELDS.items()}
+                    snap.interfaces[(node, ifname)]["oper_up"] = int(running.get(ifname, False))
             for index, (backlog, drops) in (self._root_queues(node).read().items() if qdiscs else ()):
                 entry = snap.interfaces.get((node, names.get(index)))
                 if entry is not None:  # the root HTB's counts: its classes' queues' drops included

@@ -79,18 +79,26 @@ def interface_indexes(path: str) -> dict[str, int]:
         return {name: index for index, name in socket.if_nameindex()}
 
 
-SIOCGIFMTU = 0x8921  # linux/sockios.h
+SIOCGIFFLAGS, SIOCGIFMTU = 0x8913, 0x8921  # linux/sockios.h
+IFF_RUNNING = 0x40  # the operational state is up (carrier), linux/if.h
+
+
+def _per_interface(path: str, request: int, layout: str) -> dict[str, int]:
+    """ifname -> one ioctl's answer for every interface in the namespace at `path`, on a socket
+    made there: no netlink dump to decode (pyroute2's is slow at scale)."""
+    with in_netns(path), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        asked = {name: struct.pack(layout, name.encode(), 0) for _index, name in socket.if_nameindex()}
+        return {name: struct.unpack(layout, fcntl.ioctl(sock.fileno(), request, ask))[1] for name, ask in asked.items()}
 
 
 def interface_mtus(path: str) -> dict[str, int]:
-    """ifname -> MTU in the namespace at `path`: one ioctl per interface on a socket made there, no
-    netlink dump to decode (pyroute2's is slow at scale)."""
-    with in_netns(path), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        mtus = {}
-        for _index, name in socket.if_nameindex():
-            request = struct.pack("16si", name.encode(), 0)
-            mtus[name] = struct.unpack("16si", fcntl.ioctl(sock.fileno(), SIOCGIFMTU, request))[1]
-        return mtus
+    """ifname -> MTU in the namespace at `path`."""
+    return _per_interface(path, SIOCGIFMTU, "16si")
+
+
+def interfaces_running(path: str) -> dict[str, bool]:
+    """ifname -> whether its operational state is up (IFF_RUNNING), in the namespace at `path`."""
+    return {name: bool(flags & IFF_RUNNING) for name, flags in _per_interface(path, SIOCGIFFLAGS, "16sH").items()}
 
 
 def socket_in(path: str, kind: int, proto: int = 0) -> socket.socket:

@@ -34,7 +34,7 @@ from twin.telemetry.sampler import Sampler
 GNMI_VERSION = "0.8.0"
 ENCODINGS = (gnmi_pb2.JSON, gnmi_pb2.JSON_IETF, gnmi_pb2.PROTO)
 FIRST_SAMPLE_S = 10.0  # how long a request waits for the sampler's first read
-WORKERS = 16  # concurrent RPCs: each stream holds a thread
+WORKERS = 32  # concurrent RPCs: each stream holds a thread (a collector may open one per node)
 
 
 class LabSource:

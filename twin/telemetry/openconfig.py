@@ -3,7 +3,8 @@
 A leaf is a path (a tuple of elements: name and sorted keys) and a value. The paths are
 OpenConfig's where OpenConfig has the leaf:
 - /interfaces/interface[name]/state/counters/{in,out}-{octets,pkts,discards,errors}, in-fcs-errors
-  (openconfig-interfaces; the kernel's /proc/net/dev and the ports' frame check);
+  (openconfig-interfaces; the kernel's /proc/net/dev and the ports' frame check), and
+  /interfaces/interface[name]/state/oper-status, UP or DOWN (the kernel's IFF_RUNNING);
 - /qos/interfaces/interface[interface-id]/output/queues/queue[name=data]/state/dropped-pkts
   (openconfig-qos; the port's root qdisc);
 - /network-instances/network-instance[name=default]/protocols/protocol[identifier=BGP][name=BGP]
@@ -48,11 +49,14 @@ def elem(name: str, /, **keys: str) -> Elem:
     return name, tuple(sorted(keys.items()))
 
 
-def interface_leaves(interfaces: Mapping[tuple[str, str], Mapping[str, int]]) -> dict[str, dict[Path, int]]:
+def interface_leaves(interfaces: Mapping[tuple[str, str], Mapping[str, int]]) -> dict[str, dict[Path, object]]:
     """node -> leaf -> value, from a counter snapshot's (node, ifname) -> field -> value."""
-    leaves: dict[str, dict[Path, int]] = {}
+    leaves: dict[str, dict[Path, object]] = {}
     for (node, ifname), values in interfaces.items():
         mine = leaves.setdefault(node, {})
+        if "oper_up" in values:
+            mine[(elem("interfaces"), elem("interface", name=ifname), elem("state"), elem("oper-status"))] = \
+                "UP" if values["oper_up"] else "DOWN"
         counters = (elem("interfaces"), elem("interface", name=ifname), elem("state"), elem("counters"))
         for leaf, field in INTERFACE_COUNTERS.items():
             if field in values:

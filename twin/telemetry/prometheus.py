@@ -20,7 +20,8 @@ COUNTERS = {"rx_bytes": "Bytes received", "tx_bytes": "Bytes sent", "rx_packets"
             "ecn_marked": "Packets the port's egress queue marked ECN Congestion Experienced",
             "steered_in": "Packets adaptive routing moved onto this uplink from the one the kernel chose"}
 GAUGES = {"backlog_bytes": ("fabric_twin_qdisc_backlog_bytes", "Bytes queued in the root qdisc"),
-          "pfc_queue_bytes": ("fabric_twin_pfc_queue_bytes", "Bytes in the port's PFC-managed egress queue")}
+          "pfc_queue_bytes": ("fabric_twin_pfc_queue_bytes", "Bytes in the port's PFC-managed egress queue"),
+          "oper_up": ("fabric_twin_interface_oper_up", "1 if the interface's operational state is up (carrier)")}
 
 OPTICS = {"tx_dbm": ("fabric_twin_optic_tx_power_dbm", "Transmit power of the port's optic"),
           "rx_dbm": ("fabric_twin_optic_rx_power_dbm", "Receive power of the port's optic (low: a dying optic, a "

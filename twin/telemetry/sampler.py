@@ -23,7 +23,7 @@ from twin.model.ports import Port
 
 PFC_FIELDS = {"pfc_rx_pause": "rx_pause", "pfc_tx_pause": "tx_pause", "pfc_paused_ms": "paused_s",
               "pfc_queue_bytes": "queue", "ecn_marked": "ecn_marked", "steered_in": "steered_in"}
-FIELDS = (*NET_DEV_FIELDS, "rx_crc_errors", "backlog_bytes", "qdisc_drops", *PFC_FIELDS)
+FIELDS = (*NET_DEV_FIELDS, "rx_crc_errors", "backlog_bytes", "qdisc_drops", *PFC_FIELDS, "oper_up")
 FAULT_COUNTERS_EVERY_S = 1.0
 QDISCS_EVERY = 5  # qdisc backlog every 5th sample (500 ms at 100 ms): a rail8 read drops from 50 ms to ~15
 
