@@ -257,8 +257,9 @@ def _serve(lab: Lab, sampler: Sampler, http_port: int | None, gnmi_port: int | N
     routing = RoutingState(lab)
     stops = [routing.stop]
     try:
-        # The first read opens a netlink socket in every node, and pyroute2 forks to open each: done
-        # before gRPC starts its threads (a child forked beside them can crash: grpc's fork support).
+        # The first read opens the sampler's sockets in every node before gRPC starts its threads:
+        # none of them forks now (lab/counters.py), but a child forked beside gRPC's threads can
+        # crash (grpc's fork support), so nothing the sampler opens may ever come after.
         sampler.start()
         stops.append(sampler.stop)
         if not sampler.wait_first_read(FIRST_READ_S):
