@@ -154,6 +154,7 @@ bench: deps venv
 	$(VENV)/bin/python bench/transport_state.py --lab rail4 --runs 1 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/transport_state.py --lab mini --runs 2 --transport tcp --out docs/benchmarks.md
 	$(VENV)/bin/python bench/transport_state.py --lab rail4 --runs 1 --transport tcp --out docs/benchmarks.md
+	$(VENV)/bin/python bench/oneway.py --lab rail4 --runs 2 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/detect_tail.py --trials 600 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/config_audit.py --labs mini rail4 rail8 --sweeps 20 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/gnmi.py --lab rail8 --seconds 60 --out docs/benchmarks.md
