@@ -18,7 +18,6 @@ import datetime
 import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).parent))
 from lab_lifecycle import machine  # noqa: E402
+from lossless import run_scenario  # noqa: E402
 from sections import emit  # noqa: E402
 
 BEGIN, END = "<!-- oneway:begin -->", "<!-- oneway:end -->"
@@ -53,17 +53,6 @@ def scenario(lab: str, link: str, direction: str, loss_pct: float, probes: dict)
             "faults": [{"id": "fault", "kind": "silent_drop", "link": link, "direction": direction,
                         "loss_pct": loss_pct, "at_s": ONSET_S, "duration_s": FAULT_S}],
             "detectors": [{"builtin": name} for name in DETECTORS]}
-
-
-def run_one(doc: dict, folder: Path) -> dict:
-    path = folder / "scenario.json"
-    path.write_text(json.dumps(doc))
-    twin = Path(sys.executable).with_name("twin")
-    subprocess.run([str(twin), "run", str(path), "--results", str(folder / "results")], check=False)
-    reports = sorted((folder / "results").glob("*/report.json"))
-    if not reports:
-        raise SystemExit(f"{doc['faults'][0]['link']}: the run wrote no report under {folder}")
-    return json.loads(reports[-1].read_text())["detectors"]
 
 
 def cell(score: dict) -> str:
@@ -111,7 +100,8 @@ def main() -> None:
             for _ in range(args.runs):
                 link = draw.choice(links)
                 with tempfile.TemporaryDirectory(prefix="oneway-bench.") as folder:
-                    detectors = run_one(scenario(args.lab, link, direction, args.loss, args.probes), Path(folder))
+                    detectors = run_scenario(scenario(args.lab, link, direction, args.loss, args.probes), Path(folder),
+                                             Path(folder) / "results")["detectors"]
                 rows.append((tier, way, link, detectors))
                 print(summary(rows[-1:])[2], flush=True)
     command = f"python bench/oneway.py --lab {args.lab} --runs {args.runs} --loss {args.loss:g} --seed {args.seed}"
