@@ -2,10 +2,13 @@
 """An operator's collector as a detector: it reads the twin over gNMI only, as it reads switches.
 It starts the twin's gNMI server (`twin telemetry LAB --gnmi`), subscribes to every node's
 interfaces' oper-status ON_CHANGE, and names the link whose port went DOWN. gRPC and the gNMI
-protos come from the project's environment (grpcio, pygnmi), hence its python:
+protos come from the project's environment (grpcio, pygnmi), hence its python. Starting the server
+and subscribing takes a second or two (more on a busy machine), so it says `{"ready": true}` once
+its subscription has its first full picture (gNMI's sync_response), and the run waits for that:
 
     detectors:
       - command: [".venv/bin/python", "examples/detectors/gnmi_link_state.py", "{lab}"]
+        ready_within_s: 60
 """
 
 import json
@@ -14,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
@@ -24,7 +26,6 @@ SERVER_STOP_S = 2.0
 lab = sys.argv[1]
 with open(os.environ["FABRIC_TWIN_TOPOLOGY"]) as maps:
     links = json.load(maps)["links"]  # name, a, a_if, b, b_if
-start = float(os.environ["FABRIC_TWIN_START_EPOCH"])
 port_link = ({(link["a"], link["a_if"]): link["name"] for link in links}
              | {(link["b"], link["b_if"]): link["name"] for link in links})
 with socket.socket() as probe:
@@ -51,13 +52,15 @@ try:
         grpc.channel_ready_future(channel).result(timeout=60)
         named = set()
         for response in gnmi_pb2_grpc.gNMIStub(channel).Subscribe(iter([request])):
+            if response.sync_response:  # every port's state seen once: watching
+                print(json.dumps({"ready": True}), flush=True)
+                continue
             node = response.update.prefix.target  # the gNMI target: a node of the lab
             for update in response.update.update:
                 link = port_link.get((node, update.path.elem[1].key["name"]))
                 if link and update.val.string_val == "DOWN" and link not in named:
                     named.add(link)
-                    print(json.dumps({"t": round(time.time() - start, 3), "kind": "link_down", "link": link,
-                                      "confidence": 1.0}), flush=True)
+                    print(json.dumps({"kind": "link_down", "link": link, "confidence": 1.0}), flush=True)
                 elif link and update.val.string_val == "UP":
                     named.discard(link)
 finally:

@@ -100,6 +100,32 @@ def test_external_detector_is_graded_like_the_builtin(tmp_path, runtime, lab_ref
     assert "link-state" in page and 'src="timeline.png"' in page and 'href="events.jsonl"' in page
 
 
+def test_a_detector_that_never_says_ready_holds_the_clock_only_as_long_as_it_said(tmp_path, runtime, lab_ref):
+    """`ready_within_s`: the clock waits for the watcher's ready line, at most that long; a mute one
+    is a `not_ready` event, the run goes on, and it ends with the run like any detector."""
+    if runtime != "netns":
+        pytest.skip("the wait for a detector does not depend on the runtime (netns tier only)")
+    scenario = tmp_path / "mute.yaml"
+    scenario.write_text(f"name: mute-watcher\nlab: {lab_ref('mini')}\nduration_s: 2\ndetectors:\n"
+                        "  - command: [sleep, '120']\n    name: mute\n    ready_within_s: 1.5\n"
+                        "  - command: ['true']\n    name: gone\n    ready_within_s: 60\n"
+                        "  - command: [python3, examples/detectors/link_state.py]\n    name: link-state\n")
+    results = tmp_path / "results"
+    result = twin_cli("run", str(scenario), "--results", str(results))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert leftovers(lab_name(lab_ref("mini"))) == []
+    (run_dir,) = results.iterdir()
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    detectors = {(e["detector"], e["op"]): e for e in events if e["kind"] == "detector"}
+    start = next(e for e in events if e["kind"] == "scenario" and e["op"] == "start")
+    assert detectors[("mute", "not_ready")]["waited_s"] == 1.5 and not detectors[("mute", "not_ready")]["exited"]
+    assert detectors[("gone", "not_ready")]["exited"]  # ended before it watched: not waited for its 60 s
+    assert start["t"] - detectors[("gone", "start")]["t"] < 30
+    assert detectors[("mute", "start")]["t"] <= start["t"] - 1.5  # started before the clock, waited for
+    assert 0 <= detectors[("link-state", "start")]["t"] <= start["t"] + 0.5  # the others start with the clock
+    assert subprocess.run(["pgrep", "-f", "sleep 120"], capture_output=True).returncode == 1
+
+
 def test_a_wrong_external_verdict_is_graded_wrong_and_fails_the_run(tmp_path):
     liar = tmp_path / "liar.py"
     liar.write_text("import json, os, time\n"

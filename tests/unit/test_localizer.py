@@ -9,7 +9,7 @@ from test_model import fabric_of
 
 from twin.detect.likelihood import LikelihoodLocalizer
 from twin.detect.localizer import Localizer
-from twin.detect.verdicts import Verdict, names_fault, parse_line
+from twin.detect.verdicts import Verdict, is_ready_line, names_fault, parse_line
 from twin.model.fabric import link_key
 from twin.probes.plan import cover_plan
 
@@ -478,3 +478,9 @@ def test_a_loss_on_the_paths_an_uplink_shares_with_a_superspine_link_names_neith
     assert [v.target.key for v in verdicts] == []
     verdicts = observe(1.0, avoiding[0]) + observe(1.25, avoiding[-1])
     assert [v.target.key for v in verdicts] == [uplink]
+
+
+def test_a_ready_line_is_not_a_verdict_and_only_true_counts():
+    assert is_ready_line('{"ready": true}\n')
+    assert not is_ready_line('{"ready": "yes"}') and not is_ready_line("ready") and not is_ready_line("[true]")
+    assert parse_line('{"ready": true}', "ext", received_t=1.0) is None

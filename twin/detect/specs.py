@@ -16,6 +16,10 @@ class DetectorSpec(BaseModel):
     name: str | None = Field(None, pattern=NAME_PATTERN, description="how the report names it")
     isolate: bool = Field(False, description="drain each switch-to-switch link it names (BGP shut on both "
                                              "ends); undrained when the fault clears")
+    ready_within_s: float | None = Field(
+        None, gt=0, le=300, description="a command that needs time to start watching (a collector opening its "
+        "subscriptions): started before the scenario's clock, which waits up to this long for its "
+        '{"ready": true} line; its verdicts are timed when received')
 
     @model_validator(mode="after")
     def _one(self):
@@ -25,6 +29,8 @@ class DetectorSpec(BaseModel):
             raise ValueError(f"unknown builtin detector {self.builtin!r}; built in: {', '.join(BUILTINS.names())}")
         if self.command is not None and not self.command:
             raise ValueError("command is empty")
+        if self.ready_within_s is not None and self.command is None:
+            raise ValueError("ready_within_s is for a command: built-in detectors watch from the start")
         return self
 
     def label(self, number: int) -> str:

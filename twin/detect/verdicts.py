@@ -54,6 +54,17 @@ def names_fault(verdict: Verdict, targets: list[str], ambiguous: list[set[str]] 
     return any(verdict.target.names(Target.parse(t)) for t in targets)
 
 
+def is_ready_line(line: str) -> bool:
+    """A detector's `{"ready": true}`: it watches now (DetectorSpec.ready_within_s)."""
+    import json
+
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and obj.get("ready") is True
+
+
 def parse_line(line: str, detector: str, received_t: float) -> Verdict | None:
     """One JSON line of a detector's output; lines that are not verdicts give None."""
     import json

@@ -110,7 +110,12 @@ class Session:
             self._running.append(kind.factory(self.workload_ctx, planned.params, planned.name))
         for workload in self._running:
             workload.start()
+        self._detectors = Detectors(self.detector_specs, self._running, self.lab, self.events)
+        self._detectors.start_watchers()  # collectors that need time to watch start with the workloads
         self._wait_ready()
+        if self._detectors.watchers:
+            self.progress.phase("waiting for detectors to watch", len(self._detectors.watchers))
+            self._detectors.wait_watchers(self.progress.advance)
         isolating = {d.label(n) for n, d in enumerate(self.detector_specs) if d.isolate}
         if isolating:
             self._isolator = Isolator(self.lab, self.events, isolating)
@@ -123,7 +128,6 @@ class Session:
         if self.observers.telemetry_ms:  # its samples are timed by the clock
             self._sampler = Sampler(self.lab, self.observers.telemetry_ms, self.observers.metrics_path)
             self._sampler.start()
-        self._detectors = Detectors(self.detector_specs, self._running, self.lab, self.events)
         self._detectors.start(time.time())
         self.events.emit("scenario", op="start", name=self.name, lab=self.lab.name)
 

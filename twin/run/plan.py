@@ -243,7 +243,8 @@ def _faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]
 def _detectors(spec: ScenarioSpec, problem) -> list[DetectorSpec]:
     detectors, names = [], {}
     for number, detector in _valid(DetectorSpec, spec.detectors, "detectors", problem,
-                                   "e.g. builtin: probe-likelihood, or command: [./tool]"):
+                                   "e.g. builtin: probe-likelihood, or command: [./tool] (and ready_within_s: 30, "
+                                   "at most 300, for a command that needs time to start watching)"):
         builtin = BUILTINS.get(detector.builtin) if detector.builtin else None
         if builtin and builtin.needs and not any(isinstance(w, dict) and builtin.feeds_on(w) for w in spec.workloads):
             problem(("detectors", number, "builtin"), f"{detector.builtin} needs {builtin.needs} workload"
