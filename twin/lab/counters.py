@@ -48,9 +48,9 @@ class CounterReader:
         (a qdisc dump costs ten times the rest: pyroute2 parses every message)."""
         snap = Snapshot(time.monotonic())
         for node in self.nodes:
-            names = self._names(node)
-            running = interfaces_running(self.lab.netns(node))
-            for ifname, values in _net_dev(self.lab.netns(node)).items():
+            names, path = self._names(node), self.lab.netns(node)
+            running = interfaces_running(path)
+            for ifname, values in _net_dev(path).items():
                 if ifname != "lo":
                     snap.interfaces[(node, ifname)] = {k: values[i] for k, i in NET_DEV_FIELDS.items()}
                     snap.interfaces[(node, ifname)]["oper_up"] = int(running.get(ifname, False))
