@@ -90,7 +90,8 @@ status: venv
 # groups them). Tests that act on every lab of the machine (`twin cleanup`), and those that hold
 # the emulated RoCE transport to a hardware NIC's standard or measure its throughput (marker quiet:
 # under the docker tier's load the emulation can resend a packet of a lossless incast,
-# tests/integration/test_congestion.py, and its shapers lose line time, tests/integration/test_roce.py),
+# tests/integration/test_congestion.py, and its shapers lose line time, tests/integration/test_roce.py;
+# so does a TCP flow's, tests/integration/test_rail4.py),
 # run alone afterwards. The slowest are listed.
 PARALLEL := -n 2 --dist loadgroup --durations=12
 
