@@ -21,7 +21,7 @@ from pyroute2 import IPRoute
 from twin.errors import LabStateError, TwinError
 from twin.lab import runtime as runtimes
 from twin.lab.files import open_lab
-from twin.lab.nsutil import in_netns, socket_in
+from twin.lab.nsutil import in_netns, netlink_in, socket_in
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState, Resource, load_state
 from twin.model import serialize
@@ -113,10 +113,9 @@ class Lab:
         return self.runtime.netns_path(node)
 
     def netlink(self, node: str, strict_check: bool = False) -> IPRoute:
-        """A netlink socket in the node. flags=0: pyroute2's default would create the namespace
-        if it were missing (a node torn down under us must fail, not reappear empty).
+        """A netlink socket in the node (a node torn down under us fails, never reappears empty).
         strict_check: dumps the kernel filters by the request's fields."""
-        return IPRoute(netns=self.netns(node), flags=0, strict_check=strict_check)
+        return netlink_in(self.netns(node), strict_check)
 
     @contextmanager
     def enter(self, node: str) -> Iterator[None]:

@@ -6,6 +6,7 @@ running config and routes. Used to prove that clearing a fault restores the exac
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 from pyroute2 import IPRoute
 
@@ -22,6 +23,7 @@ from twin.lab.state import LabState
 RTPROT_BGP = 186
 CLSACT_HOOKS = {CLSACT_PARENTS[CLSACT_INGRESS]: "ingress", CLSACT_PARENTS[CLSACT_EGRESS]: "egress"}
 FAULT_SYSCTLS = (HASH_POLICY_SYSCTL,)  # faults/hash_policy.py
+FRR_READERS = 4
 
 
 def _kernel(ipr: IPRoute) -> dict:
@@ -63,10 +65,22 @@ def _frr(runtime: Runtime, state: LabState, node: str) -> dict:
     return {"running_config": lines, "fib": fib}
 
 
+def _frr_or_silence(lab: Lab, node: str) -> dict:
+    try:
+        return _frr(lab.runtime, lab.state, node)
+    except RuntimeBackendError as exc:  # a switch whose daemons a fault stopped: that is its state
+        return {"running_config": f"not answering: {exc}", "fib": {}}
+
+
 def take(lab: Lab) -> dict:
     snap = {}
     receive_faults, blackholes, crossed = phy.faults(lab), phy.blackholes(lab), phy.crossed(lab)
-    for name, node in sorted(lab.fabric.nodes.items()):
+    # Asking FRR is two vtysh processes a switch, waited on: a few threads overlap them (the
+    # netlink dumps below decode in Python, which threads would not speed up).
+    switches = [name for name, node in lab.fabric.nodes.items() if node.is_switch]
+    with ThreadPoolExecutor(max_workers=FRR_READERS) as pool:
+        frr = dict(zip(switches, pool.map(lambda name: _frr_or_silence(lab, name), switches)))
+    for name in sorted(lab.fabric.nodes):
         with lab.netlink(name) as ipr:
             entry = _kernel(ipr)
         entry["sysctls"] = {key: read_sysctl(lab.netns(name), key) for key in FAULT_SYSCTLS}
@@ -78,11 +92,7 @@ def take(lab: Lab) -> dict:
             entry["phy"]["blackholes"] = blackholes[name]
         if name in crossed:
             entry["phy"]["crossed"] = crossed[name]
-        if node.is_switch:
-            try:
-                entry |= _frr(lab.runtime, lab.state, name)
-            except RuntimeBackendError as exc:  # a switch whose daemons a fault stopped: that is its state
-                entry |= {"running_config": f"not answering: {exc}", "fib": {}}
+        entry |= frr.get(name, {})
         snap[name] = json.loads(json.dumps(entry, default=str))
     return snap
 

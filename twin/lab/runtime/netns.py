@@ -7,11 +7,11 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from pyroute2 import IPRoute, NetlinkError
+from pyroute2 import NetlinkError
 from pyroute2 import netns as pr_netns
 
 from twin.errors import RuntimeBackendError
-from twin.lab.nsutil import pids_in_netns
+from twin.lab.nsutil import netlink_in, pids_in_netns
 from twin.lab.runtime.base import ExecResult
 from twin.model.fabric import Link, Node
 from twin.names import is_lab_name, lab_name
@@ -72,7 +72,7 @@ class NetnsRuntime:
         for link in links:
             by_node.setdefault(link.a.node, []).append(link)
         for node, node_links in by_node.items():
-            with IPRoute(netns=self.netns_path(node), flags=0) as ipr:
+            with netlink_in(self.netns_path(node)) as ipr:
                 for link in node_links:
                     try:
                         ipr.link("add", ifname=link.a.ifname, kind="veth",
