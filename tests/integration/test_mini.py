@@ -11,6 +11,7 @@ import pytest
 from twin.lab import netconf, shaping, vty
 from twin.lab.deploy import wait_converged
 from twin.lab.frr import PRELOADS, preload_path, vtysh_argv, vtysh_json
+from twin.lab.nsutil import interface_indexes, netlink_in
 from twin.lab.reach import unreachable_pairs
 from twin.lab.status import lab_status
 from twin.model.buffers import queue_limit
@@ -101,6 +102,23 @@ def test_ports_are_shaped_as_pyroute2_shapes_them(mini):
     # the lab's port also carries the PFC programs (clsact), which the spare has not
     clsact = shaped.find("qdisc clsact")
     assert "htb 1:" in reference and reference == shaped.replace(shaped[clsact:shaped.find("\n", clsact) + 1], "")
+
+
+def test_a_nodes_netlink_socket_is_made_in_it_by_the_calling_thread(mini, monkeypatch):
+    """Lab.netlink opens its socket inside the node (nsutil.netlink_in), with no child process (pyroute2's
+    netns= forks one per socket: 17 ms a node); a node that is gone fails and is not made anew."""
+    def no_fork(*_args, **_kwargs):
+        raise AssertionError("a process was forked to open a netlink socket")
+    monkeypatch.setattr(os, "fork", no_fork)
+    for node in ("leaf-g1-r1", "host-g2-h1"):
+        with mini.netlink(node) as ipr:
+            names = {m.get_attr("IFLA_IFNAME") for m in ipr.get_links()}
+        assert names == set(interface_indexes(mini.netns(node))), node
+    open_fds = len(os.listdir("/proc/self/fd"))
+    missing = mini.netns("leaf-g1-r1") + "-gone"
+    with pytest.raises(FileNotFoundError):
+        netlink_in(missing)
+    assert not os.path.exists(missing) and len(os.listdir("/proc/self/fd")) == open_fds
 
 
 def test_every_port_steers_each_flow_to_one_cpu(mini):

@@ -107,8 +107,12 @@ def netlink_in(path: str, strict_check: bool = False) -> IPRoute:
     own `IPRoute(netns=...)` forks a child to make it (17 ms a namespace here, half the time of a
     whole rail4 snapshot's dumps); a missing namespace fails (FileNotFoundError), never reappears."""
     with in_netns(path):
-        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, socket.NETLINK_ROUTE)
-    return IPRoute(fileno=sock.detach(), strict_check=strict_check)
+        fd = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, socket.NETLINK_ROUTE).detach()
+    try:
+        return IPRoute(fileno=fd, strict_check=strict_check)  # the socket is IPRoute's from here
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def socket_in(path: str, kind: int, proto: int = 0) -> socket.socket:

@@ -67,7 +67,7 @@ class NetnsRuntime:
 
     def create_links(self, links: list[Link], done: Callable[[], None] = lambda: None) -> None:
         """Create each veth pair directly between its two namespaces: nothing ever sits in the root
-        one. One netlink socket per namespace the pairs start from (opening one costs ~5 ms)."""
+        one. One netlink socket per namespace the pairs start from."""
         by_node: dict[str, list[Link]] = {}
         for link in links:
             by_node.setdefault(link.a.node, []).append(link)
