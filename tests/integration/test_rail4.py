@@ -56,7 +56,7 @@ def test_every_link_direction_is_shaped(rail4):
 # A single ECN-capable TCP flow holds the line only on a quiet machine. Beside another lab's
 # bring-up (what the other xdist worker does), the shapers' timers fire late, each hop loses line
 # time it cannot catch up, the queue that builds behind a slower hop is ECN-marked and the flow
-# cuts its window: CI saw 176.6 Mbit/s on the docker tier (2026-11-28); on this lab beside
+# cuts its window: CI (stop 44) saw 176.6 Mbit/s on the docker tier; on this lab beside
 # `twin lab up rail8`: 158-162 Mbit/s, 189-191 with the sender's ECN off, 195-198 alone. The test
 # measures the link's shaping, not the machine's load: it runs alone (marker quiet).
 @pytest.mark.quiet
