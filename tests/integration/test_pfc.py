@@ -44,8 +44,8 @@ def mini():
 # Lossless under the machine's load is not yet a contract (issue 29): CI dropped 15 packets of this
 # incast once (2026-11-26) and 164 beside the docker tier (stop 45's trial run); here, beside three CPU
 # hogs and a loop creating and deleting 100 veth pairs, 1 of 9 incasts dropped 3. The controller is
-# real-time, yet its reaction (kernel event to gate message) then reaches 17 ms, past what the
-# buffers' headroom covers. Cause of the late wakeups not found. The test holds the emulation to
+# real-time, yet in that condition its reaction (kernel event to gate message) reaches 17 ms, past
+# what the buffers' headroom covers. Cause of the late wakeups not found. The test holds the emulation to
 # a NIC's standard: it runs alone (marker quiet) until it is.
 @pytest.mark.quiet
 def test_incast_pauses_its_feeders_two_hops_back_and_drops_nothing(mini):
