@@ -48,24 +48,18 @@ def uplink_packets(lab) -> dict[str, int]:
     return {ifname: snap.interfaces[("leaf-g2-r1", ifname)]["tx_packets"] for ifname in UPLINKS}
 
 
-def counters(lab) -> dict:
-    return pfc_counters.ports(pfc_counters.read(lab.state.directory))
-
-
-def settled_counters(lab, timeout_s: float = 5.0) -> dict:
-    """The controller's counters once it has published everything earlier traffic left (it
-    publishes every 100 ms, later on a loaded machine): two reads a publication apart agree. A
-    read taken before the last of a previous test's moved packets were published counted them as
-    moved in the next test (CI: 2 of a marked test's packets in the unmarked one)."""
-    deadline = time.monotonic() + timeout_s
-    last = counters(lab)
-    while time.monotonic() < deadline:
-        time.sleep(0.3)
-        now = counters(lab)
-        if now == last:
-            return now
-        last = now
-    return last
+def published_after(lab, moment: float, quiet_s: float = 5.0) -> dict:
+    """The controller's counters from its first publication after `moment` (time.monotonic(), the
+    controller's clock too): it holds everything the kernel counted before then. A controller with
+    nothing new does not publish, so none within `quiet_s` means the last one is complete. Two equal
+    reads 0.3 s apart were not enough: a controller whose turns waited past that looked settled with
+    moved packets still unpublished (CI: 2, then 4, of a marked test's packets in the unmarked one)."""
+    deadline = time.monotonic() + quiet_s
+    while True:
+        document = pfc_counters.read(lab.state.directory)
+        if document["t_mono"] > moment or time.monotonic() >= deadline:
+            return pfc_counters.ports(document)
+        time.sleep(0.05)
 
 
 def kernel_uplink(lab, flow: tuple[str, str], sport: int) -> str:
@@ -109,7 +103,8 @@ def both_flows(lab, tos: int, sports: tuple[int, int]) -> dict:
         sockets += [receiver, sender]
         threads += [threading.Thread(target=receive, args=(number, receiver)),
                     threading.Thread(target=send, args=(sender, nics[dst].address))]
-    before, counted = uplink_packets(lab), settled_counters(lab)
+    counted = published_after(lab, time.monotonic())  # first: it may wait seconds, and BFD counts on the uplinks
+    before = uplink_packets(lab)
     started = time.monotonic()
     try:
         for thread in threads:
@@ -123,8 +118,7 @@ def both_flows(lab, tos: int, sports: tuple[int, int]) -> dict:
         for sock in sockets:
             sock.close()
     after = uplink_packets(lab)
-    time.sleep(0.5)  # the controller publishes its counters every 100 ms
-    now = counters(lab)
+    now = published_after(lab, time.monotonic())
     return {"uplinks": {ifname: after[ifname] - before[ifname] for ifname in UPLINKS},
             "arrived": [len(a) for a in arrived], "sending_s": sending_s,
             "pauses": sum(now[port].rx_pause - counted[port].rx_pause for port in now),
