@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from twin.lab import deploy
 from twin.lab.files import open_lab
+from twin.lab.pfc import counters as pfc_counters
 from twin.lab.runtime.docker import labelled_containers
 from twin.lab.runtime.netns import NETNS_DIR, namespace_prefix
 from twin.lab.state import lab_dir
@@ -95,3 +97,17 @@ def marking(lab, kmin: int = 0, kmax: int | None = None, pmax: float | None = No
         yield
     finally:
         pfc_client.release(lab.paths.root, "test-marking")
+
+
+def published_after(lab, moment: float, quiet_s: float = 5.0) -> dict:
+    """The controller's counters from its first publication after `moment` (time.monotonic(), the
+    controller's clock too): it holds everything the kernel counted before then. A controller with
+    nothing new does not publish, so none within `quiet_s` means the last one is complete. Two equal
+    reads 0.3 s apart were not enough: a controller whose turns waited past that looked settled with
+    moved packets still unpublished (CI: 2, then 4, of a marked test's packets in the unmarked one)."""
+    deadline = time.monotonic() + quiet_s
+    while True:
+        document = pfc_counters.read(lab.state.directory)
+        if document["t_mono"] > moment or time.monotonic() >= deadline:
+            return pfc_counters.ports(document)
+        time.sleep(0.05)

@@ -16,13 +16,12 @@ from twin.collectives.bench import run_bench
 from twin.faults import engine
 from twin.faults.base import FaultContext
 from twin.lab.counters import CounterReader
-from twin.lab.pfc import counters as pfc_counters
 from twin.lab.traffic import bound_udp_socket
 from twin.model import pathhash
 from twin.model.nics import fabric_nics
 from twin.roce.wire import REORDERABLE_DSCP
 
-from .helpers import lab_copy, lab_running
+from .helpers import lab_copy, lab_running, published_after
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_labs]
 PACKETS = 1500
@@ -46,20 +45,6 @@ def uplink_packets(lab) -> dict[str, int]:
     with CounterReader(lab) as reader:
         snap = reader.read(checksums=False)
     return {ifname: snap.interfaces[("leaf-g2-r1", ifname)]["tx_packets"] for ifname in UPLINKS}
-
-
-def published_after(lab, moment: float, quiet_s: float = 5.0) -> dict:
-    """The controller's counters from its first publication after `moment` (time.monotonic(), the
-    controller's clock too): it holds everything the kernel counted before then. A controller with
-    nothing new does not publish, so none within `quiet_s` means the last one is complete. Two equal
-    reads 0.3 s apart were not enough: a controller whose turns waited past that looked settled with
-    moved packets still unpublished (CI: 2, then 4, of a marked test's packets in the unmarked one)."""
-    deadline = time.monotonic() + quiet_s
-    while True:
-        document = pfc_counters.read(lab.state.directory)
-        if document["t_mono"] > moment or time.monotonic() >= deadline:
-            return pfc_counters.ports(document)
-        time.sleep(0.05)
 
 
 def kernel_uplink(lab, flow: tuple[str, str], sport: int) -> str:
