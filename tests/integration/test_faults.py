@@ -51,7 +51,7 @@ def nic(ctx, label):
 
 def converged(ctx):
     deadline = time.monotonic() + 60
-    converge.wait_sessions(ctx, NullProgress(), deadline)
+    converge.wait_sessions(ctx, NullProgress(), deadline, heard=True)
     converge.wait_routing(ctx, NullProgress(), deadline)
     converge.wait_bfd(ctx, NullProgress(), deadline)
     converge.wait_reachable(ctx, NullProgress(), deadline)

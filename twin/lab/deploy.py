@@ -161,10 +161,11 @@ def _build(lab: Lab, progress: Progress, timeout_s: float, all_pairs: bool) -> N
 
 
 def wait_converged(lab: Lab, progress: Progress | None = None, timeout_s: float = 90) -> None:
-    """A lab that is up converges again (after a scenario on it): routes, BFD, reachability."""
+    """A lab that is up converges again (after a scenario on it): sessions that have heard from
+    their peers since (converge.wait_sessions), routes, BFD, reachability."""
     progress = progress or NullProgress()
     deadline = time.monotonic() + timeout_s
-    converge.wait_sessions(lab, progress, deadline)
+    converge.wait_sessions(lab, progress, deadline, heard=True)
     converge.wait_routing(lab, progress, deadline)
     converge.wait_bfd(lab, progress, deadline)
     converge.wait_reachable(lab, progress, deadline)

@@ -243,8 +243,31 @@ def _wait_interfaces(runtime: Runtime, state: LabState, nodes: list[Node], deadl
             time.sleep(0.05)
 
 
-def wait_established(runtime: Runtime, state: LabState, sessions: dict[str, list[str]], deadline: float) -> None:
-    """Until every session in `sessions` (node -> peer addresses) is Established."""
+def session_marks(runtime: Runtime, state: LabState, sessions: dict[str, list[str]]) -> dict[tuple[str, str], tuple]:
+    """(node, peer address) -> (messages read, connections established) of every session now, for
+    wait_established to tell a session that has heard from its peer since from one that has not."""
+    marks = {}
+    for name, addresses in sessions.items():
+        try:
+            peers = vtysh_json(runtime, state, name, "show bgp summary json")["ipv4Unicast"]["peers"]
+        except (RuntimeBackendError, KeyError):
+            peers = {}
+        marks |= {(name, a): _heard(peers.get(a, {})) for a in addresses}
+    return marks
+
+
+def _heard(peer: dict) -> tuple:
+    return peer.get("msgRcvd"), peer.get("connectionsEstablished")
+
+
+def wait_established(runtime: Runtime, state: LabState, sessions: dict[str, list[str]], deadline: float,
+                     heard_since: dict[tuple[str, str], tuple] | None = None) -> None:
+    """Until every session in `sessions` (node -> peer addresses) is Established; with
+    `heard_since` (session_marks taken earlier), also until each has read a message since then."""
+    def up(name: str, address: str, peer: dict) -> bool:
+        fresh = heard_since is None or _heard(peer) != heard_since.get((name, address))
+        return peer.get("state") == "Established" and fresh
+
     waiting = dict(sessions)
     while waiting:
         for name in list(waiting):
@@ -252,7 +275,7 @@ def wait_established(runtime: Runtime, state: LabState, sessions: dict[str, list
                 peers = vtysh_json(runtime, state, name, "show bgp summary json")["ipv4Unicast"]["peers"]
             except (RuntimeBackendError, KeyError):
                 continue
-            if all(peers.get(a, {}).get("state") == "Established" for a in waiting[name]):
+            if all(up(name, a, peers.get(a, {})) for a in waiting[name]):
                 del waiting[name]
         if waiting and time.monotonic() > deadline:
             name = next(iter(waiting))
