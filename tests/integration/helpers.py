@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -99,15 +98,11 @@ def marking(lab, kmin: int = 0, kmax: int | None = None, pmax: float | None = No
         pfc_client.release(lab.paths.root, "test-marking")
 
 
-def published_after(lab, moment: float, quiet_s: float = 5.0) -> dict:
-    """The controller's counters from its first publication after `moment` (time.monotonic(), the
-    controller's clock too): it holds everything the kernel counted before then. A controller with
-    nothing new does not publish, so none within `quiet_s` means the last one is complete. Two equal
-    reads 0.3 s apart were not enough: a controller whose turns waited past that looked settled with
-    moved packets still unpublished (CI: 2, then 4, of a marked test's packets in the unmarked one)."""
-    deadline = time.monotonic() + quiet_s
-    while True:
-        document = pfc_counters.read(lab.state.directory)
-        if document["t_mono"] > moment or time.monotonic() >= deadline:
-            return pfc_counters.ports(document)
-        time.sleep(0.05)
+def counted_now(lab) -> dict:
+    """Every port's PFC counters as of this call: the controller publishes on request
+    (pfc_client.counters_now). Waiting for its next periodic publication could not tell one still
+    coming from none (nothing moved): two equal reads 0.3 s apart looked settled with moved packets
+    unpublished (CI: 2, then 4, of a marked test's packets in the unmarked one), a fixed sleep the same."""
+    from twin.lab.pfc import client as pfc_client
+
+    return pfc_counters.ports(pfc_client.counters_now(lab.paths.root))

@@ -2,18 +2,15 @@
 and not below; TCP hears of the marks (ECN negotiated by the hosts) and slows down before PFC has
 to pause it; a RoCE incast with DCQCN pauses far less than without and drops nothing."""
 
-import time
 
 import pytest
 
 from twin.collectives.incast import roce_incast
 from twin.lab.offload import snmp
-from twin.lab.pfc import counters as pfc_counters
-from twin.lab.pfc.controller import FLUSH_S
 from twin.lab.traffic import tcp_incast
 from twin.model.nics import fabric_nics
 
-from .helpers import lab_running, marking
+from .helpers import counted_now, lab_running, marking
 from .test_pfc import queue_drops
 
 pytestmark = pytest.mark.integration
@@ -32,14 +29,6 @@ def _senders(lab):
     return [nics["host-g1-h2:nic1"], nics["host-g2-h1:nic1"], nics["host-g2-h2:nic1"]], nics["host-g1-h1:nic1"]
 
 
-def _settled(lab) -> dict:
-    """The counters once the controller has published what the traffic that just ended left in
-    the queues: it publishes marks and pauses within FLUSH_S of their moving (and nothing when
-    nothing moved)."""
-    time.sleep(3 * FLUSH_S)
-    return pfc_counters.ports(pfc_counters.read(lab.paths.root))
-
-
 def _delivered_ce(lab, senders) -> int:
     return sum(snmp(lab.netns(n.host), "netstat").get("TcpExt.TCPDeliveredCE", 0) for n in senders)
 
@@ -49,9 +38,9 @@ def _tcp_incast(lab) -> dict:
     One flow a sender: TCP never sends less than two segments a flow, so a dozen jumbo-frame flows
     into one port hold 216 KB in flight, over XOFF, however hard they are marked."""
     senders, receiver = _senders(lab)
-    before, ce, drops = _settled(lab), _delivered_ce(lab, senders), queue_drops(lab)
+    before, ce, drops = counted_now(lab), _delivered_ce(lab, senders), queue_drops(lab)
     result = tcp_incast(lab, senders, receiver, SECONDS, flows_per_sender=1)
-    after = _settled(lab)
+    after = counted_now(lab)
     return {"pauses": sum(c.rx_pause - before[k].rx_pause for k, c in after.items()),
             "marks": sum(c.ecn_marked - before[k].ecn_marked for k, c in after.items()),
             "bottleneck_marks": after[BOTTLENECK].ecn_marked - before[BOTTLENECK].ecn_marked,
@@ -84,9 +73,9 @@ def _host_drops(lab, nics) -> dict:
 
 def _roce_incast(lab, cc: str) -> tuple[int, int, object]:
     senders, receiver = _senders(lab)
-    before, drops, host = _settled(lab), queue_drops(lab), _host_drops(lab, [receiver, *senders])
+    before, drops, host = counted_now(lab), queue_drops(lab), _host_drops(lab, [receiver, *senders])
     result = roce_incast(lab, senders, receiver, SECONDS, cc=cc)
-    after = _settled(lab)
+    after = counted_now(lab)
     host = {key: value - host[key] for key, value in _host_drops(lab, [receiver, *senders]).items()}
     result.stats["host_drops"] = host
     return sum(c.rx_pause - before[k].rx_pause for k, c in after.items()), queue_drops(lab) - drops, result

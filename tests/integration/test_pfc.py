@@ -14,7 +14,7 @@ from twin.lab.pfc import counters as pfc_counters
 from twin.lab.traffic import tcp_incast
 from twin.model.nics import fabric_nics
 
-from .helpers import lab_copy, lab_running, marking
+from .helpers import counted_now, lab_copy, lab_running, marking
 
 pytestmark = pytest.mark.integration
 SECONDS = 4.0
@@ -41,18 +41,18 @@ def mini():
         yield lab
 
 
-# Lossless under the machine's load is not yet a contract (issue 29): CI dropped 15 packets of this
-# incast once (2026-11-26) and 164 beside the docker tier (stop 45's trial run); here, beside three CPU
-# hogs and a loop creating and deleting 100 veth pairs, 1 of 9 incasts dropped 3. The controller is
-# real-time, yet in that condition its reaction (kernel event to gate message) reaches 17 ms, past
-# what the buffers' headroom covers. Cause of the late wakeups not found. The test holds the emulation to
-# a NIC's standard: it runs alone (marker quiet) until it is.
-@pytest.mark.quiet
+# This incast dropped packets beside other work (CI: 15 once on 2026-11-26, 164 beside the docker
+# tier on 2026-11-29; here 2 and 111 in the first incasts after a bring-up). Two causes, both fixed:
+# the real-time controller stored its counters itself, and a write and rename on the run directory
+# (ext4 here) waited up to 243 ms; and a gate change waits for the kernel's routing lock, which a
+# starved normal-priority holder kept for up to 235 ms. Publications are stored by a thread
+# (counters.Publisher); what arrives while a pause is late is held above the buffer and counted
+# (model/buffers.py, late allowance; the test after this one).
 def test_incast_pauses_its_feeders_two_hops_back_and_drops_nothing(mini):
-    before = pfc_counters.ports(pfc_counters.read(mini.state.directory))
+    before = counted_now(mini)
     with marking(mini, kmin=0):  # PFC alone: ECN would slow the senders before the queue pauses them
         result, drops = incast(mini)
-    after = pfc_counters.ports(pfc_counters.read(mini.state.directory))
+    after = counted_now(mini)
     pauses = {key: after[key].rx_pause - before[key].rx_pause for key in after}
     # (TCP may still retransmit a segment held by a pause past its tail-loss probe: not a drop)
     assert drops == 0, (drops, result)
@@ -71,6 +71,29 @@ def test_incast_pauses_its_feeders_two_hops_back_and_drops_nothing(mini):
         time.sleep(0.05)
     document = pfc_counters.read(mini.state.directory)
     assert document["controller"]["reaction"]["events"] > 0
+
+
+def test_what_arrives_while_a_pause_is_late_is_held_above_the_buffer_and_counted_not_dropped(mini):
+    """The emulator's lateness is not the fabric's (model/buffers.py, late allowance): the bottleneck's
+    XOFF is set 1 MB above its buffer, so its pauses come as late as a controller that waited that long
+    for the kernel's routing lock; what passes the buffer is held and counted, nothing dropped."""
+    from twin.lab.pfc import client as pfc_client
+    from twin.model.buffers import for_port
+    from twin.model.ports import Port
+
+    port = Port("leaf-g1-r1", "hs-g1h1")
+    buffer = for_port(mini.fabric, port).buffer
+    before = counted_now(mini)
+    with marking(mini, kmin=0):
+        pfc_client.tune(mini.paths.root, "test-late", port, xoff=buffer + 1_000_000, xon=buffer)
+        try:
+            result, drops = incast(mini)
+        finally:
+            pfc_client.release(mini.paths.root, "test-late")
+    after = counted_now(mini)
+    late = {key: after[key].late - before[key].late for key in after if after[key].late > before[key].late}
+    assert drops == 0, (drops, result)
+    assert late.get(tuple(port), 0) > 0 and after[tuple(port)].queue_peak > buffer, (late, after[tuple(port)])
 
 
 @pytest.mark.own_labs

@@ -13,3 +13,30 @@ def test_the_ports_held_now_are_read_from_the_rows_as_the_counters_say(tmp_path)
     expected = {port: c.paused_for_s for port, c in counters.ports(document).items() if c.paused_for_s}
     assert counters.paused_for(document) == expected == {("spine-1", "eth1"): 0.4, ("leaf-g1-r1", "hs-g1h1"): 0.05}
     assert counters.paused_for(None) == {}
+
+
+def test_the_publisher_stores_the_newest_publication_from_a_thread_that_is_not_real_time(tmp_path, monkeypatch):
+    """The controller hands publications to a thread (a write and rename waited up to 243 ms for
+    the file system in its real-time loop); the newest one replaces one not yet stored, and the one
+    submitted last is stored before close() returns."""
+    (tmp_path / "pfc").mkdir()
+    policies = []
+    real_setscheduler = counters.os.sched_setscheduler
+    monkeypatch.setattr(counters.os, "sched_setscheduler",
+                        lambda pid, policy, param: policies.append((pid, policy)) or real_setscheduler(pid, policy,
+                                                                                                       param))
+    publisher = counters.Publisher(tmp_path)
+    for t in range(50):
+        publisher.submit(counters.encode(float(t), {("spine-1", "eth1"): (counters.PortCounters(rx_pause=t), 0.0)}, {}))
+    publisher.close()
+    document = counters.read(tmp_path)
+    assert document["t_mono"] == 49.0 and counters.ports(document)[("spine-1", "eth1")].rx_pause == 49
+    assert policies == [(0, counters.os.SCHED_OTHER)]
+    assert not list((tmp_path / "pfc").glob("*.tmp"))
+
+
+def test_a_publication_that_cannot_be_stored_is_an_error_not_a_crash(tmp_path):
+    publisher = counters.Publisher(tmp_path / "gone")  # no pfc/ directory: the lab went
+    publisher.submit(counters.encode(1.0, {}, {}))
+    publisher.close()
+    assert publisher.errors and "cannot publish the counters" in publisher.errors[0]

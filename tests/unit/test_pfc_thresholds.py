@@ -1,4 +1,4 @@
-"""XOFF, XON and buffers from the line rate (pfc/thresholds.py), and the lab file's overrides."""
+"""XOFF, XON and buffers from the line rate (model/buffers.py), and the lab file's overrides."""
 
 from pathlib import Path
 
@@ -65,4 +65,18 @@ def test_a_lossy_lab_keeps_the_same_buffers(tmp_path, mtu):
     lossy = lab(tmp_path, f"{{mtu: {mtu}, pfc: false}}")
     assert not lossy.pfc
     for port in ports(lossy):
-        assert thresholds.queue_limit(lossy, port) == thresholds.queue_limit(lossless, port)
+        if not lossy.nodes[port.node].is_switch:
+            assert thresholds.queue_limit(lossy, port) == thresholds.queue_limit(lossless, port)
+            continue
+        buffer = thresholds.for_port(lossy, port).buffer
+        assert buffer == thresholds.for_port(lossless, port).buffer
+        assert thresholds.queue_limit(lossy, port) == buffer  # a lossy queue drops at its buffer
+        # a lossless one holds what arrives while the emulator's pause is late, above its buffer
+        assert thresholds.queue_limit(lossless, port) == buffer + thresholds.late_allowance(lossless, port)
+        assert thresholds.late_allowance(lossless, port) >= thresholds.line_bytes(lossless.rate_bps, 250)
+
+
+def test_the_late_allowance_is_capped_for_fast_wide_ports(tmp_path):
+    fast = lab(tmp_path, "{rate: 10gbit}")
+    assert max(thresholds.late_allowance(fast, port) for port in ports(fast)
+               if fast.nodes[port.node].is_switch) == thresholds.LATE_CAP_BYTES

@@ -182,9 +182,11 @@ def print_queues(queues) -> None:
                   f"p99 {reaction.get('p99_us', '-')} us over {reaction.get('events', 0)} events")
     if queues.ports:
         table = Table(title="ports that paused, were paused, went above XOFF, marked, dropped or had packets "
-                            "moved by adaptive routing (since the lab came up)")
+                            "moved by adaptive routing (since the lab came up); held late: packets above the "
+                            "buffer while the emulator's pause was late")
         for column in ("port", "pauses received", "XOFF sent", "paused s", "held now", "queue now",
-                       "queue peak", "above XOFF", "ECN marked", "moved in / away", "queue drops", "watchdog"):
+                       "queue peak", "above XOFF", "ECN marked", "moved in / away", "queue drops", "watchdog",
+                       "held late"):
             table.add_column(column)
         for row in queues.ports:
             drops, moved = row["queue_drops"], (row["steered_in"], row["steered_away"])
@@ -193,7 +195,7 @@ def print_queues(queues) -> None:
                           str(row["xoff_times"]), str(row["ecn_marked"]),
                           f"{moved[0]} / {moved[1]}" if any(moved) else "",
                           f"[red]{drops}[/]" if drops else "0",
-                          str(row["watchdog"] or ""))
+                          str(row["watchdog"] or ""), f"[yellow]{row['late']}[/]" if row.get("late") else "")
         out.print(table)
     for error in queues.errors[-3:]:
         out.print(f"PFC controller: {error}")

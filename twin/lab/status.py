@@ -105,6 +105,7 @@ def queue_status(lab: Lab) -> QueueStatus:
         counter = pfc.get(key, pfc_counters.PortCounters())
         row = {"port": f"{key[0]} {key[1]}", "queue_drops": drops.get(key, 0), **asdict(counter)}
         if counter.rx_pause or counter.tx_pause or counter.paused or row["queue_drops"] or counter.watchdog \
-                or counter.xoff_times or counter.ecn_marked or counter.steered_in or counter.steered_away:
+                or counter.xoff_times or counter.ecn_marked or counter.steered_in or counter.steered_away \
+                or counter.late:
             status.ports.append(row)
     return status

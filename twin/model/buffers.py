@@ -17,6 +17,14 @@ a 2 ms queue here is a 1 us queue there, 2000 times faster).
   two frames each already on their way.
 - Buffer: XOFF + headroom, per port (a port with more feeders gets more). With `pfc: false` the
   same buffer simply drops when full, so the two modes differ only in PFC.
+- Late allowance: the qdisc of a lossless port holds LATE_MS of line rate per feeder above its
+  buffer (at most LATE_CAP_BYTES). A real switch's pause takes hold within microseconds, inside
+  its headroom; the emulated one waits for a process, and a process can wait for the kernel's
+  routing lock (RTNL) behind a normal-priority holder that the busy machine does not run: the
+  controller's gate message waited 235 ms with three CPU hogs beside interface churn
+  (docs/benchmarks.md). What arrives in that time is the emulator's lateness, not the fabric's
+  behaviour: it is held, not dropped, and counted (`late` per port, the programs' count of packets
+  that entered a queue above its buffer). A lossy queue (`pfc: false`) drops at its buffer.
 Host NICs hold HOST_QUEUE_BYTES: a paused NIC keeps what its host sends (the host's sockets block
 long before), as a real NIC's host memory does.
 
@@ -55,6 +63,8 @@ REACTION_MS = 10.0
 IN_FLIGHT_FRAMES = 2
 ETHERNET_HEADER = 14
 HOST_QUEUE_BYTES = 64 * 1024 * 1024
+LATE_MS = 1000.0
+LATE_CAP_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -149,8 +159,16 @@ def setting_problems(fabric: Fabric) -> list[tuple[str, str, str]]:
     return found
 
 
+def late_allowance(fabric: Fabric, port: Port) -> int:
+    """Bytes a lossless switch port's qdisc holds above its buffer, for pauses the emulator sent late."""
+    senders = max(1, len(feeders(fabric, port.node, port.ifname)))
+    return min(senders * line_bytes(fabric.rate_bps, LATE_MS), LATE_CAP_BYTES)
+
+
 def queue_limit(fabric: Fabric, port: Port) -> int:
-    """Bytes the port's egress queue holds before it drops (its TBF's limit)."""
+    """Bytes the port's egress queue holds before it drops (its TBF's limit): a host NIC's memory,
+    a lossy switch port's buffer, a lossless one's buffer and late allowance."""
     if not fabric.nodes[port.node].is_switch:
         return HOST_QUEUE_BYTES
-    return for_port(fabric, port).buffer
+    buffer = for_port(fabric, port).buffer
+    return buffer + late_allowance(fabric, port) if fabric.pfc else buffer

@@ -11,9 +11,9 @@ from pathlib import Path
 OBJECT = Path(__file__).with_name("queues.bpf.o")  # built from queues.bpf.c by `make deps`
 
 # struct queue
-QUEUE = struct.Struct("<qQIIIIIIIIQqQQ")  # occ, phase, xoff, xon, peak, lost, kmin, kmax, pmax, spare,
-QUEUE_FIELDS = ("occ", "phase", "xoff", "xon", "peak", "lost", "kmin", "kmax", "pmax", "spare", "marked",
-                "discount", "steered_in", "steered_away")  # ... marked, discount, steered_in, steered_away
+QUEUE = struct.Struct("<qQIIIIIIIIQqQQQ")  # occ, phase, xoff, xon, peak, lost, kmin, kmax, pmax, buffer,
+QUEUE_FIELDS = ("occ", "phase", "xoff", "xon", "peak", "lost", "kmin", "kmax", "pmax", "buffer", "marked",
+                "discount", "steered_in", "steered_away", "late")  # ... marked, discount, steered, late
 OFFSET = {name: struct.calcsize("<" + QUEUE.format[1:1 + number]) for number, name in enumerate(QUEUE_FIELDS)}
 INDEX = {name: number for number, name in enumerate(QUEUE_FIELDS)}  # a field's place in QUEUE.unpack
 PROBABILITY_ONE = 1 << 16  # pmax's unit: 1/65536

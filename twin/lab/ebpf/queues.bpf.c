@@ -10,6 +10,9 @@
  * bpf_get_netns_cookie() answers the initial namespace's for a packet without a socket, i.e.
  * for every packet a switch forwards.
  *
+ * A lossless queue counts the packets that enter it above its modelled buffer (`late`): a real
+ * switch's pause takes hold within its headroom; the emulated one waits for the controller.
+ *
  * PFC: crossing the thresholds puts an event on a ring buffer the controller waits on:
  *   XOFF(queue, ingress ifindex, phase)  above XOFF, a packet from this ingress port arrived:
  *                                        pause that sender (once per ingress port and phase)
@@ -153,6 +156,8 @@ int enqueue(struct __sk_buff *skb)
 	occ = __sync_fetch_and_add(&q->occ, skb->len) + skb->len - q->discount;
 	if (occ > q->peak)
 		q->peak = occ;
+	if (q->buffer && occ > q->buffer)
+		__sync_fetch_and_add(&q->late, 1);
 	mark(skb, q, occ);
 	if (!q->xoff || occ <= q->xoff)
 		return TC_ACT_OK;

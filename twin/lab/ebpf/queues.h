@@ -18,13 +18,16 @@ struct queue {
 	__u32 kmin;    /* ECN: no ECN-capable packet is marked at or below this (0: marking off) */
 	__u32 kmax;    /* ... every one is marked above this */
 	__u32 pmax;    /* the marking probability just below kmax, in 1/65536 */
-	__u32 spare;
+	__u32 buffer;  /* the port's buffer as modelled (lossless: XOFF plus headroom; 0: not counted).
+			* The qdisc holds more (model/buffers.py, late allowance): what it holds above
+			* this waited for a pause the controller sent later than the headroom allows */
 	__u64 marked;  /* packets this queue marked Congestion Experienced */
 	__s64 discount;  /* bytes the controller found counted but gone (a link that went down, an
 			  * overflow): the queue is occ - discount. The controller's field alone, so its
 			  * corrections never race the programs' atomic adds to occ. */
 	__u64 steered_in;   /* adaptive routing: packets the kernel sent to another port, moved here */
 	__u64 steered_away; /* ... packets the kernel sent here, moved to another port */
+	__u64 late;    /* packets that entered the queue above its buffer: held for a late pause */
 };
 
 /* A port as the programs find it: the packet's network namespace and interface. */

@@ -38,6 +38,20 @@ def request(lab_dir: Path, message: dict, timeout_s: float = 5.0) -> dict:
     return reply
 
 
+def counters_now(lab_dir: Path, timeout_s: float = 5.0) -> dict:
+    """The published counters as of this call (counters.read's document): the controller publishes
+    at once and its publisher stores the file soon after. A reader that waits for the next periodic
+    publication cannot tell one still coming from none (nothing moved, nothing is published)."""
+    at = request(lab_dir, {"op": "publish"}, timeout_s)["t_mono"]
+    deadline = time.monotonic() + timeout_s
+    while (document := counters.read(lab_dir)) is None or document["t_mono"] < at:
+        if time.monotonic() > deadline:
+            raise TwinError("the PFC controller published its counters but they were not stored in time",
+                            hint=f"is {counters.directory(lab_dir)} writable? see its controller.log")
+        time.sleep(0.01)
+    return document
+
+
 def hold(lab_dir: Path, fault_id: str, ports: list[Port], pause_ms: float | None = None,
          period_ms: float | None = None) -> None:
     """Pause `ports` for fault `fault_id`: for good, or pause_ms every period_ms."""

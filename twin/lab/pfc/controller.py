@@ -18,10 +18,12 @@ It loads the queue programs (queues.py), then sleeps on their ring buffer and ac
 Counters are published every 100 ms (counters.py).
 
 The reaction (kernel event to gate message, measured per event and published) must stay well
-inside the headroom the buffers reserve for it (thresholds.py). So: one thread, no interpreter
-lock to wait for; SCHED_FIFO, so the busy lab never preempts it; epoll, never a busy wait; every
-turn does the pending events first and at most one slower step (a node's qdisc dump, the
-publication), each well under a millisecond; nft runs as a child it does not wait for.
+inside the headroom the buffers reserve for it (model/buffers.py). So: SCHED_FIFO, so the busy lab
+never preempts it; epoll, never a busy wait; every turn does the pending events first and at
+most one slower step (a node's qdisc dump, encoding the publication), each well under a
+millisecond; nothing waits for the file system or another process: the publication is stored by
+a thread at normal priority (counters.Publisher; it holds the interpreter lock only between its
+system calls), nft runs as a child it does not wait for.
 """
 
 from __future__ import annotations
@@ -155,6 +157,7 @@ class Controller:
         self.marks_published = 0  # ECN marks and moved packets counted at the last publication
         # counters the programs move without an event (ECN marks, adaptive routing's moves)
         self.counts_quietly = self.fabric.ecn or self.fabric.load_balance != "ecmp"
+        self.publisher: published.Publisher | None = None  # started by run(), after the kicker's fork
         self.stopping = False
         self.orphaned = False  # the lab's state disappeared: stop, leaving its files alone
 
@@ -258,6 +261,9 @@ class Controller:
         now = time.monotonic()
         if op == "ping":
             return {"ok": True, "pid": os.getpid()}
+        if op == "publish":  # for a reader that must see everything counted until now (client.counters_now)
+            self.publish(now)
+            return {"ok": True, "t_mono": round(now, 4)}
         if op == "hold":
             fault = request["id"]
             if fault in self.holds:
@@ -433,19 +439,22 @@ class Controller:
                 counter.xoff, counter.xoff_times = bool(phase & 1), (phase + 1) // 2
                 counter.ecn_marked = self.queues.marked(queue_.id)
                 counter.steered_in, counter.steered_away = self.queues.steered(queue_.id)
+                counter.late = self.queues.late(queue_.id)
             since = self.paused_since.get(port)
             held_for = now - since if since is not None else 0.0
             counter.paused_for_s = round(held_for, 4)
             rows[port] = (counter, round(counter.paused_s + held_for, 4))
         usage = os.times()
-        published.write(self.lab_dir, now, rows, {
+        self.publisher.submit(published.encode(now, rows, {
             "pid": os.getpid(), "cpu_s": round(usage.user + usage.system, 3),
             "reaction": self.reactions.summary(), "ring_wakeup": self.wakeups.summary(),
             "longest_turn_ms": round(self.longest_turn_s * 1000, 2), "loop_busy_s": round(self.busy_s, 3),
             "publish_ms": round(self.publish_s * 1000, 2), "gate_messages": self.gates.sent,
             "count_corrections": self.corrections, "lost_events": self.queues.lost_events(),
             "phases_ended_before_their_xon": self.phases_ended_early,
-            "errors": (self.errors + self.gates.errors())[-20:]})
+            # packets held above their queue's buffer because a pause came late (buffers.py)
+            "late_packets": sum(counter.late for counter, _ in rows.values()),
+            "errors": (self.errors + self.gates.errors() + self.publisher.errors)[-20:]}))
         self.publish_s = time.monotonic() - started
         self.dirty = bool(self.paused_since)  # paused times grow while ports are held
         if self.counts_quietly:
@@ -462,6 +471,7 @@ class Controller:
         poller.register(self.queues.events_fd, select.EPOLLIN)
         poller.register(server.fileno(), select.EPOLLIN)
         clients: dict[int, socket.socket] = {}
+        self.publisher = published.Publisher(self.lab_dir)
         next_flush = next_check = next_reconcile = time.monotonic()
         while not self.stopping:
             now = time.monotonic()
@@ -555,6 +565,8 @@ class Controller:
             child.wait(timeout=5)
         for reader in self.readers.values():
             reader.close()
+        if self.publisher is not None:
+            self.publisher.close()
         self.gates.shutdown()
         self.queues.close()
 

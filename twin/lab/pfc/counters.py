@@ -15,12 +15,15 @@ per-port PFC counters:
     ecn_marked  packets its queue marked Congestion Experienced (ECN)
     steered_in  adaptive routing: packets the kernel routed to another uplink, moved to this one;
                 steered_away the packets it routed here, moved to another
+    late        lossless: packets that entered its queue above the modelled buffer, held while the
+                emulator's pause was late (a real switch's would have held them off; buffers.py)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -45,6 +48,7 @@ class PortCounters:
     ecn_marked: int = 0
     steered_in: int = 0
     steered_away: int = 0
+    late: int = 0
 
 
 def directory(lab_dir: Path) -> Path:
@@ -54,16 +58,71 @@ def directory(lab_dir: Path) -> Path:
 FIELDS = [f.name for f in fields(PortCounters)]
 
 
-def write(lab_dir: Path, now: float, rows: dict, controller: dict) -> None:
+def encode(now: float, rows: dict, controller: dict) -> bytes:
     """rows: port -> (its counters, paused_s to show: the ongoing pause included). One list of
     values per port (in FIELDS' order) keeps the file small and quick to write every 100 ms."""
     ports = {f"{port[0]} {port[1]}": [getattr(c, name) if name != "paused_s" else paused_s for name in FIELDS]
              for port, (c, paused_s) in rows.items()}
+    return json.dumps({"t_mono": round(now, 4), "t_wall": round(time.time(), 3), "fields": FIELDS,
+                       "ports": ports, "controller": controller}).encode()
+
+
+def store(lab_dir: Path, data: bytes) -> None:
+    """Replace the published file with `data` (readers see the old file or the new, never half)."""
     path = directory(lab_dir) / FILE
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"t_mono": round(now, 4), "t_wall": round(time.time(), 3), "fields": FIELDS,
-                               "ports": ports, "controller": controller}))
+    tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def write(lab_dir: Path, now: float, rows: dict, controller: dict) -> None:
+    store(lab_dir, encode(now, rows, controller))
+
+
+class Publisher:
+    """Stores the controller's publications from a thread of its own, at normal priority, the
+    newest replacing one not yet stored. The write and rename wait for the file system: on this
+    machine's ext4 run directory they took up to 243 ms while a lab was busy, and the real-time
+    loop, which wrote them itself, let a lossless incast's XOFF events wait as long (drops)."""
+
+    def __init__(self, lab_dir: Path):
+        self.lab_dir = lab_dir
+        self._next: bytes | None = None
+        self._closing = False
+        self._wake = threading.Condition()
+        self.errors: list[str] = []
+        self._thread = threading.Thread(target=self._run, name="publisher", daemon=True)
+        self._thread.start()
+
+    def submit(self, data: bytes) -> None:
+        with self._wake:
+            self._next = data
+            self._wake.notify()
+
+    def close(self) -> None:
+        """Store what was submitted last, then end the thread."""
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        try:  # a thread created by a real-time one is real-time: this one must not be
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except OSError:
+            pass
+        while True:
+            with self._wake:
+                while self._next is None and not self._closing:
+                    self._wake.wait()
+                data, self._next = self._next, None
+            if data is not None:
+                try:
+                    store(self.lab_dir, data)
+                except OSError as exc:  # the run directory went (lab down) or the disk is full
+                    self.errors.append(f"cannot publish the counters: {exc}")
+            elif self._closing:
+                return
 
 
 def read(lab_dir: Path) -> dict | None:

@@ -77,6 +77,8 @@ class Queues:
         self.events = RingBuffer(self.events_fd, self.bpf.max_entries("events"))
         for queue in self.queues:
             self.set_thresholds(queue.id, queue.thresholds.xoff if fabric.pfc else 0, queue.thresholds.xon)
+            if fabric.pfc:  # a lossy queue drops at its buffer: nothing above it to count
+                struct.pack_into("<I", self._state, self._field(queue.id, "buffer"), queue.thresholds.buffer)
             if fabric.ecn:
                 self.set_marking(queue.id, queue.thresholds.kmin, queue.thresholds.kmax, queue.thresholds.pmax)
         update(self.bpf.map_fd("balance"), layout.QUEUE_ID.pack(0), layout.BALANCE.pack(
@@ -115,6 +117,10 @@ class Queues:
     def marked(self, queue_id: int) -> int:
         """Packets the queue marked Congestion Experienced."""
         return struct.unpack_from("<Q", self._state, self._field(queue_id, "marked"))[0]
+
+    def late(self, queue_id: int) -> int:
+        """Packets that entered the queue above its modelled buffer, held while a pause was late."""
+        return struct.unpack_from("<Q", self._state, self._field(queue_id, "late"))[0]
 
     def total_counted(self) -> int:
         """Every queue's marks and packets moved in, summed: what the programs count without
