@@ -67,19 +67,25 @@ def collective(lab: Path, transport: str, cc: str, seconds: float, folder: Path,
     return report
 
 
-def row(fabric: str, transport: str, cc: str, report: dict, rate_bps: int, seconds: float) -> str:
+def busbw_of(report: dict, rate_bps: int) -> float | None:
+    work = next(iter(report["collectives"].values()), {})
+    busbw = work.get("baseline", {}).get("median_busbw_Bps")
+    return busbw * 8 / rate_bps if busbw else None
+
+
+def row(fabric: str, transport: str, cc: str, report: dict, rate_bps: int, seconds: float, number: int) -> str:
     queues = report["fabric"] or {}
     work = next(iter(report["collectives"].values()), {})
-    base = work.get("baseline", {})
-    busbw = base.get("median_busbw_Bps")
+    busbw = busbw_of(report, rate_bps)
     totals = work.get("transport_totals") or {}
     reaction = (queues.get("controller") or {}).get("reaction", {})
     p99 = report.get("queue_p99")
-    return " | ".join([fabric, transport + (f" ({cc})" if transport == "roce" else ""), str(queues.get("queue_drops")),
+    return " | ".join([fabric, transport + (f" ({cc})" if transport == "roce" else ""), str(number),
+                       str(queues.get("queue_drops")),
                        f"{queues.get('pauses', 0) * 60 / seconds:,.0f}",
                        f"{sum(queues.get('pause_s', {}).values()):.2f}",
                        f"{(queues.get('ecn_marked') or {}).get('total', 0):,}",
-                       "-" if not busbw else f"{busbw * 8 / rate_bps:.2f}",
+                       "-" if not busbw else f"{busbw:.2f}",
                        "-" if p99 is None else f"{p99 / 1000:.1f}",
                        str(totals.get("cnps_received", "-")) if transport == "roce" else "-",
                        (f"{reaction.get('p99_us', '-')} / {reaction.get('max_us', '-')}"
@@ -100,28 +106,43 @@ def incast(lab_path: Path, seconds: float, cc: str) -> dict:
     return measured_incast(lab_path, send)
 
 
+def median(values: list[float | None]) -> str:
+    measured = [v for v in values if v is not None]
+    return f"{statistics.median(measured):.2f}" if measured else "-"
+
+
+def runs(values: list[float | None]) -> str:
+    return ", ".join("-" if v is None else f"{v:.2f}" for v in values)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lab", default="rail8:100mbit")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--incast-s", type=float, default=20.0)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="runs of every fabric and transport, in turn: identical runs differ by up to 0.12 of "
+                             "line (gloo's ephemeral ports place its flows on the ECMP paths anew each run)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     name, _, rate = args.lab.partition(":")
     rows, incasts = [], []
+    busbw: dict[tuple[str, str], list[float | None]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         folder, results = Path(scratch), Path(scratch) / "results"
-        rate_bps = None
-        for number, (fabric, settings) in enumerate(FABRICS.items()):
-            lab = lab_variant(name, rate, settings, f"-c{number}", folder)
-            from twin.lab.files import open_lab
-            rate_bps = open_lab(str(lab))[1].rate_bps
-            for transport in ("tcp", "roce"):
-                cc = "dcqcn" if settings["ecn"] else "none"
-                print(f"{fabric}, {transport} ...", flush=True)
-                report = collective(lab, transport, cc, args.seconds, folder, results)
-                rows.append(row(fabric, transport, cc, report, rate_bps, args.seconds))
-                print(rows[-1], flush=True)
+        from twin.lab.files import open_lab
+        labs = {fabric: lab_variant(name, rate, settings, f"-c{number}", folder)
+                for number, (fabric, settings) in enumerate(FABRICS.items())}
+        rate_bps = open_lab(str(labs["lossy"]))[1].rate_bps
+        for number in range(1, args.rounds + 1):
+            for fabric, settings in FABRICS.items():
+                for transport in ("tcp", "roce"):
+                    cc = "dcqcn" if settings["ecn"] else "none"
+                    print(f"round {number}: {fabric}, {transport} ...", flush=True)
+                    report = collective(labs[fabric], transport, cc, args.seconds, folder, results)
+                    rows.append(row(fabric, transport, cc, report, rate_bps, args.seconds, number))
+                    busbw.setdefault((fabric, transport), []).append(busbw_of(report, rate_bps))
+                    print(rows[-1], flush=True)
         lossless = lab_variant(name, rate, FABRICS["PFC + ECN"], "-ci", folder)
         for cc in ("none", "dcqcn"):
             print(f"incast, {cc} ...", flush=True)
@@ -129,16 +150,22 @@ def main() -> None:
             print(incasts[-1], flush=True)
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [BEGIN, f"## Congestion control: ECN, DCQCN, TCP's ECN against PFC alone (issue 29, {now[:10]})", "",
-             f"`python bench/congestion.py --lab {args.lab} --seconds {args.seconds:g} --incast-s {args.incast_s:g}` "
+             f"`python bench/congestion.py --lab {args.lab} --seconds {args.seconds:g} --incast-s {args.incast_s:g} "
+             f"--rounds {args.rounds}` "
              f"on {machine()}, {now}.", "",
-             f"All-ranks allreduce of 8 MiB for {args.seconds:g} s. Pauses per minute and paused seconds over all link "
+             f"All-ranks allreduce of 8 MiB for {args.seconds:g} s, each fabric and transport once a round, "
+             f"{args.rounds} rounds. Pauses per minute and paused seconds over all link "
              "directions; marks: packets switch queues marked CE; queue p99: the fullest switch queue at each 100 ms "
              "sample (qdisc backlog, every 500 ms), its 99th percentile; CNPs: received by the senders; "
              "reaction: the PFC "
              "controller's, p99 / max us.",
-             "", "| fabric | transport | queue drops | pauses / min | paused s | ECN marks | busbw / line | "
-             "queue p99 KB | CNPs | reaction | cores busy |", "| --- |" + " --- |" * 10,
+             "", "| fabric | transport | round | queue drops | pauses / min | paused s | ECN marks | busbw / line | "
+             "queue p99 KB | CNPs | reaction | cores busy |", "| --- |" + " --- |" * 11,
              *[f"| {r} |" for r in rows], "",
+             "busbw / line over the rounds (median, and every run's; -: the run measured no iteration):", "",
+             "| fabric | transport | median | runs |", "| --- | --- | --- | --- |",
+             *[f"| {fabric} | {transport} | {median(values)} | {runs(values)} |"
+               for (fabric, transport), values in busbw.items()], "",
              f"8:1 RoCE incast for {args.incast_s:g} s on the lossless fabric with ECN (goodput at the receiver over "
              "line rate, Jain's index of the senders over 1 s windows, after 1 s):", "",
              "| cc | senders | goodput / line | Jain min / median | pauses | ECN marks | CNPs | queue drops | "

@@ -22,6 +22,7 @@ from twin.lab.reach import unreachable_pairs
 from twin.lab.shaping import shaped_rate_bps
 from twin.lab.status import lab_status
 from twin.lab.traffic import udp_burst
+from twin.model.buffers import for_port
 from twin.model.fabric import link_key
 from twin.model.nics import fabric_nics
 from twin.model.ports import Port
@@ -493,14 +494,27 @@ def test_ecn_thresholds_turn_one_switch_marking_off_and_back(lab):
     assert pfc_client.marking(lab.paths.root) == before
 
 
+def tbf_limit(lab, node: str, ifname: str) -> int:
+    """The byte limit of the port's queue (its gate, a TBF under the data class)."""
+    with lab.netlink(node) as ipr:
+        index = ipr.link_lookup(ifname=ifname)[0]
+        tbf = next(q for q in ipr.get_qdiscs(index=index) if q.get_attr("TCA_KIND") == "tbf")
+        return tbf.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")["limit"]
+
+
 def test_lossy_class_leaves_one_queue_unpaused_so_an_incast_drops_there_and_nowhere_else(lab):
     """The leaf's port toward the incast's receiver leaves the lossless class: that queue stops
-    pausing its senders, fills to its buffer and drops, while the lab as shipped drops nothing
-    (test_pfc); config-audit names the link; clearing gives the queue its XOFF back."""
+    pausing its senders, fills to its buffer (not the late allowance a lossless queue holds above
+    it) and drops, while the lab as shipped drops nothing (test_pfc); config-audit names the link;
+    clearing gives the queue its XOFF and its limit back."""
     before = pfc_client.thresholds(lab.paths.root)
     port = ("leaf-g1-r1", lab.fabric.find_link("leaf-g1-r1", "host-g1-h1").endpoint("leaf-g1-r1").ifname)
     assert before[port][0] > 0 and all(xoff > 0 for xoff, _xon in before.values())
+    limit = tbf_limit(lab, *port)
+    buffer = for_port(lab.fabric, Port(*port)).buffer
+    assert limit > buffer
     with Applied(lab, id="lossy", kind="lossy_class", link="leaf-g1-r1 -- host-g1-h1", node="leaf-g1-r1"):
+        assert tbf_limit(lab, *port) == buffer
         now = pfc_client.thresholds(lab.paths.root)
         assert now[port] == (0, before[port][1]) and {k: v for k, v in now.items() if k != port} == \
             {k: v for k, v in before.items() if k != port}
@@ -513,6 +527,7 @@ def test_lossy_class_leaves_one_queue_unpaused_so_an_incast_drops_there_and_nowh
     drops = {key: end[key].get("qdisc_drops", 0) - start[key].get("qdisc_drops", 0) for key in end}
     assert drops[port] > 0 and sum(drops.values()) == drops[port], {k: v for k, v in drops.items() if v}
     assert pfc_client.thresholds(lab.paths.root) == before and audited(lab) == set()
+    assert tbf_limit(lab, *port) == limit
 
 
 # --- planned changes (issue 31) --------------------------------------------------------------------

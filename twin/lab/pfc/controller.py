@@ -48,7 +48,7 @@ from twin.lab.pfc import counters as published
 from twin.lab.pfc.backlog import BacklogReader
 from twin.lab.pfc.gate import Gates
 from twin.lab.pfc.queues import Queues
-from twin.model.buffers import frame_bytes
+from twin.model.buffers import frame_bytes, late_allowance
 from twin.model.ports import Port, ports
 
 SOCKET = "control.sock"
@@ -315,7 +315,7 @@ class Controller:
         if queue_ is not None and ("xoff" in request or "xon" in request):
             before = self.queues.thresholds(queue_.id)
             tuning.thresholds = before
-            self.queues.set_thresholds(queue_.id, request.get("xoff", before[0]), request.get("xon", before[1]))
+            self._set_thresholds(queue_.id, request.get("xoff", before[0]), request.get("xon", before[1]))
         if queue_ is not None and any(k in request for k in ("kmin", "kmax", "pmax")):
             before = self.queues.marking(queue_.id)
             tuning.marking = before
@@ -325,6 +325,17 @@ class Controller:
             self.watchdog_ms[port] = request["watchdog_ms"]
         self.tunings.setdefault(request["id"], []).append(tuning)
         return {"ok": True}
+
+    def _set_thresholds(self, queue_id: int, xoff: int, xon: int) -> None:
+        """A queue's XOFF and XON, and its qdisc's limit to match: a lossy queue (XOFF 0, a fault's
+        lossy class) drops at its buffer, a lossless one holds the late allowance above it."""
+        queue_ = self.queues.queues[queue_id]
+        buffer = queue_.thresholds.buffer
+        limit = buffer if xoff == 0 else buffer + late_allowance(self.fabric, queue_.port)
+        self.queues.set_thresholds(queue_id, xoff, xon)
+        if limit != self.gates.limit(queue_.port):
+            closed = bool(self.reasons.get(queue_.port)) and queue_.port not in self.dropping
+            self.gates.set_limit(queue_.port, limit, closed)
 
     def _release_fault(self, fault: str, now: float) -> dict:
         report: dict = {}
@@ -338,7 +349,7 @@ class Controller:
                           watchdog_s=None if hold.watchdog_s is None else round(hold.watchdog_s, 3))
         for tuning in reversed(self.tunings.pop(fault, [])):
             if tuning.thresholds is not None and tuning.queue_id is not None:
-                self.queues.set_thresholds(tuning.queue_id, *tuning.thresholds)
+                self._set_thresholds(tuning.queue_id, *tuning.thresholds)
             if tuning.marking is not None and tuning.queue_id is not None:
                 self.queues.set_marking(tuning.queue_id, *tuning.marking)
             if tuning.watchdog_ms is None:

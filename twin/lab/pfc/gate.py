@@ -118,8 +118,15 @@ class Kicker:
 
 
 class _PortGate:
-    def __init__(self, netlink: socket.socket, close_msg: bytes, open_msg: bytes, number: int):
-        self.netlink, self.close_msg, self.open_msg, self.number = netlink, close_msg, open_msg, number
+    def __init__(self, netlink: socket.socket, index: int, closed_burst: int, limit: int, number: int):
+        self.netlink, self.index, self.closed_burst, self.number = netlink, index, closed_burst, number
+        self.encode(limit)
+
+    def encode(self, limit: int) -> None:
+        """The closing and opening messages, each with the queue's limit (its TBF holds that much)."""
+        self.limit = limit
+        self.close_msg = _message(self.index, (CLOSED_RATE, self.closed_burst, limit), 1)
+        self.open_msg = _message(self.index, (shaping.GATE_OPEN_RATE, shaping.GATE_OPEN_BURST, limit), 2)
 
 
 class Gates:
@@ -155,16 +162,13 @@ class Gates:
             self._netlink[node] = netlink
             indexes = self._indexes[node] = interface_indexes(self.lab.netns(node))
             for port in node_ports:
-                index = indexes[port.ifname]
-                limit = queue_limit(self.fabric, port)
-                closed = (CLOSED_RATE, frame_bytes(self.fabric.mtu) + CLOSED_BURST_MARGIN, limit)
-                opened = (shaping.GATE_OPEN_RATE, shaping.GATE_OPEN_BURST, limit)
                 own, other = self._addresses(port)
                 kick = kicks[port]
                 kick.bind((port.ifname, 0))
                 mac = kick.getsockname()[4]  # a bound packet socket's address is the port's MAC
-                self._gates[port] = _PortGate(netlink, _message(index, closed, 1),
-                                              _message(index, opened, 2), len(self._kick_sockets))
+                self._gates[port] = _PortGate(netlink, indexes[port.ifname],
+                                              frame_bytes(self.fabric.mtu) + CLOSED_BURST_MARGIN,
+                                              queue_limit(self.fabric, port), len(self._kick_sockets))
                 self._kick_sockets.append(kick)
                 self._kick_frames.append(_arp_request(mac, own, other))
 
@@ -190,6 +194,16 @@ class Gates:
         gate = self._gates[port]
         self._pending.setdefault(gate.netlink, []).append(gate.open_msg)
         self._kicks.append(gate.number)
+
+    def limit(self, port: Port) -> int:
+        return self._gates[port].limit
+
+    def set_limit(self, port: Port, limit: int, closed: bool) -> None:
+        """Give the port's queue another limit (a queue that leaves the lossless class drops at
+        its buffer), keeping the gate as it is: queues the message, sent by flush()."""
+        gate = self._gates[port]
+        gate.encode(limit)
+        self._pending.setdefault(gate.netlink, []).append(gate.close_msg if closed else gate.open_msg)
 
     def flush(self) -> None:
         """Send what close() and open() queued: one write per namespace (netlink takes several
