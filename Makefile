@@ -31,7 +31,7 @@ help:
 	@echo "make lint                 the house rules (ruff: pyproject.toml [tool.ruff])"
 	@echo "make test                 unit + integration tests (integration needs root)"
 	@echo "make e2e [QUICK=1]        every shipped scenario, graded; fails if an expectation fails"
-	@echo "make e2e-generated [GENERATED=9] [SEED=1]  random labs and fault drills, graded per fault kind"
+	@echo "make e2e-generated [GENERATED=9] [SEED=1] [QUICK=1]  random labs and fault drills, graded per fault kind"
 	@echo "make images               the switch and host container images (debootstrap + docker import)"
 	@echo "make bench                lab, fault and workload benchmarks -> docs/benchmarks.md"
 	@echo "make golden               rewrite golden files after an intended model change"
@@ -120,7 +120,7 @@ e2e: deps venv
 GENERATED ?= 9
 SEED ?= 1
 e2e-generated: deps venv
-	$(TWIN) e2e --generated $(GENERATED) --seed $(SEED) --results results/e2e
+	$(TWIN) e2e --generated $(GENERATED) --seed $(SEED) $(if $(QUICK),--quick) --results results/e2e
 
 # Container images, tagged with the project version: a debootstrapped Debian base (no registry
 # here), then the switch and host images from it. Docker's cache rebuilds only what changed.

@@ -243,7 +243,7 @@ VISIBLE = {
 }
 
 
-def test_no_hidden_fault_can_be_listed_on_any_node(rail4):
+def test_no_hidden_fault_can_be_listed_on_any_node(rail4, runtime):
     """A cheater's view (issue 36): every kind a training level hides, drawn as the level draws it,
     applied to rail4; everything a trainee could list on every node (nft ruleset, qdiscs, classes,
     clsact filters and the programs they run, links, routes, rules, the fault sysctls, FRR's
@@ -251,6 +251,11 @@ def test_no_hidden_fault_can_be_listed_on_any_node(rail4):
     of that kind may differ (VISIBLE). The ports' physical layer (lab/phy.py) is not listable by a
     node's commands: it stands for the optics and the forwarding chip. The GPU kinds of level 5 are
     left out: they act inside a running job (its control files), not on the fabric."""
+    if runtime != "netns":
+        # 74 s of CI's parallel part for the same comparison: the kinds act on the same kernel
+        # objects through the node's namespace on either runtime, and what a node lists of them is
+        # the namespace's (a container's `tc`, `nft` and `ip` read the kernel, as ip netns exec's do)
+        pytest.skip("what a fault leaves listable is the kernel's, whatever runs the node (netns tier only)")
     import random
 
     from twin.faults import engine
