@@ -1,5 +1,7 @@
 """The PFC counters file as readers take it (lab/pfc/counters.py)."""
 
+import pytest
+
 from twin.lab.pfc import counters
 
 
@@ -15,24 +17,34 @@ def test_the_ports_held_now_are_read_from_the_rows_as_the_counters_say(tmp_path)
     assert counters.paused_for(None) == {}
 
 
-def test_the_publisher_stores_the_newest_publication_from_a_thread_that_is_not_real_time(tmp_path, monkeypatch):
+def test_the_publisher_stores_the_newest_publication_from_a_thread_of_its_own(tmp_path):
     """The controller hands publications to a thread (a write and rename waited up to 243 ms for
     the file system in its real-time loop); the newest one replaces one not yet stored, and the one
     submitted last is stored before close() returns."""
     (tmp_path / "pfc").mkdir()
-    policies = []
-    real_setscheduler = counters.os.sched_setscheduler
-    monkeypatch.setattr(counters.os, "sched_setscheduler",
-                        lambda pid, policy, param: policies.append((pid, policy)) or real_setscheduler(pid, policy,
-                                                                                                       param))
     publisher = counters.Publisher(tmp_path)
     for t in range(50):
         publisher.submit(counters.encode(float(t), {("spine-1", "eth1"): (counters.PortCounters(rx_pause=t), 0.0)}, {}))
     publisher.close()
     document = counters.read(tmp_path)
     assert document["t_mono"] == 49.0 and counters.ports(document)[("spine-1", "eth1")].rx_pause == 49
-    assert policies == [(0, counters.os.SCHED_OTHER)]
     assert not list((tmp_path / "pfc").glob("*.tmp"))
+
+
+@pytest.mark.parametrize(("policy", "priority", "expected"), [
+    ("SCHED_FIFO", 50, [("SCHED_FIFO", 49)]),  # the controller's loop: one step below it
+    ("SCHED_FIFO", 1, [("SCHED_FIFO", 1)]),
+    ("SCHED_OTHER", 0, []),  # a creator at normal priority: left as it is
+])
+def test_the_publishing_thread_stays_real_time_one_step_below_its_creator(monkeypatch, policy, priority, expected):
+    os = counters.os
+    calls = []
+    monkeypatch.setattr(os, "sched_getscheduler", lambda pid: getattr(os, policy))
+    monkeypatch.setattr(os, "sched_getparam", lambda pid: os.sched_param(priority))
+    monkeypatch.setattr(os, "sched_setscheduler",
+                        lambda pid, chosen, param: calls.append((chosen, param.sched_priority)))
+    counters.below_creator()
+    assert calls == [(getattr(os, name), level) for name, level in expected]
 
 
 def test_a_publication_that_cannot_be_stored_is_an_error_not_a_crash(tmp_path):

@@ -22,8 +22,9 @@ inside the headroom the buffers reserve for it (model/buffers.py). So: SCHED_FIF
 never preempts it; epoll, never a busy wait; every turn does the pending events first and at
 most one slower step (a node's qdisc dump, encoding the publication), each well under a
 millisecond; nothing waits for the file system or another process: the publication is stored by
-a thread at normal priority (counters.Publisher; it holds the interpreter lock only between its
-system calls), nft runs as a child it does not wait for.
+a thread one real-time step below the loop (counters.Publisher: it holds the interpreter lock only
+between its system calls, and is never kept off the CPU holding it), nft runs as a child it does
+not wait for.
 """
 
 from __future__ import annotations
