@@ -44,15 +44,22 @@ def test_a_slow_link_slows_the_collective_in_proportion(lab):
         return result.measurements[0].busbw
 
     healthy = busbw()
-    assert healthy * 8 > 0.7 * lab.fabric.rate_bps  # a healthy ring runs near line rate
     timing, params = engine.parse({"id": "slow", "kind": "slow_node", "node": "host-g2-h2", "rate_pct": 25})
     engine.inject(FaultContext(lab, seed=3), timing, params)
     try:
         slowed = busbw()
     finally:
         engine.clear(FaultContext(lab, seed=3), "slow")
-    # The ring runs at its slowest link: a quarter of line rate, so about a quarter of the busbw.
-    assert 0.17 < slowed / healthy < 0.35, f"healthy {healthy:.0f} B/s, slowed {slowed:.0f} B/s"
+    # The ring runs at its slowest link, a quarter of line rate: never faster, and at a steady share of
+    # it (ECN's cuts and the machine's late timers cost a ring part of any link's rate; at a quarter of
+    # line 0.65-0.73 of it, with or without another lab's collective beside it). The healthy ring is
+    # measured against the slowed one, not against line rate: how near line rate it runs depends on
+    # the machine's other work (0.72-0.86 of line alone, 0.57-0.78 beside a RoCE allreduce on rail4;
+    # docs/benchmarks.md, "A healthy ring's rate and the machine's other work").
+    quarter = 0.25 * lab.fabric.rate_bps / 8
+    figures = f"healthy {healthy * 8 / 1e6:.1f} Mbit/s, slowed {slowed * 8 / 1e6:.1f} Mbit/s"
+    assert 0.5 * quarter < slowed <= quarter, figures
+    assert healthy > 2 * slowed, figures  # the fault, not the ring, held it back
 
 
 def test_probe_mesh_discovers_a_path_over_every_link(lab):
