@@ -10,7 +10,6 @@ from pathlib import Path
 
 from twin.lab import deploy
 from twin.lab.files import open_lab
-from twin.lab.pfc import counters as pfc_counters
 from twin.lab.runtime.docker import labelled_containers
 from twin.lab.runtime.netns import NETNS_DIR, namespace_prefix
 from twin.lab.state import lab_dir
@@ -98,11 +97,3 @@ def marking(lab, kmin: int = 0, kmax: int | None = None, pmax: float | None = No
         pfc_client.release(lab.paths.root, "test-marking")
 
 
-def counted_now(lab) -> dict:
-    """Every port's PFC counters as of this call: the controller publishes on request
-    (pfc_client.counters_now). Waiting for its next periodic publication could not tell one still
-    coming from none (nothing moved): two equal reads 0.3 s apart looked settled with moved packets
-    unpublished (CI: 2, then 4, of a marked test's packets in the unmarked one), a fixed sleep the same."""
-    from twin.lab.pfc import client as pfc_client
-
-    return pfc_counters.ports(pfc_client.counters_now(lab.paths.root))

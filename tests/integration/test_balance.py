@@ -16,12 +16,13 @@ from twin.collectives.bench import run_bench
 from twin.faults import engine
 from twin.faults.base import FaultContext
 from twin.lab.counters import CounterReader
+from twin.lab.pfc.client import port_counters_now
 from twin.lab.traffic import bound_udp_socket
 from twin.model import pathhash
 from twin.model.nics import fabric_nics
 from twin.roce.wire import REORDERABLE_DSCP
 
-from .helpers import counted_now, lab_copy, lab_running
+from .helpers import lab_copy, lab_running
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_labs]
 PACKETS = 1500
@@ -88,7 +89,7 @@ def both_flows(lab, tos: int, sports: tuple[int, int]) -> dict:
         sockets += [receiver, sender]
         threads += [threading.Thread(target=receive, args=(number, receiver)),
                     threading.Thread(target=send, args=(sender, nics[dst].address))]
-    counted = counted_now(lab)  # first, as BFD counts on the uplinks
+    counted = port_counters_now(lab.paths.root)  # first, as BFD counts on the uplinks
     before = uplink_packets(lab)
     started = time.monotonic()
     try:
@@ -103,7 +104,7 @@ def both_flows(lab, tos: int, sports: tuple[int, int]) -> dict:
         for sock in sockets:
             sock.close()
     after = uplink_packets(lab)
-    now = counted_now(lab)
+    now = port_counters_now(lab.paths.root)
     return {"uplinks": {ifname: after[ifname] - before[ifname] for ifname in UPLINKS},
             "arrived": [len(a) for a in arrived], "sending_s": sending_s,
             "pauses": sum(now[port].rx_pause - counted[port].rx_pause for port in now),

@@ -7,10 +7,11 @@ import pytest
 
 from twin.collectives.incast import roce_incast
 from twin.lab.offload import snmp
+from twin.lab.pfc.client import port_counters_now
 from twin.lab.traffic import tcp_incast
 from twin.model.nics import fabric_nics
 
-from .helpers import counted_now, lab_running, marking
+from .helpers import lab_running, marking
 from .test_pfc import queue_drops
 
 pytestmark = pytest.mark.integration
@@ -38,9 +39,9 @@ def _tcp_incast(lab) -> dict:
     One flow a sender: TCP never sends less than two segments a flow, so a dozen jumbo-frame flows
     into one port hold 216 KB in flight, over XOFF, however hard they are marked."""
     senders, receiver = _senders(lab)
-    before, ce, drops = counted_now(lab), _delivered_ce(lab, senders), queue_drops(lab)
+    before, ce, drops = port_counters_now(lab.paths.root), _delivered_ce(lab, senders), queue_drops(lab)
     result = tcp_incast(lab, senders, receiver, SECONDS, flows_per_sender=1)
-    after = counted_now(lab)
+    after = port_counters_now(lab.paths.root)
     return {"pauses": sum(c.rx_pause - before[k].rx_pause for k, c in after.items()),
             "marks": sum(c.ecn_marked - before[k].ecn_marked for k, c in after.items()),
             "bottleneck_marks": after[BOTTLENECK].ecn_marked - before[BOTTLENECK].ecn_marked,
@@ -73,9 +74,9 @@ def _host_drops(lab, nics) -> dict:
 
 def _roce_incast(lab, cc: str) -> tuple[int, int, object]:
     senders, receiver = _senders(lab)
-    before, drops, host = counted_now(lab), queue_drops(lab), _host_drops(lab, [receiver, *senders])
+    before, drops, host = port_counters_now(lab.paths.root), queue_drops(lab), _host_drops(lab, [receiver, *senders])
     result = roce_incast(lab, senders, receiver, SECONDS, cc=cc)
-    after = counted_now(lab)
+    after = port_counters_now(lab.paths.root)
     host = {key: value - host[key] for key, value in _host_drops(lab, [receiver, *senders]).items()}
     result.stats["host_drops"] = host
     return sum(c.rx_pause - before[k].rx_pause for k, c in after.items()), queue_drops(lab) - drops, result

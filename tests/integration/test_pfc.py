@@ -11,10 +11,11 @@ from twin.faults import engine
 from twin.faults.base import FaultContext
 from twin.lab.counters import CounterReader
 from twin.lab.pfc import counters as pfc_counters
+from twin.lab.pfc.client import port_counters_now
 from twin.lab.traffic import tcp_incast
 from twin.model.nics import fabric_nics
 
-from .helpers import counted_now, lab_copy, lab_running, marking
+from .helpers import lab_copy, lab_running, marking
 
 pytestmark = pytest.mark.integration
 SECONDS = 4.0
@@ -49,10 +50,10 @@ def mini():
 # (counters.Publisher); what arrives while a pause is late is held above the buffer and counted
 # (model/buffers.py, late allowance; the test after this one).
 def test_incast_pauses_its_feeders_two_hops_back_and_drops_nothing(mini):
-    before = counted_now(mini)
+    before = port_counters_now(mini.paths.root)
     with marking(mini, kmin=0):  # PFC alone: ECN would slow the senders before the queue pauses them
         result, drops = incast(mini)
-    after = counted_now(mini)
+    after = port_counters_now(mini.paths.root)
     pauses = {key: after[key].rx_pause - before[key].rx_pause for key in after}
     # (TCP may still retransmit a segment held by a pause past its tail-loss probe: not a drop)
     assert drops == 0, (drops, result)
@@ -83,14 +84,14 @@ def test_what_arrives_while_a_pause_is_late_is_held_above_the_buffer_and_counted
 
     port = Port("leaf-g1-r1", "hs-g1h1")
     buffer = for_port(mini.fabric, port).buffer
-    before = counted_now(mini)
+    before = port_counters_now(mini.paths.root)
     with marking(mini, kmin=0):
         pfc_client.tune(mini.paths.root, "test-late", port, xoff=buffer + 1_000_000, xon=buffer)
         try:
             result, drops = incast(mini)
         finally:
             pfc_client.release(mini.paths.root, "test-late")
-    after = counted_now(mini)
+    after = port_counters_now(mini.paths.root)
     late = {key: after[key].late - before[key].late for key in after if after[key].late > before[key].late}
     assert drops == 0, (drops, result)
     assert late.get(tuple(port), 0) > 0 and after[tuple(port)].queue_peak > buffer, (late, after[tuple(port)])

@@ -248,12 +248,17 @@ def session_marks(runtime: Runtime, state: LabState, sessions: dict[str, list[st
     wait_established to tell a session that has heard from its peer since from one that has not."""
     marks = {}
     for name, addresses in sessions.items():
-        try:
-            peers = vtysh_json(runtime, state, name, "show bgp summary json")["ipv4Unicast"]["peers"]
-        except (RuntimeBackendError, KeyError):
-            peers = {}
+        peers = _bgp_peers(runtime, state, name) or {}
         marks |= {(name, a): _heard(peers.get(a, {})) for a in addresses}
     return marks
+
+
+def _bgp_peers(runtime: Runtime, state: LabState, name: str) -> dict | None:
+    """Peer address -> its row of `show bgp summary json`; None while bgpd cannot say."""
+    try:
+        return vtysh_json(runtime, state, name, "show bgp summary json")["ipv4Unicast"]["peers"]
+    except (RuntimeBackendError, KeyError):
+        return None
 
 
 def _heard(peer: dict) -> tuple:
@@ -271,9 +276,8 @@ def wait_established(runtime: Runtime, state: LabState, sessions: dict[str, list
     waiting = dict(sessions)
     while waiting:
         for name in list(waiting):
-            try:
-                peers = vtysh_json(runtime, state, name, "show bgp summary json")["ipv4Unicast"]["peers"]
-            except (RuntimeBackendError, KeyError):
+            peers = _bgp_peers(runtime, state, name)
+            if peers is None:
                 continue
             if all(up(name, a, peers.get(a, {})) for a in waiting[name]):
                 del waiting[name]

@@ -170,5 +170,10 @@ def queue_limit(fabric: Fabric, port: Port) -> int:
     a lossy switch port's buffer, a lossless one's buffer and late allowance."""
     if not fabric.nodes[port.node].is_switch:
         return HOST_QUEUE_BYTES
-    buffer = for_port(fabric, port).buffer
-    return buffer + late_allowance(fabric, port) if fabric.pfc else buffer
+    return switch_queue_limit(fabric, port, for_port(fabric, port).buffer, lossless=fabric.pfc)
+
+
+def switch_queue_limit(fabric: Fabric, port: Port, buffer: int, lossless: bool) -> int:
+    """A switch port's qdisc limit for a queue of `buffer` bytes: a lossy queue drops at its buffer,
+    a lossless one holds the late allowance above it (the controller's, when a fault changes class)."""
+    return buffer + late_allowance(fabric, port) if lossless else buffer

@@ -49,7 +49,7 @@ from twin.lab.pfc import counters as published
 from twin.lab.pfc.backlog import BacklogReader
 from twin.lab.pfc.gate import Gates
 from twin.lab.pfc.queues import Queues
-from twin.model.buffers import frame_bytes, late_allowance
+from twin.model.buffers import frame_bytes, switch_queue_limit
 from twin.model.ports import Port, ports
 
 SOCKET = "control.sock"
@@ -262,7 +262,7 @@ class Controller:
         now = time.monotonic()
         if op == "ping":
             return {"ok": True, "pid": os.getpid()}
-        if op == "publish":  # for a reader that must see everything counted until now (client.counters_now)
+        if op == "publish":  # for a reader that must see everything counted until now (client.port_counters_now)
             self.publish(now)
             return {"ok": True, "t_mono": round(now, 4)}
         if op == "hold":
@@ -331,8 +331,7 @@ class Controller:
         """A queue's XOFF and XON, and its qdisc's limit to match: a lossy queue (XOFF 0, a fault's
         lossy class) drops at its buffer, a lossless one holds the late allowance above it."""
         queue_ = self.queues.queues[queue_id]
-        buffer = queue_.thresholds.buffer
-        limit = buffer if xoff == 0 else buffer + late_allowance(self.fabric, queue_.port)
+        limit = switch_queue_limit(self.fabric, queue_.port, queue_.thresholds.buffer, lossless=xoff != 0)
         self.queues.set_thresholds(queue_id, xoff, xon)
         if limit != self.gates.limit(queue_.port):
             closed = bool(self.reasons.get(queue_.port)) and queue_.port not in self.dropping

@@ -75,10 +75,6 @@ def store(lab_dir: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def write(lab_dir: Path, now: float, rows: dict, controller: dict) -> None:
-    store(lab_dir, encode(now, rows, controller))
-
-
 def below_creator() -> None:
     """Keep the calling thread real-time when its creator is, one priority step below it. At
     normal priority a busy machine kept the publisher off the CPU while it held the interpreter
