@@ -22,7 +22,6 @@ from twin.lab.files import open_lab
 from twin.lab.frr import vtysh_argv
 from twin.lab.handle import Lab, lab_model
 from twin.lab.nsutil import interface_indexes
-from twin.lab.runtime.docker import container_labs
 from twin.lab.runtime.netns import orphan_labs
 from twin.lab.shaping import shaped_rate_bps
 from twin.lab.state import known_labs
@@ -474,6 +473,8 @@ def print_plan(fabric, where: dict[str, int], machines: int) -> None:
 @click.command()
 def cleanup() -> None:
     """Remove every lab this tool owns on this machine (and nothing else)."""
+    from twin.lab.runtime.docker import container_labs  # Docker's SDK only where it is asked
+
     labs = set(known_labs())
     labs |= orphan_labs() | container_labs()
     if not labs:

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from twin.model.fabric import Fabric, Node  # noqa: F401
+from twin.model.fabric import Fabric, Node
 
 TIER_Y = {"superspine": 3, "spine": 2, "leaf": 1, "host": 0}
 COLORS = {"superspine": "#6a3d9a", "spine": "#1f78b4", "leaf": "#33a02c", "host": "#ff7f00"}
@@ -38,6 +33,12 @@ NAMED_COLOR = "#1f77b4"
 def draw(fabric: Fabric, out: Path, marked: set[str] | None = None, named: set[str] | None = None) -> Path:
     """`marked`: link names ('a -- b', sorted) and node names drawn in the fault colour;
     `named`: what detectors named, dashed in blue over it (right where both show)."""
+    # matplotlib is imported when a picture is drawn: at import it cost every `twin` command 0.45 s.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     marked, named = marked or set(), named or set()
     pos = positions(fabric)
     width = max(8.0, len(fabric.by_role("leaf")) * 0.9)

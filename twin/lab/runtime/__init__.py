@@ -7,14 +7,22 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from twin.lab.runtime.base import ExecResult, Runtime
-from twin.lab.runtime.docker import DockerRuntime
 from twin.lab.runtime.netns import NetnsRuntime
 from twin.registry import Registry
 
 RuntimeFactory = Callable[[str], Runtime]  # lab name -> the runtime of that lab
 RUNTIMES: Registry[RuntimeFactory] = Registry("runtime", plural="runtimes")
 RUNTIMES.add("netns", NetnsRuntime)
-RUNTIMES.add("docker", DockerRuntime)
+
+
+def _docker_runtime(lab: str) -> Runtime:
+    # Docker's SDK is imported when a lab runs on it: it cost every `twin` command 0.2 s of start-up.
+    from twin.lab.runtime.docker import DockerRuntime
+
+    return DockerRuntime(lab)
+
+
+RUNTIMES.add("docker", _docker_runtime)
 
 
 def names() -> list[str]:
