@@ -11,6 +11,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -60,6 +62,7 @@ def _library() -> ctypes.CDLL:
             ("bpf_prog_test_run_opts", integer, [integer, ctypes.POINTER(_TestRun)]),
             ("bpf_map_get_fd_by_id", integer, [ctypes.c_uint32]),
             ("bpf_obj_get_info_by_fd", integer, [integer, pointer, ctypes.POINTER(ctypes.c_uint32)]),
+            ("bpf_enable_stats", integer, [integer]),
             ("libbpf_set_print", pointer, [pointer])):
         getattr(lib, function).restype = result
         getattr(lib, function).argtypes = arguments
@@ -152,6 +155,23 @@ def run_on_packet(program_fd: int, packet: bytes, repeat: int = 1) -> tuple[int,
     if error < 0:
         raise OSError(-error, os.strerror(-error))
     return opts.retval, data_out.raw[:opts.data_size_out], opts.duration
+
+
+BPF_STATS_RUN_TIME = 0
+
+
+@contextmanager
+def enable_run_time_stats() -> Iterator[None]:
+    """The kernel counts every BPF program's runs and run time (run_cnt, run_time_ns) while this
+    holds the file descriptor BPF_ENABLE_STATS returned: no sysctl is changed, and the counting
+    stops when the last holder closes it (or exits)."""
+    fd = _lib().bpf_enable_stats(BPF_STATS_RUN_TIME)
+    if fd < 0:
+        raise OSError(-fd, os.strerror(-fd))
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 class _MapInfo(ctypes.Structure):
