@@ -8,6 +8,8 @@ source ports, new ECMP hashes). Per lab, three fabrics, each a copy of the lab:
   ecmp      routing.load_balance: ecmp, the RC transport (today's twin)
   flowlet   load_balance: flowlet, the QPs marked reorderable (multipath: true)
   packet    load_balance: packet, multipath: true (selective repeat)
+  packet-rc load_balance: packet, multipath: rc (RC QPs whose packets the switches spray: what
+            go-back-N does where packets overtake each other)
 Per run: busbw against line rate, and over the leaf uplinks that carried the ring (the
 interface counters' bytes while it ran) the max/mean ratio (MMR) and Jain's fairness index; per
 fabric the coefficient of variation of the runs' step times, the packets the switches moved,
@@ -44,7 +46,9 @@ from lab_lifecycle import machine  # noqa: E402
 from sections import emit  # noqa: E402
 
 BEGIN, END = "<!-- multipath:begin -->", "<!-- multipath:end -->"
-FABRICS = (("ecmp", "ecmp", False), ("flowlet", "flowlet", True), ("packet", "packet", True))
+FABRICS = (("ecmp", "ecmp", False), ("flowlet", "flowlet", True), ("packet", "packet", True),
+           ("packet-rc", "packet", "rc"))
+TRANSPORTS = {False: "RC", True: "multipath (selective repeat)", "rc": "RC, its packets sprayed (go-back-N)"}
 SIZE = 8 * 1024 * 1024
 TWIN = [sys.executable, "-c", "from twin.cli import main; main()"]
 # The drop is on both of leaf-g1-r1's uplinks, so that two of the ring's four hops cross it whatever
@@ -171,7 +175,7 @@ def render(results: list[dict], command: str, faults: list[dict]) -> list[str]:
         cv = statistics.pstdev(steps) / statistics.mean(steps) if len(steps) > 1 else 0.0
         t = {k: sum(x["transport"].get(k, 0) for x in runs) for k in ("out_of_order", "retrans_packets", "timeouts")}
         each = ", ".join(f"{x['line']:.2f}" for x in runs)
-        transport = "multipath (selective repeat)" if r["multipath"] else "RC"
+        transport = TRANSPORTS[r["multipath"]]
         lines.append(f"| {r['lab']} | {r['fabric']} | {transport} | {each} | {min(x['line'] for x in runs):.2f} | "
                      f"{max(x['mmr'] for x in runs):.2f} | {min(x['jain'] for x in runs):.3f} | {cv * 100:.1f} % | "
                      f"{sum(x['moved'] for x in runs):,} | {t['out_of_order']:,} / {t['retrans_packets']:,} / "

@@ -312,6 +312,12 @@ def tcp_reader(job: dict, rank: int, tracer: Tracer) -> Callable[[], list[tuple[
     return lambda: [(0, connection) for connection in state.states()]
 
 
+def multipath_setting(multipath: bool | str) -> str:
+    """The job's `multipath` as the transport reads it from its environment (roce/backend.py):
+    "1" selective repeat over sprayed packets, "rc" RC QPs whose packets are sprayed, "0" neither."""
+    return "rc" if multipath == "rc" else "1" if multipath else "0"
+
+
 def main() -> None:
     job = json.loads(Path(sys.argv[1]).read_text())
     rank = int(sys.argv[2])
@@ -326,7 +332,7 @@ def main() -> None:
             "FABRIC_TWIN_ROCE_TIME_SCALE": str(roce["time_scale"]), "NCCL_IB_TIMEOUT": str(roce["ib_timeout"]),
             "NCCL_IB_RETRY_CNT": str(roce["retry_cnt"]), "NCCL_IB_QPS_PER_CONNECTION": str(roce["qps_per_connection"]),
             "FABRIC_TWIN_ROCE_CC": roce.get("cc", "none"), "FABRIC_TWIN_ROCE_LINE_BPS": str(roce.get("line_bps", 0)),
-            "FABRIC_TWIN_ROCE_MULTIPATH": "1" if roce.get("multipath") else "0"})
+            "FABRIC_TWIN_ROCE_MULTIPATH": multipath_setting(roce.get("multipath", False))})
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     set_priority(LOAD_NICE)  # the load, whatever the priority of the runner that started it

@@ -6,7 +6,8 @@ Configured like NCCL, from the environment of the rank process:
     NCCL_IB_TIMEOUT (20), NCCL_IB_RETRY_CNT (7), NCCL_IB_QPS_PER_CONNECTION (1)
     FABRIC_TWIN_ROCE_ADDRESS, _IFNAME, _LABEL (the rank's host NIC), _MTU, _TIME_SCALE (1)
     FABRIC_TWIN_ROCE_CC (dcqcn | none), _LINE_BPS (the NIC's line rate, which DCQCN scales to)
-    FABRIC_TWIN_ROCE_MULTIPATH (1: packets reorderable, selective repeat; 0 default: RC)
+    FABRIC_TWIN_ROCE_MULTIPATH (1: packets reorderable, selective repeat; rc: packets reorderable, RC;
+    0 default: RC)
 At creation every rank opens its QPs toward every other rank (QPS_PER_CONNECTION each, each its
 own UDP source port), publishes their ports in the group's store, and connects to the others'.
 A message to a peer is cut into as many parts as QPs (NCCL splits a message over its QPs).
@@ -23,7 +24,7 @@ from torch._C._distributed_c10d import _create_work_from_future
 
 from twin.roce import algorithms
 from twin.roce.dcqcn import DcqcnParams
-from twin.roce.nic import CollectiveTimeout, Nic, PeerAborted
+from twin.roce.nic import CollectiveTimeout, Nic, PeerAborted, multipath_modes
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT, Timers, TransportError, ib_timeout_s
 
 NAME = "roce"
@@ -42,7 +43,7 @@ def settings() -> dict:
             "retry_cnt": int(env.get("NCCL_IB_RETRY_CNT", DEFAULT_RETRY_CNT)),
             "qps": int(env.get("NCCL_IB_QPS_PER_CONNECTION", "1")),
             "cc": env.get("FABRIC_TWIN_ROCE_CC", "none"), "line_bps": float(env.get("FABRIC_TWIN_ROCE_LINE_BPS", "0")),
-            "multipath": env.get("FABRIC_TWIN_ROCE_MULTIPATH", "0") == "1"}
+            "multipath": env.get("FABRIC_TWIN_ROCE_MULTIPATH", "0")}
 
 
 def _done(result) -> dist.Work:
@@ -62,7 +63,7 @@ class RoceGroup(dist.ProcessGroup):
         dcqcn = DcqcnParams().for_line_rate(config["line_bps"]) if config["cc"] == "dcqcn" else None
         self.nic = Nic(config["address"], config["ifname"], config["mtu"],
                        Timers(ib_timeout_s(config["ib_timeout"], config["time_scale"]), config["retry_cnt"]),
-                       config["label"], dcqcn, multipath=config["multipath"])
+                       config["label"], dcqcn, **multipath_modes(config["multipath"]))
         ports = {}
         for peer in range(size):
             if peer != rank:

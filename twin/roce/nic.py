@@ -15,7 +15,8 @@ thread that moves their packets, as an RDMA NIC does beside the application.
   (`cc: none`) packets are not ECN-capable, so no switch marks them.
 - Multipath (`multipath`): packets carry DSCP REORDERABLE_DSCP, so a switch balancing
   adaptively may send each one its own way, and the QPs repeat selectively (selective.py)
-  instead of going back N.
+  instead of going back N. `multipath: rc` marks the packets of RC QPs (go-back-N) the same way:
+  what a NIC without out-of-order placement does on an adaptive fabric.
 - Receiving: UDP GRO hands over runs of datagrams at once; each is a packet for the QP state
   machine (qp.py), whose ACKs and NAKs go straight back.
 - Timers: the retransmission timers and coalesced ACKs of every QP.
@@ -102,16 +103,24 @@ class Endpoint:
     losses_seen: int = 0  # NAKs and timeouts when the path was last discovered
 
 
+def multipath_modes(setting: str) -> dict[str, bool]:
+    """FABRIC_TWIN_ROCE_MULTIPATH ("1", "rc" or "0") -> the Nic's `multipath` and `reorderable`."""
+    return {"multipath": setting == "1", "reorderable": setting in ("1", "rc")}
+
+
 class Nic:
     def __init__(self, address: str, ifname: str, mtu: int, timers: Timers, label: str = "",
                  dcqcn: ScaledParams | None = None, new_socket: Callable[[], socket.socket] | None = None,
-                 multipath: bool = False):
+                 multipath: bool = False, reorderable: bool | None = None):
         """new_socket: where a QP's UDP socket comes from (default: this process's namespace, as a
         rank's; a tool driving several hosts' NICs from one process opens them in theirs)."""
         self.address, self.ifname, self.label = address, ifname, label
         self.new_socket = new_socket or (lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
         self.dcqcn = dcqcn
         self.multipath = multipath
+        # Packets marked reorderable: a multipath NIC's always; an RC NIC's too with `multipath: rc`,
+        # as a NIC without out-of-order placement on an adaptive fabric (go-back-N on every reorder).
+        self.reorderable = multipath if reorderable is None else reorderable
         self.payload = payload_per_packet(mtu)
         self.segment = HEADER.size + self.payload
         self.wire_packet = self.segment + IP_UDP_HEADERS  # what a full packet costs at the rate
@@ -140,7 +149,7 @@ class Nic:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         sock.setsockopt(socket.SOL_UDP, UDP_GRO, 1)
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
-        tos = (wire.REORDERABLE_DSCP << 2 if self.multipath else 0) | (ECT0 if self.dcqcn is not None else 0)
+        tos = (wire.REORDERABLE_DSCP << 2 if self.reorderable else 0) | (ECT0 if self.dcqcn is not None else 0)
         if tos:
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
         sock.bind((self.address, 0))

@@ -55,9 +55,11 @@ class CollectiveParams(BaseModel):
     cc: Literal["dcqcn", "none"] = Field("dcqcn", description="roce: congestion control; dcqcn: packets are "
                                          "ECN-capable, a CE mark comes back as a CNP that cuts the QP's rate "
                                          "(twin/roce/dcqcn.py); none: line rate always, PFC alone holds it")
-    multipath: bool = Field(False, description="roce: packets marked reorderable (a lab with routing.load_balance "
-                                               "flowlet or packet spreads them over its uplinks) and selective "
-                                               "repeat instead of go-back-N (twin/roce/selective.py)")
+    multipath: bool | Literal["rc"] = Field(
+        False, description="roce: true: packets marked reorderable (a lab with routing.load_balance flowlet or "
+                           "packet spreads them over its uplinks) and selective repeat instead of go-back-N "
+                           "(twin/roce/selective.py); rc: marked reorderable, the QPs still RC (go-back-N), as a NIC "
+                           "without out-of-order placement on an adaptive fabric, for comparison")
 
     @field_validator("size")
     @classmethod
