@@ -129,3 +129,9 @@ def test_schema_prints_json_schema():
     schema = json.loads(result.stdout)
     kinds = {entry["properties"]["kind"]["const"] for entry in schema["properties"]["faults"]["items"]["oneOf"]}
     assert {"silent_drop", "pfc_storm", "bgp_down"} <= kinds
+
+
+def test_bench_refuses_multipath_on_tcp_before_it_opens_the_lab():
+    """Spraying and selective repeat are the RoCE transport's; gloo's TCP would ignore them."""
+    result = twin("bench", "collective", "no-such-lab", "--multipath", "rc")
+    assert result.returncode == 2 and "--multipath" in result.stderr and "roce" in result.stderr

@@ -36,6 +36,10 @@ def bench() -> None:
     """Benchmarks on a running lab."""
 
 
+# --multipath as the collective's `multipath` (docs/formats.md)
+MULTIPATH_CHOICES = {"off": False, "on": True, "rc": "rc"}
+
+
 @bench.command("collective")
 @click.argument("name", metavar="LAB")
 @click.option("--op", type=click.Choice(OPS), default="allreduce", show_default=True)
@@ -61,9 +65,12 @@ def bench() -> None:
               help="roce: NCCL_IB_RETRY_CNT, retries before a QP fails.")
 @click.option("--cc", type=click.Choice(["dcqcn", "none"]), default="dcqcn", show_default=True,
               help="roce: congestion control (DCQCN: a CE mark comes back as a CNP that cuts the QP's rate).")
+@click.option("--multipath", type=click.Choice(list(MULTIPATH_CHOICES)), default="off", show_default=True,
+              help="roce: on: packets marked reorderable (a lab balancing by flowlet or packet spreads them) and "
+                   "selective repeat; rc: marked, the QPs still go back N (a NIC without out-of-order placement).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, timeout, transport,
-                     qps_per_connection, ib_timeout, retry_cnt, cc, as_json) -> None:
+                     qps_per_connection, ib_timeout, retry_cnt, cc, multipath, as_json) -> None:
     """Time a collective, one rank per host NIC, like nccl-tests: over gloo (TCP) or the
     emulated RoCE transport.
 
@@ -75,13 +82,17 @@ def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, tim
         size_list = size_sweep(sizes)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--sizes") from None
+    if multipath != "off" and transport != "roce":
+        raise click.BadParameter("applies to --transport roce (gloo's TCP is one path per connection)",
+                                 param_hint="--multipath")
     lab = Lab.open(name)
     fabric = lab.fabric
     try:
         with progress() as bar:
             result = run_bench(lab, op, size_list, ranks, order, channels, iters, warmup, timeout, bar, transport,
                                {"ib_timeout": ib_timeout, "retry_cnt": retry_cnt, "cc": cc,
-                                "qps_per_connection": qps_per_connection, "time_scale": 1.0})
+                                "qps_per_connection": qps_per_connection, "time_scale": 1.0,
+                                "multipath": MULTIPATH_CHOICES[multipath]})
     except RankSpecError as exc:
         raise TwinError(str(exc), hint="see `twin lab show " + name + "` for host and NIC names") from None
     if as_json:
@@ -92,11 +103,12 @@ def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, tim
                   f"{channels} channel(s){f', {qps_per_connection} QP(s) per pair' if roce else ''}), "
                   f"line rate {fabric.rate_bps / 1e6:g} Mbit/s", title_justify="left")
     for column in ("size", "count", "type", "time (ms)", "algbw (MB/s)", "busbw (MB/s)", "line", "#wrong",
-                   *(("retrans MB", "NAKs", "timeouts", "CNPs") if roce else ())):
+                   *(("retrans MB", "NAKs", "timeouts", "CNPs", "out of order") if roce else ())):
         table.add_column(column, justify="right")
     for m in result.measurements:
         extra = (f"{m.transport.get('retrans_bytes', 0) / 1e6:.2f}", str(m.transport.get("naks_sent", 0)),
-                 str(m.transport.get("timeouts", 0)), str(m.transport.get("cnps_received", 0))) if roce else ()
+                 str(m.transport.get("timeouts", 0)), str(m.transport.get("cnps_received", 0)),
+                 str(m.transport.get("out_of_order", 0))) if roce else ()
         table.add_row(human_size(m.size), str(m.count), "float", f"{m.time_s * 1000:.1f}",
                       f"{m.algbw / 1e6:.2f}", f"{m.busbw / 1e6:.2f}", f"{m.line_fraction(fabric.rate_bps):.2f}",
                       str(m.wrong), *extra)
