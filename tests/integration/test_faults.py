@@ -216,6 +216,33 @@ def test_the_fault_applier_keeps_the_schedule_and_stops_when_told(lab):
     converged(lab)
 
 
+def test_a_runs_clock_starts_only_once_its_fault_applier_is_ready(lab, runtime, tmp_path, monkeypatch):
+    """The applier keeps the timeline; under CI's load it took more than 3 s to start, and a fault
+    due at 3 s was applied 0.62 s late. Here it is made to start 3 s late: the fault at 1 s is
+    still applied on schedule, because the run's clock waits for it."""
+    if runtime != "netns":
+        pytest.skip("the run's clock does not depend on the runtime (netns tier only)")
+    from twin.faults import applier as applier_module
+    from twin.run import runner
+    from twin.run.plan import load_scenario
+
+    real = applier_module.python_module
+    monkeypatch.setattr(applier_module, "python_module",
+                        lambda *args: ["sh", "-c", 'sleep 3; exec "$@"', "sh", *real(*args)])
+    scenario = tmp_path / "late-applier.yaml"
+    scenario.write_text(f"name: late-applier\nlab: {lab.name}\nduration_s: 3\nfaults:\n"
+                        "  - {id: thin, kind: silent_drop, link: leaf-g1-r1 -- spine-1, loss_pct: 1, "
+                        "at_s: 1, duration_s: 1}\n")
+    try:
+        folder = runner.run(load_scenario(scenario), tmp_path / "results", keep=True)
+    finally:
+        lab.state.refresh()
+        engine.clear_all(faults_on(lab))
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    (applied,) = [e for e in events if e["kind"] == "fault" and e["op"] == "applied"]
+    assert abs(applied["actual_s"] - 1.0) <= 0.05, applied
+
+
 def test_a_fault_applier_that_does_not_answer_in_time_is_ended_and_another_clears(lab, monkeypatch):
     """A step that never returns must not hold the run's clean-up: past the time limit the process
     is ended by its pid, the call fails with the reason, and a new applier takes over."""
