@@ -41,34 +41,40 @@ def test_when_most_ranks_are_behind_none_is_named():
 
 
 def steps(view, late_rank=None, late_s=0.0, count=8, seed=1, offsets=(0.0, 0.0, 0.0, 0.0)):
-    """`count` steps of 0.35 s; each rank enters `offsets` from the step's start (where its place in
-    the ring puts it), rank `late_rank` late_s later still, everyone within 2 ms of jitter."""
+    """`count` steps of 0.35 s, 0.1 s of it each rank's own compute (rank `late_rank` late_s more),
+    everyone within 2 ms of jitter; each rank enters the collective `offsets` from the step's start
+    (where its place in the ring puts it) and reports its step's and its collective's time."""
     rng = random.Random(seed)
     for iteration in range(count):
         for rank in range(4):
-            jitter = rng.uniform(-0.002, 0.002)
-            entered(view, rank, iteration, 100 + iteration * 0.35 + offsets[rank] + jitter
-                    + (late_s if rank == late_rank else 0))
+            own = 0.1 + rng.uniform(-0.002, 0.002) + (late_s if rank == late_rank else 0)
+            entered(view, rank, iteration, 100 + iteration * 0.35 + offsets[rank] + own)
+            view.record({"event": "iter", "rank": rank, "iter": iteration, "step_s": 0.35,
+                         "comm_s": 0.35 - own}, NICS[rank])
 
 
-def test_a_rank_last_into_every_collective_by_far_more_than_the_jitter_is_slow():
+def test_a_rank_whose_own_compute_takes_far_longer_than_the_others_is_slow():
     view = RankView(NICS)
-    steps(view, late_rank=1, late_s=0.05)
+    steps(view, late_rank=1, late_s=0.05)  # a GPU at 1.5x
     assert view.straggler() == "host-1:nic1"
 
 
-def test_a_rank_that_always_enters_early_hides_no_straggler():
-    """A generated drill's 4-rank ring at 100 Mbit/s (gen-54): the rank the last chunk reaches first
-    enters 44 ms before the median; the 1.5x slow rank 45 ms after. Weighing the early one's 44 ms
-    as jitter hid the straggler; the ring's own offsets (healthy: one rank 24 ms late, the next
-    14 ms) name nobody."""
-    view = RankView(NICS)
-    steps(view, late_rank=0, late_s=0.045, offsets=(0.0, -0.044, -0.004, 0.004))
-    assert view.straggler() == "host-0:nic1"
+def test_the_ring_order_alone_names_no_straggler():
+    """CI, docker tier: on a busy machine the rank the ring's last chunk reaches last left every
+    collective last and entered every next one last (8 of 8), with its own time (101-112 ms)
+    like every other rank's. Named by the order of entry, it was a wrong verdict."""
     for seed in range(20):
         view = RankView(NICS)
-        steps(view, seed=seed, offsets=(-0.014, -0.027, 0.014, 0.024))
+        steps(view, seed=seed, offsets=(0.0, 0.03, -0.004, 0.002))
         assert view.straggler() is None, seed
+
+
+def test_a_slow_rank_is_found_whatever_its_place_in_the_ring():
+    """A generated drill's 4-rank ring at 100 Mbit/s (gen-54): the rank the last chunk reaches first
+    enters 44 ms before the median; a 1.5x slow rank there is still the straggler."""
+    view = RankView(NICS)
+    steps(view, late_rank=1, late_s=0.05, offsets=(0.0, -0.044, -0.004, 0.004))
+    assert view.straggler() == "host-1:nic1"
 
 
 def test_jitter_alone_names_no_straggler():
@@ -76,6 +82,12 @@ def test_jitter_alone_names_no_straggler():
         view = RankView(NICS)
         steps(view, seed=seed)
         assert view.straggler() is None, seed
+
+
+def test_too_few_steps_name_no_straggler():
+    view = RankView(NICS)
+    steps(view, late_rank=2, late_s=0.05, count=7)
+    assert view.straggler() is None
 
 
 def test_a_host_is_named_once_while_it_holds_and_again_only_after_it_was_gone_a_while():
