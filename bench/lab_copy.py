@@ -10,14 +10,17 @@ from ruamel.yaml import YAML
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def lab_copy(name: str, new_name: str, folder: Path, rate: str | None = None, links: dict | None = None) -> Path:
-    """labs/<name>.yaml as `new_name` in `folder`, its links at `rate` and with `links` set."""
+def lab_copy(name: str, new_name: str, folder: Path, rate: str | None = None, links: dict | None = None,
+             routing: dict | None = None) -> Path:
+    """labs/<name>.yaml as `new_name` in `folder`, its links at `rate` and with `links` and `routing` set."""
     yaml = YAML()
     doc = yaml.load((ROOT / "labs" / f"{name}.yaml").read_text())
     doc["name"] = new_name
     if rate:
         doc["links"]["rate"] = rate
     doc["links"].update(links or {})
+    if routing:
+        doc.setdefault("routing", {}).update(routing)
     path = folder / f"{new_name}.yaml"
     with open(path, "w") as handle:
         yaml.dump(doc, handle)

@@ -79,21 +79,22 @@ def balance_figures(loads: list[int]) -> tuple[float, float]:
     return max(loads) / mean, sum(loads) ** 2 / (len(loads) * sum(x * x for x in loads))
 
 
+def collision_ring(lab, multipath: bool | str):
+    """The documented collision case once: rail:1, naive ring, RoCE with DCQCN, one QP per pair."""
+    return run_bench(lab, "allreduce", [SIZE], ranks="rail:1", order="naive", iters=5, warmup=1, timeout_s=180,
+                     transport="roce", roce={"ib_timeout": 20, "retry_cnt": 7, "qps_per_connection": 1,
+                                             "time_scale": 1.0, "multipath": multipath})
+
+
 def bench_fabric(ref: str, mode: str, multipath: bool, runs: int, folder: Path) -> dict:
-    name = f"mp{mode[:3]}{ref[-1]}"
-    path = lab_copy(ref, name, folder)
-    text = path.read_text()
-    path.write_text(text.replace("routing:\n", f"routing:\n  load_balance: {mode}\n", 1))
+    path = lab_copy(ref, f"mp{mode[:3]}{ref[-1]}", folder, routing={"load_balance": mode})
     lab_file, fabric = open_lab(str(path))
     lab = deploy.up(lab_file, fabric, NullProgress(), timeout_s=180)
     out = {"lab": ref, "fabric": mode, "multipath": multipath, "runs": []}
     try:
         for run in range(runs):
             before_bytes, before_moved = leaf_uplink_bytes(lab), moved(lab)
-            result = run_bench(lab, "allreduce", [SIZE], ranks="rail:1", order="naive", iters=5, warmup=1,
-                               timeout_s=180, transport="roce",
-                               roce={"ib_timeout": 20, "retry_cnt": 7, "qps_per_connection": 1, "time_scale": 1.0,
-                                     "multipath": multipath})
+            result = collision_ring(lab, multipath)
             after = leaf_uplink_bytes(lab)
             (m,) = result.measurements
             mmr, jain = balance_figures([after[k] - before_bytes[k] for k in after])
@@ -111,8 +112,7 @@ def under_fault(ref: str, mode: str, multipath: bool, folder: Path) -> list[dict
     """Each of FAULTS under a rail-aligned naive-ring RoCE allreduce on a copy of `ref` balancing
     by `mode`: what the run's report says of the collective in the fault's window."""
     name = f"mf{mode[:3]}{ref[-1]}"
-    path = lab_copy(ref, name, folder)
-    path.write_text(path.read_text().replace("routing:\n", f"routing:\n  load_balance: {mode}\n", 1))
+    path = lab_copy(ref, name, folder, routing={"load_balance": mode})
     results, rows = folder / "results", []
     try:
         for label, faults in FAULTS.items():

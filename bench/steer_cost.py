@@ -31,10 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).parent))
 from lab_copy import lab_copy  # noqa: E402
 from lab_lifecycle import machine  # noqa: E402
-from multipath import SIZE, moved  # noqa: E402
+from multipath import SIZE, collision_ring, moved  # noqa: E402
 from sections import emit  # noqa: E402
 
-from twin.collectives.bench import run_bench  # noqa: E402
 from twin.lab import deploy  # noqa: E402
 from twin.lab.ebpf.libbpf import enable_run_time_stats  # noqa: E402
 from twin.lab.files import open_lab  # noqa: E402
@@ -53,8 +52,7 @@ def enqueue_stats() -> dict[int, tuple[int, int]]:
 
 
 def bench_fabric(ref: str, mode: str, multipath: bool, runs: int, folder: Path) -> dict:
-    path = lab_copy(ref, f"sc{mode[:3]}{ref[-1]}", folder)
-    path.write_text(path.read_text().replace("routing:\n", f"routing:\n  load_balance: {mode}\n", 1))
+    path = lab_copy(ref, f"sc{mode[:3]}{ref[-1]}", folder, routing={"load_balance": mode})
     lab_file, fabric = open_lab(str(path))
     elsewhere = set(enqueue_stats())  # other labs' programs, if any run: not counted
     lab = deploy.up(lab_file, fabric, NullProgress(), timeout_s=180)
@@ -62,10 +60,7 @@ def bench_fabric(ref: str, mode: str, multipath: bool, runs: int, folder: Path) 
         before = {i: s for i, s in enqueue_stats().items() if i not in elsewhere}
         moved_before, lines, cpu = moved(lab), [], []
         for _ in range(runs):
-            result = run_bench(lab, "allreduce", [SIZE], ranks="rail:1", order="naive", iters=5, warmup=1,
-                               timeout_s=180, transport="roce",
-                               roce={"ib_timeout": 20, "retry_cnt": 7, "qps_per_connection": 1, "time_scale": 1.0,
-                                     "multipath": multipath})
+            result = collision_ring(lab, multipath)
             lines.append(result.measurements[0].line_fraction(fabric.rate_bps))
             cpu.append(statistics.mean(result.cpu_busy_pct or [0.0]))
         after, moved_packets = enqueue_stats(), moved(lab) - moved_before
