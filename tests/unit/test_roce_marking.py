@@ -6,9 +6,8 @@ import socket
 
 import pytest
 
-from twin.collectives.worker import multipath_setting
 from twin.roce import wire
-from twin.roce.nic import Nic, multipath_modes
+from twin.roce.nic import Nic, multipath_modes, multipath_setting
 from twin.roce.qp import QueuePair, Timers
 from twin.roce.selective import SelectiveQueuePair
 from twin.workloads.collective import CollectiveParams

@@ -50,6 +50,7 @@ from twin.collectives.tcp_state import TcpState, Tracer
 from twin.collectives.verify import Buffers
 from twin.lab.identity import become_rank
 from twin.procs import LOAD_NICE, set_priority
+from twin.roce.nic import multipath_setting
 from twin.roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
 
 STOP = False
@@ -310,12 +311,6 @@ def tcp_reader(job: dict, rank: int, tracer: Tracer) -> Callable[[], list[tuple[
     switches = job.get("switches", {}).get(job["nics"][rank]["leaf"], {})
     state = TcpState(tracer, lambda peer: switches.get(leaf_at.get(peer, ""), 1))
     return lambda: [(0, connection) for connection in state.states()]
-
-
-def multipath_setting(multipath: bool | str) -> str:
-    """The job's `multipath` as the transport reads it from its environment (roce/backend.py):
-    "1" selective repeat over sprayed packets, "rc" RC QPs whose packets are sprayed, "0" neither."""
-    return "rc" if multipath == "rc" else "1" if multipath else "0"
 
 
 def main() -> None:

@@ -103,6 +103,12 @@ class Endpoint:
     losses_seen: int = 0  # NAKs and timeouts when the path was last discovered
 
 
+def multipath_setting(multipath: bool | str) -> str:
+    """A job's `multipath` as the transport reads it from its environment (roce/backend.py):
+    "1" selective repeat over sprayed packets, "rc" RC QPs whose packets are sprayed, "0" neither."""
+    return "rc" if multipath == "rc" else "1" if multipath else "0"
+
+
 def multipath_modes(setting: str) -> dict[str, bool]:
     """FABRIC_TWIN_ROCE_MULTIPATH ("1", "rc" or "0") -> the Nic's `multipath` and `reorderable`."""
     return {"multipath": setting == "1", "reorderable": setting in ("1", "rc")}
