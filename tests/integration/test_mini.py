@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from twin.lab.frr import PRELOADS, preload_path, vtysh_argv, vtysh_json
 from twin.lab.nsutil import interface_indexes, netlink_in
 from twin.lab.reach import unreachable_pairs
 from twin.lab.status import lab_status
+from twin.model import queue_tree
 from twin.model.buffers import queue_limit
 from twin.model.ports import Port
 
@@ -80,9 +82,26 @@ def test_vty_socket_answers_as_vtysh_does(mini):
         assert direct == shell and direct, command
 
 
-def test_ports_are_shaped_as_pyroute2_shapes_them(mini):
+U32_MATCH = re.compile(r"^  match ([0-9a-f]{8})/([0-9a-f]{8}) at (\d+)$", re.M)
+
+
+def header_bytes(tree: str) -> str:
+    """`tree` with each filter's u32 matches as the header bytes they compare: pyroute2 groups a
+    filter's bytes into words starting at the first one (the protocol 'at 9'), tc aligns them ('at 8')."""
+    def by_byte(words: str) -> str:
+        compared = []
+        for value, mask, offset in U32_MATCH.findall(words):
+            for i, (v, m) in enumerate(zip(bytes.fromhex(value), bytes.fromhex(mask))):
+                if m:
+                    compared.append(f"  byte {int(offset) + i} {v & m:02x}/{m:02x}")
+        return "\n".join(sorted(compared))
+    return re.sub(r"(?:^  match .*$\n?)+", lambda found: by_byte(found.group(0)) + "\n", tree, flags=re.M)
+
+
+def test_ports_are_shaped_as_pyroute2_and_the_export_shape_them(mini):
     """Bring-up sends shaping requests encoded once (nlbatch.py); pyroute2's own requests on a spare
-    veth in the same switch are the reference: the kernel must hold the same tree."""
+    veth in the same switch, and the containerlab export's tc commands on another, are built from the
+    same tree (model/queue_tree.py): the kernel must hold the same tree from all three."""
     node = "leaf-g1-r1"
     port = next(link.endpoint(node).ifname for link in mini.fabric.links_of(node))
     queue = queue_limit(mini.fabric, Port(node, port))
@@ -90,18 +109,27 @@ def test_ports_are_shaped_as_pyroute2_shapes_them(mini):
     def tree(ifname: str) -> str:
         return "".join(mini.runtime.exec(node, ["tc", "-d", what, "show", "dev", ifname]).stdout.replace(ifname, "X")
                        for what in ("qdisc", "class", "filter"))
+    spares = {}
     with mini.netlink(node) as ipr:
-        ipr.link("add", ifname="ftwtest0", kind="veth", peer="ftwtest1")  # gone with the namespace anyway
+        for spare in ("ftwtest0", "ftwtest2"):  # gone with the namespace anyway
+            ipr.link("add", ifname=spare, kind="veth", peer=spare[:-1] + str(int(spare[-1]) + 1))
+            spares[spare] = ipr.link_lookup(ifname=spare)[0]
         try:
-            index = ipr.link_lookup(ifname="ftwtest0")[0]
-            shaping.shape(ipr, index, mini.fabric.rate_bps, queue)
+            shaping.shape(ipr, spares["ftwtest0"], mini.fabric.rate_bps, queue)
             reference = tree("ftwtest0")
+            for args in queue_tree.tc_commands(queue_tree.port_tree(mini.fabric.rate_bps, queue), "ftwtest2"):
+                made = mini.runtime.exec(node, ["tc", *args])
+                assert made.rc == 0, (args, made.stderr)
+            exported = tree("ftwtest2")
         finally:
-            ipr.link("del", index=index)
+            for index in spares.values():
+                ipr.link("del", index=index)
     shaped = tree(port)
-    # the lab's port also carries the PFC programs (clsact), which the spare has not
+    # the lab's port also carries the PFC programs (clsact), which the spares have not
     clsact = shaped.find("qdisc clsact")
     assert "htb 1:" in reference and reference == shaped.replace(shaped[clsact:shaped.find("\n", clsact) + 1], "")
+    assert "flowid 1:20" in exported and "tbf 20:" in exported
+    assert header_bytes(exported) == header_bytes(reference), "the export's tc commands make another tree"
 
 
 def test_a_nodes_netlink_socket_is_made_in_it_by_the_calling_thread(mini, monkeypatch):

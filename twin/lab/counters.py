@@ -13,11 +13,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from twin.lab import phy, shaping
+from twin.lab import phy
 from twin.lab.handle import Lab
 from twin.lab.nsutil import in_netns, interface_indexes, interfaces_running
 from twin.lab.offload import snmp
 from twin.lab.pfc.backlog import BacklogReader
+from twin.model import queue_tree
 from twin.model.fabric import Fabric
 
 # /proc/net/dev columns we keep, by position after the interface name
@@ -80,7 +81,7 @@ class CounterReader:
 
     def _root_queues(self, node: str) -> BacklogReader:
         if node not in self._roots:
-            self._roots[node] = BacklogReader(self.lab.runtime.netns_path(node), shaping.ROOT_HANDLE)
+            self._roots[node] = BacklogReader(self.lab.runtime.netns_path(node), queue_tree.ROOT_HANDLE)
         return self._roots[node]
 
     def close(self) -> None:

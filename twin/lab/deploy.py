@@ -25,6 +25,7 @@ from twin.lab.runtime import get_runtime, names
 from twin.lab.state import LabState, Resource, lab_dir, load_state
 from twin.model import serialize
 from twin.model.buffers import queue_limit
+from twin.model.daemons import DAEMONS, start_groups
 from twin.model.fabric import Fabric
 from twin.model.ports import Port
 from twin.names import lab_name
@@ -137,10 +138,10 @@ def _build(lab: Lab, progress: Progress, timeout_s: float, all_pairs: bool) -> N
             lldp.start(runtime, state, fabric, progress.advance)
     switches = fabric.switches
     with _timed(state, "frr-start"):
-        progress.phase("FRR daemons", len(switches) * len(frr.DAEMONS))
+        progress.phase("FRR daemons", len(switches) * len(DAEMONS))
         for node in switches:
             frr.write_configs(fabric, node, state.node_dir(node.name))
-        for group in frr.START_ORDER:
+        for group in start_groups():
             for daemon in group:
                 frr.start_daemons(runtime, state, [n.name for n in switches], daemon, progress.advance)
             frr.wait_sockets(state, [n.name for n in switches], group)

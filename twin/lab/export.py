@@ -5,8 +5,9 @@ Every node is of kind `linux`, with the switch or the host image (images/). A sw
 rendered FRR configs bound read-only and starts its daemons from `exec`; every node configures
 its addresses, sysctls and (hosts) per-NIC routing with `exec` commands generated from the same
 model as the netns runtime. Links carry the MTU and, in `vars`, the line rate; a host-side
-`create-links` stage command per node applies the HTB shaping to its ports (containerlab
-creates a network namespace link named after each container).
+`create-links` stage command per node makes each port's queue tree, the one a twin's port has
+(model/queue_tree.py), there (containerlab creates a network namespace link named after each
+container).
 """
 
 from __future__ import annotations
@@ -18,15 +19,16 @@ from pathlib import Path
 from ruamel.yaml import YAML
 
 from twin import __version__
-from twin.lab import shaping
 from twin.lab.identity import rank_uid
 from twin.lab.netconf import HOST_TABLE_BASE, HOST_TCP_CC, node_sysctls
+from twin.model import queue_tree
 from twin.model.buffers import queue_limit
 from twin.model.build import rail_network
+from twin.model.daemons import FrrDaemon, start_groups
 from twin.model.fabric import IFNAMSIZ, Fabric, Link, Node
 from twin.model.partition import split
 from twin.model.ports import Port
-from twin.model.render import START_ORDER, render_bfd_binding, render_switch
+from twin.model.render import render_bfd_binding, render_switch
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")  # container names (containerlab's node names)
 SWITCH_IMAGE = f"fabric-twin-switch:{__version__}"
@@ -76,7 +78,7 @@ def _node(fabric: Fabric, node: Node) -> dict:
              "labels": {"fabric-twin.lab": fabric.name, "fabric-twin.role": node.role}}
     if node.is_switch:
         entry["binds"] = [f"{node.name}:{FRR_DIR_IN_CONTAINER}:ro"]
-        commands += [_daemon(d) for group in START_ORDER for d in group]  # zebra first
+        commands += [_daemon(d) for group in start_groups() for d in group]  # zebra first
         # BFD on every session, as `up` binds it (vtysh waits for bgpd to answer)
         commands.append("vtysh " + " ".join(f"-c {shlex.quote(line)}" for line in render_bfd_binding(node)))
     else:
@@ -87,9 +89,9 @@ def _node(fabric: Fabric, node: Node) -> dict:
     return entry
 
 
-def _daemon(daemon: str) -> str:
-    extra = " --bfdctl /var/run/frr/bfdd.sock" if daemon == "bfdd" else ""
-    return f"/usr/lib/frr/{daemon} -d -u frr -g frr -f {FRR_DIR_IN_CONTAINER}/{daemon}.conf{extra}"
+def _daemon(daemon: FrrDaemon) -> str:
+    extra = f" --bfdctl /var/run/frr/{daemon.control_socket}" if daemon.control_socket else ""
+    return f"/usr/lib/frr/{daemon.name} -d -u frr -g frr -f {FRR_DIR_IN_CONTAINER}/{daemon.config}{extra}"
 
 
 def _host_routing(fabric: Fabric, node: Node) -> list[str]:
@@ -108,21 +110,17 @@ def _host_routing(fabric: Fabric, node: Node) -> list[str]:
 
 
 def _shaping(fabric: Fabric, node: Node) -> list[str]:
-    """HTB at the line rate on each of the node's ports and its data queue sized as the twin sizes
-    it, run on the host in the node's namespace. (The PFC controller does not run there: an
-    exported lab's queues drop when full, as with `pfc: false`.)"""
+    """Each of the node's ports gets the twin's queue tree (model/queue_tree.py: HTB at the line rate,
+    the data queue sized as the twin sizes it, the control class and its filters), made on the host
+    in the node's namespace. (The PFC controller does not run there: an exported lab's queues drop
+    when full, as with `pfc: false`.)"""
     netns = f"clab-{fabric.name}-{node.name}"
-    rate = f"{fabric.rate_bps}bit"
     commands = []
     for link in fabric.links_of(node.name):
         dev = link.endpoint(node.name).ifname
-        tc = f"ip netns exec {netns} tc"
-        limit = queue_limit(fabric, Port(node.name, dev))
-        commands += [f"{tc} qdisc replace dev {dev} root handle 1: htb default 10",
-                     f"{tc} class replace dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate}",
-                     f"{tc} class replace dev {dev} parent 1:1 classid 1:10 htb rate {rate} ceil {rate}",
-                     f"{tc} qdisc replace dev {dev} parent 1:10 handle 20: tbf rate {shaping.GATE_OPEN_RATE} "
-                     f"burst {shaping.GATE_OPEN_BURST} limit {limit}"]
+        tree = queue_tree.port_tree(fabric.rate_bps, queue_limit(fabric, Port(node.name, dev)))
+        commands += [shlex.join(["ip", "netns", "exec", netns, "tc", *args])
+                     for args in queue_tree.tc_commands(tree, dev)]
     return commands
 
 

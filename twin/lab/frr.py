@@ -22,8 +22,9 @@ from twin.errors import MissingDependencyError, RuntimeBackendError
 from twin.lab import vty
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState, Resource
+from twin.model.daemons import DAEMONS, ZSERV_SOCKET, FrrDaemon, answering, start_groups
 from twin.model.fabric import SWITCH_ROLES, Fabric, Node
-from twin.model.render import DAEMONS, SOCKET_OF, START_ORDER, bgp_neighbors, render_bfd_binding, render_switch
+from twin.model.render import bgp_neighbors, render_bfd_binding, render_switch
 from twin.procs import alive, cmdline, terminate
 
 FRR_DIR = Path("/usr/lib/frr")
@@ -43,7 +44,7 @@ TIERED_SESSIONS = 512
 
 
 def check_installed() -> None:
-    missing = [d for d in DAEMONS if not (FRR_DIR / d).is_file()]
+    missing = [d.name for d in DAEMONS if not (FRR_DIR / d.name).is_file()]
     if missing or shutil.which(VTYSH) is None:
         raise MissingDependencyError(f"FRR is not installed (missing: {', '.join(missing) or VTYSH})",
                                      hint="run `make deps` (installs Debian's frr package)")
@@ -63,12 +64,12 @@ def write_configs(fabric: Fabric, node: Node, directory: Path) -> None:
         os.chown(path, frr.pw_uid, frr.pw_gid)
 
 
-def daemon_argv(daemon: str, directory: Path) -> list[str]:
-    argv = [str(FRR_DIR / daemon), "-P", "0", "--limit-fds", str(FD_LIMIT), "-f", str(directory / f"{daemon}.conf"),
-            "-i", str(directory / f"{daemon}.pid"), "-z", str(directory / "zserv.api"),
+def daemon_argv(daemon: FrrDaemon, directory: Path) -> list[str]:
+    argv = [str(FRR_DIR / daemon.name), "-P", "0", "--limit-fds", str(FD_LIMIT), "-f", str(directory / daemon.config),
+            "-i", str(directory / f"{daemon.name}.pid"), "-z", str(directory / ZSERV_SOCKET),
             "--vty_socket", str(directory), "--log", f"file:{directory / 'frr.log'}"]
-    if daemon == "bfdd":
-        argv += ["--bfdctl", str(directory / "bfdd.sock")]
+    if daemon.control_socket:
+        argv += ["--bfdctl", str(directory / daemon.control_socket)]
     return argv
 
 
@@ -97,14 +98,14 @@ def preloads_missing(runtime: Runtime) -> str | None:
         "; run `make deps`"
 
 
-def spawn_daemon(runtime: Runtime, node: str, daemon: str, directory: Path) -> int:
+def spawn_daemon(runtime: Runtime, node: str, daemon: FrrDaemon, directory: Path) -> int:
     return runtime.spawn(node, daemon_argv(daemon, directory), directory / "daemons.out", env=daemon_env(runtime))
 
 
-def start_daemons(runtime: Runtime, state: LabState, nodes: list[str], daemon: str,
+def start_daemons(runtime: Runtime, state: LabState, nodes: list[str], daemon: FrrDaemon,
                   on_started: Callable[[], None] = lambda: None) -> None:
     """Start `daemon` on every node in parallel; all are recorded in the state file first."""
-    resources = [Resource(kind="daemon", name=f"{node}/{daemon}", node=node) for node in nodes]
+    resources = [Resource(kind="daemon", name=f"{node}/{daemon.name}", node=node) for node in nodes]
     state.resources.extend(resources)
     state.save()
 
@@ -131,21 +132,12 @@ def daemon_health(state: LabState, node: str) -> dict[str, bool]:
     return health
 
 
-def daemon_of(command: str) -> str | None:
-    """The daemon that answers a show command (vtysh's routing, for the commands the twin uses)."""
-    for prefix, daemon in (("show bfd", "bfdd"), ("show bgp", "bgpd"), ("show ip bgp", "bgpd"),
-                           ("show ip route", "zebra")):
-        if command.startswith(prefix):
-            return daemon
-    return None
-
-
 def vtysh_json(runtime: Runtime, state: LabState, node: str, command: str, timeout: float = 10):
     """Run one `show ... json` command on a switch and return the parsed JSON: straight on the
     daemon's vty socket (vty.py) when one daemon answers it, else through vtysh."""
-    daemon = daemon_of(command)
+    daemon = answering(command)
     if daemon is not None:
-        text = vty.run(state.node_dir(node) / f"{daemon}.vty", [command], timeout, what=f"{daemon} on {node}")
+        text = vty.run(state.node_dir(node) / daemon.vty_socket, [command], timeout, what=f"{daemon.name} on {node}")
     else:
         result = runtime.exec(node, vtysh_argv(state, node, command), timeout=timeout)
         if result.rc != 0:
@@ -290,15 +282,15 @@ def wait_established(runtime: Runtime, state: LabState, sessions: dict[str, list
             time.sleep(0.1)
 
 
-def wait_sockets(state: LabState, nodes: list[str], daemons: tuple[str, ...], timeout_s: float = 10) -> None:
+def wait_sockets(state: LabState, nodes: list[str], daemons: tuple[FrrDaemon, ...], timeout_s: float = 10) -> None:
     """Wait until each daemon has created its socket (it is listening), or fail naming it."""
     deadline = time.monotonic() + timeout_s
     missing = [(n, d) for n in nodes for d in daemons]
     while missing:
-        missing = [(n, d) for n, d in missing if not (state.node_dir(n) / SOCKET_OF[d]).exists()]
+        missing = [(n, d) for n, d in missing if not (state.node_dir(n) / d.ready_socket).exists()]
         if missing and time.monotonic() > deadline:
             node, daemon = missing[0]
-            raise RuntimeBackendError(f"{daemon} on {node} did not start within {timeout_s:.0f} s",
+            raise RuntimeBackendError(f"{daemon.name} on {node} did not start within {timeout_s:.0f} s",
                                       hint=f"see {state.node_dir(node) / 'frr.log'}")
         time.sleep(0.02)
 
@@ -321,16 +313,16 @@ def node_pids(state: LabState, node: str) -> list[int]:
 def stop_node(state: LabState, node: str) -> None:
     """Stop every FRR daemon of a switch (by recorded pid) and remove its stale sockets."""
     terminate(node_pids(state, node))
-    for socket_name in SOCKET_OF.values():
+    for socket_name in {name for daemon in DAEMONS for name in daemon.sockets()}:
         (state.node_dir(node) / socket_name).unlink(missing_ok=True)
 
 
 def restart_node(runtime: Runtime, state: LabState, fabric: Fabric, node: Node, timeout_s: float = 30) -> None:
     """Start a stopped switch's daemons from its configs, wait for BGP, then bind BFD."""
     directory = state.node_dir(node.name)
-    for group in START_ORDER:
+    for group in start_groups():
         for daemon in group:
-            resource = next(r for r in state.daemons() if r.name == f"{node.name}/{daemon}")
+            resource = next(r for r in state.daemons() if r.name == f"{node.name}/{daemon.name}")
             resource.pid = spawn_daemon(runtime, node.name, daemon, directory)
             state.save()
         wait_sockets(state, [node.name], group)

@@ -1,16 +1,5 @@
-"""Line-rate shaping of every link direction (HTB; the kernel has no netem).
-
-    1:    htb root, default class 1:10
-    1:1   the link: rate = ceil = line rate
-    1:10  data: rate = ceil = line rate; what faults slow down
-      20:   its queue: a TBF gate, open far above the line rate (HTB shapes), holding up to the
-            port's buffer; PFC closes it to pause the port (pfc/gate.py)
-    1:20  control: ARP, BGP (TCP 179) and BFD (UDP 3784); guaranteed 1% of the line rate,
-          may borrow up to all of it
-
-Control traffic has its own class because PFC pauses one priority, not the port: a paused
-data class must not stop ARP replies, BGP keepalives or BFD, as it would not on a real switch.
-"""
+"""Line-rate shaping of every link direction: a port's queue tree (model/queue_tree.py, HTB; the
+kernel has no netem) sent as netlink, and its data class's rate changed and read back."""
 
 from __future__ import annotations
 
@@ -19,48 +8,32 @@ from functools import lru_cache
 from pyroute2 import IPRoute
 
 from twin.lab import nlbatch
-
-ROOT_HANDLE = 0x10000  # 1:
-LINK_HANDLE = 0x10001  # 1:1
-CLASS_HANDLE = 0x10010  # 1:10, data
-CONTROL_HANDLE = 0x10020  # 1:20, control plane
-GATE_HANDLE = 0x200000  # 20:, the data class's queue
-GATE_OPEN_RATE = "10gbit"
-GATE_OPEN_BURST = 256 * 1024  # larger than a GSO super-packet, which TBF would otherwise split
-CONTROL_SHARE = 0.01
-ETH_P_ARP, ETH_P_IP = 0x0806, 0x0800
-IPPROTO_TCP, IPPROTO_UDP = 6, 17
-BGP_PORT, BFD_PORT = 179, 3784
+from twin.model import queue_tree
+from twin.model.queue_tree import CLASS_HANDLE, HtbClass, HtbRoot, TbfQueue, U32Filter
 
 
-def _port_keys(proto: int, port: int, source: bool) -> list[str]:
-    """u32 keys: IP protocol (byte 9) and a port (bytes 20-21 source, 22-23 destination;
-    IP headers here carry no options)."""
-    port_key = f"0x{port << 16:08x}/0xffff0000+20" if source else f"0x{port:08x}/0x0000ffff+20"
-    return [f"0x{proto << 16:08x}/0x00ff0000+8", port_key]
-
-
-CONTROL_FILTERS = [
-    (ETH_P_ARP, ["0x0/0x0+0"]),
-    (ETH_P_IP, _port_keys(IPPROTO_TCP, BGP_PORT, source=False)),
-    (ETH_P_IP, _port_keys(IPPROTO_TCP, BGP_PORT, source=True)),
-    (ETH_P_IP, _port_keys(IPPROTO_UDP, BFD_PORT, source=False)),
-]
+def _keys(matches: tuple[queue_tree.HeaderField, ...]) -> list[str]:
+    """pyroute2's spelling of u32 matches: value/mask+offset, the field in the word's first bytes
+    (pyroute2 regroups them into words by byte; a mask with leading zero bytes would move the
+    offset). No field: one match of every packet."""
+    shifts = [8 * (4 - m.size) for m in matches]
+    return ([f"0x{m.value << shift:08x}/0x{((1 << 8 * m.size) - 1) << shift:08x}+{m.offset}"
+             for m, shift in zip(matches, shifts)] or ["0x0/0x0+0"])
 
 
 def shape(ipr: IPRoute, index: int, rate_bps: int, queue_bytes: int) -> None:
-    """HTB at the line rate, the data class's queue of `queue_bytes`, the control class."""
-    line = f"{rate_bps}bit"
-    ipr.tc("add", "htb", index, handle=ROOT_HANDLE, default=0x10)
-    ipr.tc("add-class", "htb", index, handle=LINK_HANDLE, parent=ROOT_HANDLE, rate=line, ceil=line)
-    set_class_rate(ipr, index, rate_bps, command="add-class")
-    ipr.tc("add", "tbf", index, handle=GATE_HANDLE, parent=CLASS_HANDLE, rate=GATE_OPEN_RATE,
-           burst=GATE_OPEN_BURST, limit=queue_bytes)
-    control = f"{max(int(rate_bps * CONTROL_SHARE), 8000)}bit"
-    ipr.tc("add-class", "htb", index, handle=CONTROL_HANDLE, parent=LINK_HANDLE, rate=control, ceil=line)
-    for prio, (protocol, keys) in enumerate(CONTROL_FILTERS, start=1):
-        ipr.tc("add-filter", "u32", index, parent=ROOT_HANDLE, prio=prio, protocol=protocol,
-               target=CONTROL_HANDLE, keys=keys)
+    """The port's queue tree at line rate `rate_bps`, its data queue holding `queue_bytes`."""
+    for element in queue_tree.port_tree(rate_bps, queue_bytes):
+        match element:
+            case HtbRoot(handle, default_minor):
+                ipr.tc("add", "htb", index, handle=handle, default=default_minor)
+            case HtbClass(handle, parent, rate, ceil):
+                ipr.tc("add-class", "htb", index, handle=handle, parent=parent, rate=f"{rate}bit", ceil=f"{ceil}bit")
+            case TbfQueue(handle, parent, rate, burst, limit):
+                ipr.tc("add", "tbf", index, handle=handle, parent=parent, rate=rate, burst=burst, limit=limit)
+            case U32Filter(parent, prio, protocol, target, matches):
+                ipr.tc("add-filter", "u32", index, parent=parent, prio=prio, protocol=protocol, target=target,
+                       keys=_keys(matches))
 
 
 @lru_cache(maxsize=64)
@@ -69,10 +42,11 @@ def requests(rate_bps: int, queue_bytes: int) -> list[bytes]:
     return nlbatch.encode(lambda batch: shape(batch, 0, rate_bps, queue_bytes))
 
 
-def set_class_rate(ipr: IPRoute, index: int, rate_bps: int, command: str = "change-class") -> None:
+def set_class_rate(ipr: IPRoute, index: int, rate_bps: int) -> None:
     """Rate and ceiling of the data class (the control class is left alone)."""
-    rate = f"{rate_bps}bit"
-    ipr.tc(command, "htb", index, handle=CLASS_HANDLE, parent=LINK_HANDLE, rate=rate, ceil=rate)
+    data = queue_tree.data_class(rate_bps)
+    ipr.tc("change-class", "htb", index, handle=data.handle, parent=data.parent, rate=f"{data.rate_bps}bit",
+           ceil=f"{data.ceil_bps}bit")
 
 
 def shaped_rate_bps(ipr: IPRoute, index: int) -> int | None:

@@ -7,15 +7,8 @@ from functools import lru_cache
 import jinja2
 
 from twin.model.build import FABRIC_LINKS
+from twin.model.daemons import DAEMONS
 from twin.model.fabric import Fabric, Node
-
-# No staticd: no fault or mitigation adds static routes (black holes are nftables rules), and a
-# daemon per switch that serves nothing cost 208 processes and their memory at pod128.
-DAEMONS = ("zebra", "bfdd", "bgpd")
-# zebra first, and listening, before the daemons that connect to it: a daemon whose first connect
-# fails retries only after 10 s (FRR's zclient), delaying BFD and BGP.
-START_ORDER = (("zebra",), ("bfdd", "bgpd"))
-SOCKET_OF = {"zebra": "zserv.api", "bfdd": "bfdd.sock", "bgpd": "bgpd.vty"}
 
 
 @lru_cache(maxsize=1)
@@ -58,7 +51,7 @@ def render_switch(fabric: Fabric, node: Node, held: bool = False) -> dict[str, s
     context = {"fabric": fabric, "node": node, "neighbors": neighbors,
                "maximum_paths": multipath_width(fabric, node), "switch_links": FABRIC_LINKS,
                "keepalive_s": bgp_keepalive_s(fabric), "held": held}
-    return {daemon: _env().get_template(f"{daemon}.conf.j2").render(**context) for daemon in DAEMONS}
+    return {daemon.name: _env().get_template(f"{daemon.config}.j2").render(**context) for daemon in DAEMONS}
 
 
 def render_bfd_binding(node: Node) -> list[str]:

@@ -36,7 +36,7 @@ INTERFACE_COUNTERS = {"in-octets": "rx_bytes", "in-pkts": "rx_packets", "in-disc
 QUEUE_STATE = {"dropped-pkts": "qdisc_drops", "queue-octets": "pfc_queue_bytes", "pfc-rx-pause": "pfc_rx_pause",
                "pfc-tx-pause": "pfc_tx_pause", "pfc-paused-ms": "pfc_paused_ms", "ecn-marked-pkts": "ecn_marked",
                "steered-in-pkts": "steered_in"}
-DATA_QUEUE = "data"  # the port's lossless data class (lab/shaping.py); control traffic has its own
+DATA_QUEUE = "data"  # the port's lossless data class (model/queue_tree.py); control traffic has its own
 # FRR's neighbour states, as OpenConfig spells them (openconfig-bgp-types, session-state)
 SESSION_STATES = {"Idle": "IDLE", "Connect": "CONNECT", "Active": "ACTIVE", "OpenSent": "OPENSENT",
                   "OpenConfirm": "OPENCONFIRM", "Established": "ESTABLISHED"}

@@ -42,13 +42,14 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from twin.lab import nft, shaping
+from twin.lab import nft
 from twin.lab.ebpf.layout import EVENT, XOFF, XON
 from twin.lab.handle import Lab
 from twin.lab.pfc import counters as published
 from twin.lab.pfc.backlog import BacklogReader
 from twin.lab.pfc.gate import Gates
 from twin.lab.pfc.queues import Queues
+from twin.model import queue_tree
 from twin.model.buffers import frame_bytes, switch_queue_limit
 from twin.model.ports import Port, ports
 
@@ -176,7 +177,7 @@ class Controller:
             self.gates.open(port)
         self.gates.flush()
         for node in sorted({q.port.node for q in self.queues.queues}):
-            self.readers[node] = BacklogReader(self.runtime.netns_path(node), shaping.GATE_HANDLE)
+            self.readers[node] = BacklogReader(self.runtime.netns_path(node), queue_tree.GATE_HANDLE)
             self.indexes[node] = self.gates.indexes(node)
 
     # --- reasons: why a port is held ------------------------------------------------------------

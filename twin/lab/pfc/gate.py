@@ -1,4 +1,4 @@
-"""The gate of a port: the TBF under its HTB data class (shaping.py), open far above the line rate
+"""The gate of a port: the TBF under its HTB data class (model/queue_tree.py), open far above the line rate
 (HTB shapes) or closed to a trickle (paused), switched by one netlink message.
 
 A port's controller must act within a fraction of a millisecond, so every message is encoded once
@@ -35,9 +35,10 @@ from pyroute2.netlink import NLM_F_REQUEST
 from pyroute2.netlink.rtnl import RTM_NEWQDISC
 from pyroute2.netlink.rtnl.tcmsg import plugins, tcmsg
 
-from twin.lab import nlbatch, shaping
+from twin.lab import nlbatch
 from twin.lab.handle import Lab
 from twin.lab.nsutil import interface_indexes
+from twin.model import queue_tree
 from twin.model.buffers import frame_bytes, queue_limit
 from twin.model.ports import Port
 
@@ -63,7 +64,7 @@ def _message(index: int, options: tuple[str, int, int], sequence: int) -> bytes:
 @cache
 def _template(options: tuple[str, int, int], sequence: int) -> bytes:
     msg = tcmsg()
-    msg["index"], msg["handle"], msg["parent"] = 0, shaping.GATE_HANDLE, shaping.CLASS_HANDLE
+    msg["index"], msg["handle"], msg["parent"] = 0, queue_tree.GATE_HANDLE, queue_tree.CLASS_HANDLE
     msg["attrs"] = [["TCA_KIND", "tbf"], ["TCA_OPTIONS", tbf_options(*options)]]
     msg["header"]["type"], msg["header"]["flags"] = RTM_NEWQDISC, NLM_F_REQUEST
     msg["header"]["sequence_number"] = sequence
@@ -126,7 +127,7 @@ class _PortGate:
         """The closing and opening messages, each with the queue's limit (its TBF holds that much)."""
         self.limit = limit
         self.close_msg = _message(self.index, (CLOSED_RATE, self.closed_burst, limit), 1)
-        self.open_msg = _message(self.index, (shaping.GATE_OPEN_RATE, shaping.GATE_OPEN_BURST, limit), 2)
+        self.open_msg = _message(self.index, (queue_tree.GATE_OPEN_RATE, queue_tree.GATE_OPEN_BURST, limit), 2)
 
 
 class Gates:

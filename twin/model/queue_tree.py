@@ -1,0 +1,144 @@
+"""A port's queue tree, as data: what every link direction's egress holds. The bring-up sends it to
+the kernel as netlink (lab/shaping.py), the containerlab export writes it as tc commands
+(lab/export.py): one tree, two spellings, so an exported lab's ports are the twin's.
+
+    1:    htb root, default class 1:10
+    1:1   the link: rate = ceil = line rate
+    1:10  data: rate = ceil = line rate; what faults slow down
+      20:   its queue: a TBF gate, open far above the line rate (HTB shapes), holding up to the
+            port's buffer; PFC closes it to pause the port (lab/pfc/gate.py)
+    1:20  control: ARP, BGP (TCP 179) and BFD (UDP 3784); guaranteed 1% of the line rate,
+          may borrow up to all of it
+
+Control traffic has its own class because PFC pauses one priority, not the port: a paused
+data class must not stop ARP replies, BGP keepalives or BFD, as it would not on a real switch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ROOT_HANDLE = 0x10000  # 1:
+LINK_HANDLE = 0x10001  # 1:1
+CLASS_HANDLE = 0x10010  # 1:10, data
+CONTROL_HANDLE = 0x10020  # 1:20, control plane
+GATE_HANDLE = 0x200000  # 20:, the data class's queue
+GATE_OPEN_RATE = "10gbit"
+# larger than a GSO super-packet, which TBF would otherwise split. The kernel keeps a burst as time,
+# and tc and pyroute2 round bytes to time differently: 262,144 B became 261,250 B by tc and 260,000 B
+# by pyroute2; 262,500 B is 261,250 B by both, so an exported port holds what a twin's port holds
+GATE_OPEN_BURST = 262_500
+CONTROL_SHARE = 0.01
+CONTROL_FLOOR_BPS = 8000
+ETH_P_ARP, ETH_P_IP = 0x0806, 0x0800
+IPPROTO_TCP, IPPROTO_UDP = 6, 17
+BGP_PORT, BFD_PORT = 179, 3784
+
+
+@dataclass(frozen=True)
+class HtbRoot:
+    handle: int
+    default_minor: int  # the class unclassified packets go to
+
+
+@dataclass(frozen=True)
+class HtbClass:
+    handle: int
+    parent: int
+    rate_bps: int
+    ceil_bps: int
+
+
+@dataclass(frozen=True)
+class TbfQueue:
+    handle: int
+    parent: int
+    rate: str
+    burst: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class HeaderField:
+    """`size` bytes (1, 2 or 4) `offset` bytes into the network header, equal to `value`."""
+    offset: int
+    size: int
+    value: int
+
+
+@dataclass(frozen=True)
+class U32Filter:
+    parent: int
+    prio: int
+    protocol: int  # an ethertype
+    target: int
+    matches: tuple[HeaderField, ...]  # all of them; none: every packet
+
+
+Element = HtbRoot | HtbClass | TbfQueue | U32Filter
+
+
+def _port_matches(proto: int, port: int, source: bool) -> tuple[HeaderField, ...]:
+    """The IP protocol (byte 9) and a port (bytes 20-21 source, 22-23 destination; IP headers here
+    carry no options)."""
+    return HeaderField(9, 1, proto), HeaderField(20 if source else 22, 2, port)
+
+
+CONTROL_MATCHES = (
+    (ETH_P_ARP, ()),
+    (ETH_P_IP, _port_matches(IPPROTO_TCP, BGP_PORT, source=False)),
+    (ETH_P_IP, _port_matches(IPPROTO_TCP, BGP_PORT, source=True)),
+    (ETH_P_IP, _port_matches(IPPROTO_UDP, BFD_PORT, source=False)),
+)
+
+
+def data_class(rate_bps: int) -> HtbClass:
+    """The data class at `rate_bps` (a slow-link fault changes only this)."""
+    return HtbClass(CLASS_HANDLE, LINK_HANDLE, rate_bps, rate_bps)
+
+
+def port_tree(rate_bps: int, queue_bytes: int) -> tuple[Element, ...]:
+    """A port's tree at line rate `rate_bps`, its data queue holding `queue_bytes`, in the order the
+    elements are made (a parent before its children)."""
+    control_bps = max(int(rate_bps * CONTROL_SHARE), CONTROL_FLOOR_BPS)
+    return (HtbRoot(ROOT_HANDLE, CLASS_HANDLE & 0xFFFF),
+            HtbClass(LINK_HANDLE, ROOT_HANDLE, rate_bps, rate_bps),
+            data_class(rate_bps),
+            TbfQueue(GATE_HANDLE, CLASS_HANDLE, GATE_OPEN_RATE, GATE_OPEN_BURST, queue_bytes),
+            HtbClass(CONTROL_HANDLE, LINK_HANDLE, control_bps, rate_bps),
+            *(U32Filter(ROOT_HANDLE, prio, protocol, CONTROL_HANDLE, matches)
+              for prio, (protocol, matches) in enumerate(CONTROL_MATCHES, start=1)))
+
+
+def tc_handle(handle: int) -> str:
+    """tc's spelling of a handle: major and minor in hex, '1:' for a qdisc's, '1:10' for a class's."""
+    major, minor = handle >> 16, handle & 0xFFFF
+    return f"{major:x}:{minor:x}" if minor else f"{major:x}:"
+
+
+ETHERTYPE_NAMES = {ETH_P_ARP: "arp", ETH_P_IP: "ip"}
+
+
+def tc_commands(tree: tuple[Element, ...], dev: str) -> list[list[str]]:
+    """`tc` argument lists that make `tree` on `dev` (replacing a root qdisc that is there, and with
+    it its classes and filters)."""
+    commands = []
+    for element in tree:
+        match element:
+            case HtbRoot(handle, default_minor):
+                commands.append(["qdisc", "replace", "dev", dev, "root", "handle", tc_handle(handle),
+                                 "htb", "default", f"{default_minor:x}"])
+            case HtbClass(handle, parent, rate_bps, ceil_bps):
+                commands.append(["class", "replace", "dev", dev, "parent", tc_handle(parent), "classid",
+                                 tc_handle(handle), "htb", "rate", f"{rate_bps}bit", "ceil", f"{ceil_bps}bit"])
+            case TbfQueue(handle, parent, rate, burst, limit):
+                commands.append(["qdisc", "replace", "dev", dev, "parent", tc_handle(parent), "handle",
+                                 tc_handle(handle), "tbf", "rate", rate, "burst", str(burst), "limit", str(limit)])
+            case U32Filter(parent, prio, protocol, target, matches):
+                words = [part for m in matches for part in
+                         ("match", f"u{8 * m.size}", hex(m.value), hex((1 << 8 * m.size) - 1), "at", str(m.offset))]
+                commands.append(["filter", "add", "dev", dev, "parent", tc_handle(parent), "protocol",
+                                 ETHERTYPE_NAMES[protocol], "prio", str(prio), "u32",
+                                 *(words or ["match", "u32", "0", "0", "at", "0"]),
+                                 "flowid", tc_handle(target)])
+    return commands
