@@ -13,7 +13,7 @@ from twin.lab.state import LabState, load_state
 from twin.seal import key_of, new_key, seal, unseal
 from twin.train import hints, pools
 from twin.train.briefing import briefing
-from twin.train.session import Session, grade, load_scores, record_score
+from twin.train.session import TrainingSession, grade, load_scores, record_score
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_level3_covers_partial_drops_storms_pairs_and_superspines(rail4):
 
 
 def _session():
-    return Session(lab="rail4", trainee="t", level=2, injected=1000.0)
+    return TrainingSession(lab="rail4", trainee="t", level=2, injected=1000.0)
 
 
 FAULT = {"id": "t1", "kind": "silent_drop", "link": "leaf-g1-r1 -- spine-r1-s1", "loss_pct": 5}

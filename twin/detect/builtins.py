@@ -33,7 +33,7 @@ from twin.registry import Registry
 class BuiltinDetector:
     summary: str
     needs: str  # the workload it feeds on, as a scenario writes it ("": none): a scenario without one is refused
-    attach: Callable  # (run: detect.runner.Detectors, name: str) -> None
+    attach: Callable  # (run: detect.live.Detectors, name: str) -> None
     localizer: Callable | None = None  # probe detectors: (fabric, report_s) -> observe(t, samples) -> verdicts
     fed_by: Callable[[dict], bool] | None = None  # which workload entries feed it (default: kind == needs)
     hint: str = ""  # how to give it what it needs (default: add the workload `needs` names)

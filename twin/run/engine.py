@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from twin.detect.runner import Detectors
+from twin.detect.live import Detectors
 from twin.detect.specs import DetectorSpec
 from twin.errors import TwinError
 from twin.events import EventLog

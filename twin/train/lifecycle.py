@@ -20,7 +20,7 @@ from twin.seal import new_key
 from twin.spec.labfile import LabFile
 from twin.train import pools
 from twin.train.briefing import briefing
-from twin.train.session import Session, read_sealed_events, require_session, seal_answer, training_dir
+from twin.train.session import TrainingSession, read_sealed_events, require_session, seal_answer, training_dir
 
 READY_TIMEOUT_S = 180
 SYMPTOMS_S = 10  # of fault before the briefing: long enough for the job and the pingmesh to show it
@@ -28,7 +28,8 @@ STOP_GRACE_S = 30
 TRAINER = "train/loop"
 
 
-def start(lab_file: LabFile, fabric: Fabric, level: int, seed: int, trainee: str, progress: Progress) -> Session:
+def start(lab_file: LabFile, fabric: Fabric, level: int, seed: int, trainee: str,
+          progress: Progress) -> TrainingSession:
     """Bring the lab up with a training job and a pingmesh, hide the level's faults in it, and
     return the session once its briefing is written. A failure tears the lab down."""
     trainee = trainee_name(trainee)  # names a scores file: checked before anything is built
@@ -40,7 +41,7 @@ def start(lab_file: LabFile, fabric: Fabric, level: int, seed: int, trainee: str
         lab.state.sealed = True
         lab.state.save()
         lab.paths.training.mkdir()
-        Session(lab=name, trainee=trainee, level=level).save()
+        TrainingSession(lab=name, trainee=trainee, level=level).save()
         seal_answer(name, {"seed": seed, "faults": entries})
         lab.spawn_owned(TRAINER, python_module("twin.train.loop", str(lab.paths.root)),
                         lab.paths.training / "trainer.log")

@@ -47,7 +47,9 @@ class Attempt:
 
 
 @dataclass
-class Session:
+class TrainingSession:
+    """A trainee's session on a lab (session.json): what they were briefed, asked and answered. Not
+    the run engine's `run.engine.Session`, which runs the session's job, probes and faults."""
     lab: str
     trainee: str
     level: int
@@ -77,17 +79,17 @@ class Session:
         return max(0, POINTS - HINT_COST * self.hints - WRONG_COST * wrong)
 
 
-def active_session(lab: str) -> Session | None:
+def active_session(lab: str) -> TrainingSession | None:
     path = training_dir(lab) / "session.json"
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
         return None
     raw["attempts"] = [Attempt(**a) for a in raw.get("attempts", [])]
-    return Session(**raw)
+    return TrainingSession(**raw)
 
 
-def require_session(lab: str) -> Session:
+def require_session(lab: str) -> TrainingSession:
     session = active_session(lab)
     if session is None:
         raise TwinError(f"no training session on lab '{lab}'", hint="start one: twin train start")
@@ -111,7 +113,7 @@ def read_sealed_events(lab: str) -> list[dict]:
     return [json.loads(unseal(key, line)) for line in path.read_text().splitlines() if line.strip()]
 
 
-def grade(session: Session, entries: list[dict], kind: str, link: str | None, node: str | None) -> Attempt:
+def grade(session: TrainingSession, entries: list[dict], kind: str, link: str | None, node: str | None) -> Attempt:
     """Right when kind and place match a fault not yet found; location alone is reported too."""
     given = Answer(kind, link=link_key(link) if link else None, node=node)
     open_faults = [(e["id"], answer_of(e)) for e in entries if e["id"] not in session.found]
@@ -127,7 +129,7 @@ def grade(session: Session, entries: list[dict], kind: str, link: str | None, no
     return attempt
 
 
-def record_score(session: Session, sealed: dict) -> Path:
+def record_score(session: TrainingSession, sealed: dict) -> Path:
     """Append the session to the trainee's history (`sealed`: its seed and faults)."""
     entries = sealed["faults"]
     directory = scores_dir()

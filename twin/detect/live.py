@@ -1,6 +1,7 @@
-"""Detectors during a run: built-in ones (detect/builtins.py) fed by the run's workloads, and
-external commands whose JSON-lines verdicts are read from stdout. Every verdict becomes a
-`verdict` event timed when the runner receives it (the detection latency an operator would see)."""
+"""Detectors during a run, live (`twin detect replay` runs them on a recorded folder): built-in ones
+(detect/builtins.py) fed by the run's workloads, and external commands whose JSON-lines verdicts
+are read from stdout. Every verdict becomes a `verdict` event timed when the runner receives it
+(the detection latency an operator would see)."""
 
 from __future__ import annotations
 
