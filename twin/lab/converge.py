@@ -12,6 +12,7 @@ from ipaddress import IPv4Network
 from twin.errors import ConvergenceError, RuntimeBackendError
 from twin.lab.fib import next_hop_counts
 from twin.lab.frr import session_marks, vtysh_json, wait_established
+from twin.lab.frr_answers import bfd_counts, installed_next_hops
 from twin.lab.handle import Lab
 from twin.lab.reach import unreachable_pairs
 from twin.lab.runtime import Runtime
@@ -38,13 +39,7 @@ class RoutingGap:
 
 def fib_next_hops(runtime: Runtime, state: LabState, switch: str) -> dict[IPv4Network, int]:
     """prefix -> number of next hops FRR has installed in the kernel FIB."""
-    routes = vtysh_json(runtime, state, switch, "show ip route json")
-    installed = {}
-    for prefix, entries in routes.items():
-        for entry in entries:
-            if entry.get("selected") and entry.get("installed"):
-                installed[IPv4Network(prefix)] = sum(1 for hop in entry.get("nexthops", []) if hop.get("fib"))
-    return installed
+    return installed_next_hops(vtysh_json(runtime, state, switch, "show ip route json"))
 
 
 def kernel_next_hops(lab: Lab, switch: str) -> dict[IPv4Network, int]:
@@ -73,11 +68,10 @@ def bfd_gaps(runtime: Runtime, state: LabState, fabric: Fabric,
     def check(switch: str):
         want = len(bgp_neighbors(fabric, fabric.nodes[switch]))
         try:
-            peers = vtysh_json(runtime, state, switch, "show bfd peers json") or []
+            peers = vtysh_json(runtime, state, switch, "show bfd peers json")
         except RuntimeBackendError:
             peers = []
-        up = sum(1 for p in peers if p.get("status") == "up")
-        return switch, (up, len(peers), want)
+        return switch, (*bfd_counts(peers), want)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         return {sw: counts for sw, counts in pool.map(check, switches or [n.name for n in fabric.switches])

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from twin.errors import MissingDependencyError, RuntimeBackendError
 from twin.lab import vty
+from twin.lab.frr_answers import all_established, bgp_peers, established, heard, knows_prefix
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState, Resource
 from twin.model.daemons import DAEMONS, ZSERV_SOCKET, FrrDaemon, answering, start_groups
@@ -218,8 +219,8 @@ def _wait_interfaces(runtime: Runtime, state: LabState, nodes: list[Node], deadl
         still = []
         for node in waiting:
             try:
-                ready = bool(vtysh_json(runtime, state, node.name, f"show bgp ipv4 unicast {node.loopback}/32 json",
-                                        timeout=2).get("paths"))
+                ready = knows_prefix(vtysh_json(runtime, state, node.name,
+                                                f"show bgp ipv4 unicast {node.loopback}/32 json", timeout=2))
             except RuntimeBackendError:  # not in its table yet ("% Network not in table")
                 ready = False
             if ready:
@@ -241,37 +242,29 @@ def session_marks(runtime: Runtime, state: LabState, sessions: dict[str, list[st
     marks = {}
     for name, addresses in sessions.items():
         peers = _bgp_peers(runtime, state, name) or {}
-        marks |= {(name, a): _heard(peers.get(a, {})) for a in addresses}
+        marks |= {(name, a): heard(peers.get(a, {})) for a in addresses}
     return marks
 
 
 def _bgp_peers(runtime: Runtime, state: LabState, name: str) -> dict | None:
     """Peer address -> its row of `show bgp summary json`; None while bgpd cannot say."""
     try:
-        return vtysh_json(runtime, state, name, "show bgp summary json")["ipv4Unicast"]["peers"]
-    except (RuntimeBackendError, KeyError):
+        return bgp_peers(vtysh_json(runtime, state, name, "show bgp summary json"))
+    except RuntimeBackendError:
         return None
-
-
-def _heard(peer: dict) -> tuple:
-    return peer.get("msgRcvd"), peer.get("connectionsEstablished")
 
 
 def wait_established(runtime: Runtime, state: LabState, sessions: dict[str, list[str]], deadline: float,
                      heard_since: dict[tuple[str, str], tuple] | None = None) -> None:
     """Until every session in `sessions` (node -> peer addresses) is Established; with
     `heard_since` (session_marks taken earlier), also until each has read a message since then."""
-    def up(name: str, address: str, peer: dict) -> bool:
-        fresh = heard_since is None or _heard(peer) != heard_since.get((name, address))
-        return peer.get("state") == "Established" and fresh
-
     waiting = dict(sessions)
     while waiting:
         for name in list(waiting):
             peers = _bgp_peers(runtime, state, name)
             if peers is None:
                 continue
-            if all(up(name, a, peers.get(a, {})) for a in waiting[name]):
+            if all(established(peers.get(a, {}), (heard_since or {}).get((name, a))) for a in waiting[name]):
                 del waiting[name]
         if waiting and time.monotonic() > deadline:
             name = next(iter(waiting))
@@ -329,12 +322,8 @@ def restart_node(runtime: Runtime, state: LabState, fabric: Fabric, node: Node, 
     deadline = time.monotonic() + timeout_s
     release_sessions(runtime, state, fabric, [node], deadline)
     while True:
-        try:
-            peers = vtysh_json(runtime, state, node.name, "show bgp summary json")["ipv4Unicast"]["peers"]
-            if peers and all(p.get("state") == "Established" for p in peers.values()):
-                break
-        except (RuntimeBackendError, KeyError):
-            pass
+        if all_established(_bgp_peers(runtime, state, node.name)):
+            break
         if time.monotonic() > deadline:
             raise RuntimeBackendError(f"BGP on {node.name} did not come back within {timeout_s:.0f} s")
         time.sleep(0.2)
