@@ -11,6 +11,7 @@ from twin.lab import lldp
 from twin.lab.converge import fib_next_hops
 from twin.lab.counters import CounterReader
 from twin.lab.frr import daemon_health, vtysh_json
+from twin.lab.frr_answers import bgp_peers
 from twin.lab.handle import Lab
 from twin.lab.pfc import client as pfc_client
 from twin.lab.pfc import counters as pfc_counters
@@ -45,7 +46,7 @@ def switch_status(runtime: Runtime, state: LabState, name: str, expected: dict) 
                           ecmp_expected=len(expected[name]))
     try:
         summary = vtysh_json(runtime, state, name, "show bgp summary json")
-        for address, peer in summary.get("ipv4Unicast", {}).get("peers", {}).items():
+        for address, peer in (bgp_peers(summary) or {}).items():
             label = peer.get("desc", address).split(" via ")[0]
             status.bgp[label] = status.bgp_addresses[address] = peer.get("state", "unknown")
         for peer in vtysh_json(runtime, state, name, "show bfd peers json") or []:
