@@ -4,6 +4,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from twin.lab.reach import unreachable_pairs
 from twin.lab.status import lab_status
 from twin.model import queue_tree
 from twin.model.buffers import queue_limit
+from twin.model.host_routing import host_routing, ip_commands
 from twin.model.ports import Port
 
 from .helpers import lab_running, twin_cli
@@ -130,6 +132,38 @@ def test_ports_are_shaped_as_pyroute2_and_the_export_shape_them(mini):
     assert "htb 1:" in reference and reference == shaped.replace(shaped[clsact:shaped.find("\n", clsact) + 1], "")
     assert "flowid 1:20" in exported and "tbf 20:" in exported
     assert header_bytes(exported) == header_bytes(reference), "the export's tc commands make another tree"
+
+
+def test_a_hosts_routing_from_the_export_is_the_twins(mini):
+    """A host's per-NIC rules and routes (model/host_routing.py), made by the containerlab export's
+    `ip` commands in a scratch namespace whose NICs have the host's names and addresses, are those
+    bring-up made over netlink in the host."""
+    host = "host-g1-h1"
+    scratch = f"ftw-test-routing-{os.getpid()}"
+
+    def routing(*prefix: str) -> str:
+        return "".join(subprocess.run([*prefix, "ip", "-4", *what], capture_output=True, text=True, check=True).stdout
+                       for what in (["rule", "show"], ["route", "show", "table", "all"]))
+    subprocess.run(["ip", "netns", "add", scratch], check=True)
+    try:
+        inside = ["ip", "netns", "exec", scratch]
+        subprocess.run([*inside, "ip", "link", "set", "lo", "up"], check=True)  # as every node's is
+        for number, link in enumerate(mini.fabric.links_of(host)):
+            nic = link.endpoint(host)
+            subprocess.run([*inside, "ip", "link", "add", nic.ifname, "type", "veth", "peer", "name",
+                            f"ftwpeer{number}"], check=True)
+            subprocess.run([*inside, "ip", "address", "add", str(nic.address), "dev", nic.ifname], check=True)
+            for ifname in (nic.ifname, f"ftwpeer{number}"):
+                subprocess.run([*inside, "ip", "link", "set", ifname, "up"], check=True)
+        commands = ip_commands(host_routing(mini.fabric, mini.fabric.nodes[host]))
+        assert any("uidrange" in c for c in commands) and any("table 101" in c for c in commands)
+        for command in commands:
+            subprocess.run([*inside, *command.split()], check=True)
+        exported = routing(*inside)
+    finally:
+        subprocess.run(["ip", "netns", "del", scratch], check=True)
+    made = routing("ip", "netns", "exec", mini.runtime.resource_name(host))
+    assert "uidrange" in made and exported == made
 
 
 def test_a_nodes_netlink_socket_is_made_in_it_by_the_calling_thread(mini, monkeypatch):

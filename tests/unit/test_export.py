@@ -14,6 +14,7 @@ from test_model import fabric_of
 
 from twin.lab.export import VXLAN_PORT, problems, topology, write, write_split
 from twin.model.fabric import IFNAMSIZ
+from twin.model.host_routing import host_routing, ip_commands
 from twin.model.partition import split
 
 LABS = ["mini", "rail4", "rail8", "pod64", "pod128"]
@@ -137,3 +138,15 @@ def test_split_export_is_schema_valid_and_stitches_every_link_once(lab, machines
     for machine, path in enumerate(paths):  # each machine has the FRR configs of its switches only
         mine = {n for n, m in split(fabric, machines).items() if m == machine and fabric.nodes[n].is_switch}
         assert {p.name for p in path.parent.iterdir() if p.is_dir()} == mine
+
+
+def test_every_exported_host_gets_the_twins_routing():
+    """A host's exec commands carry its per-NIC rules and routes from the plan bring-up makes
+    (model/host_routing.py); tests/integration/test_mini.py has the kernel compare them."""
+    fabric = fabric_of("rail4")
+    host = fabric.nodes["host-g1-h1"]
+    commands = topology(fabric)["topology"]["nodes"][host.name]["exec"]
+    routing = [c for c in commands if c.startswith(("ip route", "ip rule"))]
+    rails = len(fabric.links_of(host.name))
+    assert routing == ip_commands(host_routing(fabric, host)) and len(routing) == 4 * rails + 1
+    assert sum("uidrange" in c for c in routing) == rails and all("congctl cubic" in c for c in routing if "route" in c)

@@ -19,13 +19,12 @@ from pathlib import Path
 from ruamel.yaml import YAML
 
 from twin import __version__
-from twin.lab.identity import rank_uid
-from twin.lab.netconf import HOST_TABLE_BASE, HOST_TCP_CC, node_sysctls
+from twin.lab.netconf import node_sysctls
 from twin.model import queue_tree
 from twin.model.buffers import queue_limit
-from twin.model.build import rail_network
 from twin.model.daemons import FrrDaemon, start_groups
 from twin.model.fabric import IFNAMSIZ, Fabric, Link, Node
+from twin.model.host_routing import host_routing, ip_commands
 from twin.model.partition import split
 from twin.model.ports import Port
 from twin.model.render import render_bfd_binding, render_switch
@@ -82,7 +81,7 @@ def _node(fabric: Fabric, node: Node) -> dict:
         # BFD on every session, as `up` binds it (vtysh waits for bgpd to answer)
         commands.append("vtysh " + " ".join(f"-c {shlex.quote(line)}" for line in render_bfd_binding(node)))
     else:
-        commands += _host_routing(fabric, node)
+        commands += ip_commands(host_routing(fabric, node))
     entry["exec"] = commands
     entry["stages"] = {"create-links": {"exec": [
         {"command": command, "target": "host", "phase": "on-exit"} for command in _shaping(fabric, node)]}}
@@ -92,21 +91,6 @@ def _node(fabric: Fabric, node: Node) -> dict:
 def _daemon(daemon: FrrDaemon) -> str:
     extra = f" --bfdctl /var/run/frr/{daemon.control_socket}" if daemon.control_socket else ""
     return f"/usr/lib/frr/{daemon.name} -d -u frr -g frr -f {FRR_DIR_IN_CONTAINER}/{daemon.config}{extra}"
-
-
-def _host_routing(fabric: Fabric, node: Node) -> list[str]:
-    """The same per-NIC routing as netconf.configure_host_routing, as iproute2 commands."""
-    nics = sorted((link.rail, link.endpoint(node.name), link.peer(node.name)) for link in fabric.links_of(node.name))
-    commands = []
-    for rail, nic, leaf_end in nics:
-        table, gateway, uid = HOST_TABLE_BASE + rail, leaf_end.address.ip, rank_uid(rail)
-        commands += [f"ip route add default via {gateway} dev {nic.ifname} table {table} congctl {HOST_TCP_CC}",
-                     f"ip rule add from {nic.address.ip}/32 table {table} priority {1000 + rail}",
-                     f"ip rule add uidrange {uid}-{uid} table {table} priority {900 + rail}",
-                     f"ip route add {rail_network(rail)} via {gateway} dev {nic.ifname} congctl {HOST_TCP_CC}"]
-    _rail, first_nic, first_leaf = nics[0]
-    commands.append(f"ip route add default via {first_leaf.address.ip} dev {first_nic.ifname} congctl {HOST_TCP_CC}")
-    return commands
 
 
 def _shaping(fabric: Fabric, node: Node) -> list[str]:

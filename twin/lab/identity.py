@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import os
 
-RANK_UID_BASE = 4_200_000_000  # far above any real account
-RANK_GID = 4_200_000_000
+from twin.model.host_routing import RANK_UID_BASE, rank_uid
 
-
-def rank_uid(rail: int) -> int:
-    return RANK_UID_BASE + rail
+RANK_GID = RANK_UID_BASE
 
 
 def become_rank(rail: int, home: str) -> None:

@@ -10,16 +10,12 @@ from ipaddress import IPv4Address, IPv4Interface
 from pyroute2 import IPRoute
 
 from twin.lab import nlbatch
-from twin.lab.identity import rank_uid
 from twin.lab.nsutil import write_sysctls
 from twin.model.buffers import frame_bytes, line_bytes
-from twin.model.build import rail_network
 from twin.model.fabric import Fabric, Node
+from twin.model.host_routing import HOST_TCP_CC, ROUTE_PROTOCOL, HostRoute, HostRule, host_routing
 
 TWIN_PORTS = "47000-47199"  # fixed ports of traffic.py, workloads/flows.py, probes/mesh.py
-
-# Per-NIC routing tables on hosts: table 100+r holds NIC r's default route.
-HOST_TABLE_BASE = 100
 
 
 # The kernel's ECMP hash fields: 0 hashes addresses, 1 the 5-tuple (faults/hash_policy.py changes
@@ -92,18 +88,12 @@ def node_sysctls(fabric: Fabric, node: Node) -> dict[str, str]:
                      # Where the switches mark, hosts ask for ECN on their connections (RFC 3168:
                      # gloo's TCP cuts its window on a mark); else the kernel's default (2): ECN
                      # only when the peer asks. The congestion control that reacts is the routes'
-                     # (HOST_TCP_CC, configure_host_routing).
+                     # (model/host_routing.py, HOST_TCP_CC).
                      "net.ipv4.tcp_ecn": "1" if fabric.ecn else "2",
                      # The twin's own listening ports (flows, probes) are never handed out as
                      # ephemeral source ports (flows, gloo), which would make a later bind fail.
                      "net.ipv4.ip_local_reserved_ports": TWIN_PORTS}
 
-
-# Hosts' TCP congestion control: Linux's own default, cubic, set on every host route (RTAX_CC_ALGO),
-# not the machine's default, which namespaces inherit: BBR (this machine's) ignores ECN marks, so
-# a marking fabric would not slow gloo down. A route's algorithm needs no place in the machine's
-# tcp_allowed_congestion_control (a namespace's sysctl refuses one that is not there).
-HOST_TCP_CC = "cubic"
 
 
 def host_tcp_queue_bytes(fabric: Fabric) -> int:
@@ -156,27 +146,14 @@ def configure_interfaces(sender: nlbatch.Sender, index_of: dict[str, int], fabri
 
 
 def configure_host_routing(ipr: IPRoute, fabric: Fabric, node: Node, indexes: dict[str, int]) -> None:
-    """Traffic sourced from NIC r leaves through NIC r, as on a real multi-rail server.
-
-    - rule `from <NIC r address> lookup 100+r`, table 100+r: default via leaf (g, r)
-    - rule `uidrange RANK_UID_BASE+r lookup 100+r`: collective ranks of rail r use their NIC
-    - main table: the rail-r block via NIC r (unbound traffic stays rail-aligned), default via NIC 1
-    Every route carries the hosts' TCP congestion control (HOST_TCP_CC).
-    """
+    """The host's per-NIC routes and rules (model/host_routing.py), as netlink."""
     cc = {"cc_algo": HOST_TCP_CC}
-    nics = sorted((link.rail, link.endpoint(node.name), link.peer(node.name))
-                  for link in fabric.links_of(node.name))
-    for rail, nic, leaf_end in nics:
-        table = HOST_TABLE_BASE + rail
-        gateway = str(leaf_end.address.ip)
-        ipr.route("add", dst="0.0.0.0/0", gateway=gateway, oif=indexes[nic.ifname], table=table, metrics=cc)
-        ipr.rule("add", src=str(nic.address.ip), src_len=32, table=table, priority=1000 + rail)
-        uid = rank_uid(rail)  # collective ranks of this rail: see collectives/identity.py
-        ipr.rule("add", uid_range=f"{uid}:{uid}", table=table, priority=900 + rail)
-        block = rail_network(rail)
-        ipr.route("add", dst=str(block), gateway=gateway, oif=indexes[nic.ifname], metrics=cc)
-    first_rail, first_nic, first_leaf = nics[0]
-    ipr.route("add", dst="0.0.0.0/0", gateway=str(first_leaf.address.ip), oif=indexes[first_nic.ifname],
-              metrics=cc)
-
-
+    for item in host_routing(fabric, node):
+        match item:
+            case HostRoute(destination, gateway, dev, table):
+                in_table = {"table": table} if table is not None else {}
+                ipr.route("add", dst=destination, gateway=gateway, oif=indexes[dev], proto=ROUTE_PROTOCOL, metrics=cc,
+                          **in_table)
+            case HostRule(priority, table, source, uid):
+                selector = {"src": source, "src_len": 32} if source else {"uid_range": f"{uid}:{uid}"}
+                ipr.rule("add", table=table, priority=priority, **selector)

@@ -33,14 +33,14 @@ class FrrDaemon:
         return {self.ready_socket, *([self.control_socket] if self.control_socket else [])}
 
 
+ZSERV_SOCKET = "zserv.api"  # zebra's API socket, which every daemon is told (-z)
 # No staticd: no fault or mitigation adds static routes (black holes are nftables rules), and a
 # daemon per switch that serves nothing cost 208 processes and their memory at pod128.
 DAEMONS = (
-    FrrDaemon("zebra", 0, "zserv.api", answers=("show ip route",)),
+    FrrDaemon("zebra", 0, ZSERV_SOCKET, answers=("show ip route",)),
     FrrDaemon("bfdd", 1, "bfdd.sock", answers=("show bfd",), control_socket="bfdd.sock"),
     FrrDaemon("bgpd", 1, "bgpd.vty", answers=("show bgp", "show ip bgp")),
 )
-ZSERV_SOCKET = "zserv.api"  # zebra's, which every daemon is told (-z)
 
 
 def start_groups() -> list[tuple[FrrDaemon, ...]]:
