@@ -10,7 +10,8 @@ emulated RoCE transport (DCQCN on the fabric that marks, `cc: none` elsewhere): 
 pauses per minute, paused seconds, ECN marks, busbw against line rate, the p99 of the fullest
 switch queue (sampled every 100 ms), CNPs and the controller's reaction. Then an 8:1 RoCE incast
 (twin/collectives/incast.py) with and without DCQCN on the lossless fabric: the receiver's
-goodput, Jain's index of the senders over 1 s windows, pauses, drops. Rewrites the "Congestion
+goodput, Jain's index of the senders over 1 s windows, pauses (in its first second, before congestion
+control can act, and after), drops. `--rounds 0` runs the incasts alone. Rewrites the "Congestion
 control" section of the output file.
 """
 
@@ -168,11 +169,13 @@ def main() -> None:
                for (fabric, transport), values in busbw.items()], "",
              f"8:1 RoCE incast for {args.incast_s:g} s on the lossless fabric with ECN (goodput at the receiver over "
              "line rate, Jain's index of the senders over 1 s windows, after 1 s):", "",
-             "| cc | senders | goodput / line | Jain min / median | pauses | ECN marks | CNPs | queue drops | "
-             "resent MB | cores busy |", "| --- |" + " --- |" * 9]
+             "| cc | senders | goodput / line | Jain min / median | pauses | pauses in the first second / after | "
+             "ECN marks | CNPs | queue drops | resent MB | cores busy |", "| --- |" + " --- |" * 10]
     for i in incasts:
         jain = "-" if i["jain_min"] is None else f"{i['jain_min']:.3f} / {i['jain_median']:.3f}"
-        lines.append(f"| {i['cc']} | {i['senders']} | {i['goodput']:.2f} | {jain} | {i['pauses']:,} | {i['marks']:,} | "
+        onset, after = i["pauses_onset_after"]
+        lines.append(f"| {i['cc']} | {i['senders']} | {i['goodput']:.2f} | {jain} | {i['pauses']:,} | "
+                     f"{onset:,} / {after:,} | {i['marks']:,} | "
                      f"{i['cnps']:,} | {i['drops']} | {i['retrans_mb']:.1f} | {i['cpu_busy']} |")
     emit(lines + [""], args.out, BEGIN, END)
 

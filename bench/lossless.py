@@ -106,10 +106,49 @@ def collective_row(label: str, report: dict, rate_bps: int) -> str:
                        f"{controller.get('cpu_s', '-')}" if controller else "-", report["cpu_busy"]])
 
 
+ONSET_S = 1.0  # an incast's first second: its senders start at line rate, before any congestion control acts
+
+
+class PauseClock:
+    """The lab's pauses counted every 250 ms from the controller's published counters, in a thread:
+    how many came in the incast's first ONSET_S and how many after."""
+
+    def __init__(self, root: Path):
+        import threading
+        self.root, self.samples, self._stop = root, [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _pauses(self) -> int:
+        from twin.lab.pfc import counters as pfc_counters
+        return sum(c.rx_pause for c in (pfc_counters.ports(pfc_counters.read(self.root)) or {}).values())
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic() - started, self._pauses()))
+            self._stop.wait(0.25)
+
+    def __enter__(self) -> PauseClock:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append((float("inf"), self._pauses()))
+
+    def split(self) -> tuple[int, int]:
+        """(pauses in the first ONSET_S, pauses after), from the first sample after it."""
+        first = self.samples[0][1]
+        at_onset = next(count for t, count in self.samples if t >= ONSET_S)
+        return at_onset - first, self.samples[-1][1] - at_onset
+
+
 def measured_incast(lab_path: Path, send) -> dict:
     """Bring the lab up, run `send(lab, senders, receiver)` (8 NICs of other hosts into the first
-    NIC), and say what the queues did meanwhile: drops, pauses, paused seconds, ECN marks, the
-    controller's reaction, how busy the cores were; with what `send` returned."""
+    NIC), and say what the queues did meanwhile: drops, pauses (and how many in the first second),
+    paused seconds, ECN marks, the controller's reaction, how busy the cores were; with what `send`
+    returned."""
     from twin.lab import deploy
     from twin.lab.counters import CounterReader
     from twin.lab.files import open_lab
@@ -126,7 +165,8 @@ def measured_incast(lab_path: Path, send) -> dict:
             drops0 = sum(v.get("qdisc_drops", 0) for v in reader.read(checksums=False).interfaces.values())
             pfc0 = pfc_counters.ports(pfc_counters.read(lab.paths.root))
             started = cpu_times()
-            sent = send(lab, senders, receiver)
+            with PauseClock(lab.paths.root) as clock:
+                sent = send(lab, senders, receiver)
             cores = busy(started, cpu_times())
             drops = sum(v.get("qdisc_drops", 0) for v in reader.read(checksums=False).interfaces.values()) - drops0
         time.sleep(0.3)  # the controller publishes what moved within 100 ms
@@ -135,6 +175,7 @@ def measured_incast(lab_path: Path, send) -> dict:
         return {"senders": len(senders), "receiver": receiver.label, "drops": drops,
                 "pauses": sum(c.rx_pause - pfc0[k].rx_pause for k, c in pfc.items()) if pfc0 else 0,
                 "paused_s": round(sum(c.paused_s - pfc0[k].paused_s for k, c in pfc.items()), 2) if pfc0 else 0.0,
+                "pauses_onset_after": clock.split(),
                 "marks": sum(c.ecn_marked - pfc0[k].ecn_marked for k, c in pfc.items()) if pfc0 else 0,
                 "cpu_busy": cores, "reaction": (document or {}).get("controller", {}).get("reaction", {}), **sent}
     finally:
