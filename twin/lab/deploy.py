@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -86,79 +86,145 @@ def up(lab_file: LabFile, fabric: Fabric, progress: Progress | None = None, time
     return lab
 
 
-def _build(lab: Lab, progress: Progress, timeout_s: float, all_pairs: bool) -> None:
-    fabric, runtime, state = lab.fabric, lab.runtime, lab.state
-    nodes = list(fabric.nodes.values())
-    neigh.reserve(fabric.name, neigh.entries_needed(fabric))  # released by down()
-    with _timed(state, "namespaces"):
-        progress.phase("namespaces", len(nodes))
-        for node in nodes:
-            state.resources.append(Resource(kind=runtime.kind, name=runtime.resource_name(node.name),
-                                            node=node.name))
-        state.save()  # every node recorded before the first is created
+@dataclass
+class Build:
+    """What the phases of a bring-up share: the lab, its progress, and the time convergence may take."""
+    lab: Lab
+    progress: Progress
+    timeout_s: float
+    all_pairs: bool
+    deadline: float = 0.0  # set when routing starts: the timeout covers convergence, not the build
 
-        def create(node) -> None:
-            runtime.create_node(node)
-            progress.advance()
-        # In parallel: a container takes ~0.2 s to start, mostly waiting on the daemon.
-        with ThreadPoolExecutor(max_workers=NODE_WORKERS) as pool:
-            list(pool.map(create, nodes))
-    with _timed(state, "sysctls"):
-        progress.phase("sysctls", len(nodes))
-        for node in nodes:
-            netconf.configure_sysctls(lab.netns(node.name), fabric, node)
-            progress.advance()
-    with _timed(state, "links"):
-        progress.phase("links", len(fabric.links))
-        runtime.create_links(list(fabric.links), progress.advance)
-    with _timed(state, "addresses+shaping"):
-        progress.phase("addresses, routes, shaping", len(nodes))
-        for node in nodes:
-            with nlbatch.Sender(lab.netns(node.name), node.name) as sender:
-                indexes = netconf.configure_interfaces(sender, interface_indexes(lab.netns(node.name)), fabric, node)
-                for ifname, index in indexes.items():
-                    sender.add(shaping.requests(fabric.rate_bps, queue_limit(fabric, Port(node.name, ifname))),
-                               index, f"shaping {ifname}")
-                sender.flush()
-            if node.role == "host":
-                with lab.netlink(node.name) as ipr:
-                    netconf.configure_host_routing(ipr, fabric, node, indexes)
-                offload.segment_in_software(lab.netns(node.name), list(indexes))
-            progress.advance()
-    if fabric.queue_programs:
-        with _timed(state, "pfc"):
-            progress.phase("queue programs (PFC, ECN) and controller", None)
-            pfc_client.start(lab)
-    with _timed(state, "phy"):
-        progress.phase("physical layer on every port", None)
-        phy.attach(lab)  # after the queue programs: they replace the ports' clsact qdiscs
-    if fabric.lldp:
-        with _timed(state, "lldp"):
-            progress.phase("LLDP (lldpd on every node)", len(nodes))
-            lldp.start(runtime, state, fabric, progress.advance)
-    switches = fabric.switches
-    with _timed(state, "frr-start"):
-        progress.phase("FRR daemons", len(switches) * len(DAEMONS))
-        for node in switches:
-            frr.write_configs(fabric, node, state.node_dir(node.name))
-        for group in start_groups():
-            for daemon in group:
-                frr.start_daemons(runtime, state, [n.name for n in switches], daemon, progress.advance)
-            frr.wait_sockets(state, [n.name for n in switches], group)
-    deadline = time.monotonic() + timeout_s
-    with _timed(state, "bgp-release"):
-        progress.phase("BGP sessions opened, tier by tier, once bgpd knows its interfaces", len(switches))
-        frr.release_sessions(runtime, state, fabric, switches, deadline, progress.advance)
-    with _timed(state, "bgp-ecmp"):
-        converge.wait_routing(lab, progress, deadline)
-    with _timed(state, "bfd"):
-        progress.phase("binding BFD to BGP sessions", len(switches))
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            for _ in pool.map(lambda node: frr.bind_bfd(runtime, state, node), switches):
-                progress.advance()
-        converge.wait_bfd(lab, progress, deadline)
-    with _timed(state, "reachability"):
-        converge.wait_reachable(lab, progress, deadline, all_pairs)
+
+def _namespaces(build: Build) -> None:
+    lab, progress = build.lab, build.progress
+    nodes = list(lab.fabric.nodes.values())
+    neigh.reserve(lab.name, neigh.entries_needed(lab.fabric))  # released by down()
+    progress.phase("namespaces", len(nodes))
+    for node in nodes:
+        lab.state.resources.append(Resource(kind=lab.runtime.kind, name=lab.runtime.resource_name(node.name),
+                                            node=node.name))
+    lab.state.save()  # every node recorded before the first is created
+
+    def create(node) -> None:
+        lab.runtime.create_node(node)
+        progress.advance()
+    # In parallel: a container takes ~0.2 s to start, mostly waiting on the daemon.
+    with ThreadPoolExecutor(max_workers=NODE_WORKERS) as pool:
+        list(pool.map(create, nodes))
+
+
+def _sysctls(build: Build) -> None:
+    lab = build.lab
+    build.progress.phase("sysctls", len(lab.fabric.nodes))
+    for node in lab.fabric.nodes.values():
+        netconf.configure_sysctls(lab.netns(node.name), lab.fabric, node)
+        build.progress.advance()
+
+
+def _links(build: Build) -> None:
+    build.progress.phase("links", len(build.lab.fabric.links))
+    build.lab.runtime.create_links(list(build.lab.fabric.links), build.progress.advance)
+
+
+def _addresses_and_shaping(build: Build) -> None:
+    lab, fabric = build.lab, build.lab.fabric
+    build.progress.phase("addresses, routes, shaping", len(fabric.nodes))
+    for node in fabric.nodes.values():
+        with nlbatch.Sender(lab.netns(node.name), node.name) as sender:
+            indexes = netconf.configure_interfaces(sender, interface_indexes(lab.netns(node.name)), fabric, node)
+            for ifname, index in indexes.items():
+                sender.add(shaping.requests(fabric.rate_bps, queue_limit(fabric, Port(node.name, ifname))),
+                           index, f"shaping {ifname}")
+            sender.flush()
+        if node.role == "host":
+            with lab.netlink(node.name) as ipr:
+                netconf.configure_host_routing(ipr, fabric, node, indexes)
+            offload.segment_in_software(lab.netns(node.name), list(indexes))
+        build.progress.advance()
+
+
+def _queue_programs(build: Build) -> None:
+    build.progress.phase("queue programs (PFC, ECN) and controller", None)
+    pfc_client.start(build.lab)
+
+
+def _physical_layer(build: Build) -> None:
+    build.progress.phase("physical layer on every port", None)
+    phy.attach(build.lab)  # after the queue programs: they replace the ports' clsact qdiscs
+
+
+def _lldp(build: Build) -> None:
+    lab = build.lab
+    build.progress.phase("LLDP (lldpd on every node)", len(lab.fabric.nodes))
+    lldp.start(lab.runtime, lab.state, lab.fabric, build.progress.advance)
+
+
+def _frr_start(build: Build) -> None:
+    lab, switches = build.lab, build.lab.fabric.switches
+    build.progress.phase("FRR daemons", len(switches) * len(DAEMONS))
+    for node in switches:
+        frr.write_configs(lab.fabric, node, lab.state.node_dir(node.name))
+    for group in start_groups():
+        for daemon in group:
+            frr.start_daemons(lab.runtime, lab.state, [n.name for n in switches], daemon, build.progress.advance)
+        frr.wait_sockets(lab.state, [n.name for n in switches], group)
+
+
+def _bgp_release(build: Build) -> None:
+    lab, switches = build.lab, build.lab.fabric.switches
+    build.deadline = time.monotonic() + build.timeout_s
+    build.progress.phase("BGP sessions opened, tier by tier, once bgpd knows its interfaces", len(switches))
+    frr.release_sessions(lab.runtime, lab.state, lab.fabric, switches, build.deadline, build.progress.advance)
+
+
+def _bgp_ecmp(build: Build) -> None:
+    converge.wait_routing(build.lab, build.progress, build.deadline)
+
+
+def _bfd(build: Build) -> None:
+    lab, switches = build.lab, build.lab.fabric.switches
+    build.progress.phase("binding BFD to BGP sessions", len(switches))
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _ in pool.map(lambda node: frr.bind_bfd(lab.runtime, lab.state, node), switches):
+            build.progress.advance()
+    converge.wait_bfd(lab, build.progress, build.deadline)
+
+
+def _reachability(build: Build) -> None:
+    converge.wait_reachable(build.lab, build.progress, build.deadline, build.all_pairs)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One stage of a bring-up, in order; its name keys the state's `timings_s` (`twin lab status`)."""
+    name: str
+    run: Callable[[Build], None]
+    wanted: Callable[[Fabric], bool] = lambda _fabric: True
+
+
+PHASES = (
+    Phase("namespaces", _namespaces),
+    Phase("sysctls", _sysctls),
+    Phase("links", _links),
+    Phase("addresses+shaping", _addresses_and_shaping),
+    Phase("pfc", _queue_programs, wanted=lambda fabric: fabric.queue_programs),
+    Phase("phy", _physical_layer),
+    Phase("lldp", _lldp, wanted=lambda fabric: fabric.lldp),
+    Phase("frr-start", _frr_start),
+    Phase("bgp-release", _bgp_release),
+    Phase("bgp-ecmp", _bgp_ecmp),
+    Phase("bfd", _bfd),
+    Phase("reachability", _reachability),
+)
+
+
+def _build(lab: Lab, progress: Progress, timeout_s: float, all_pairs: bool) -> None:
+    build = Build(lab, progress, timeout_s, all_pairs)
+    for phase in PHASES:
+        if phase.wanted(lab.fabric):
+            with _timed(lab.state, phase.name):
+                phase.run(build)
 
 
 def wait_converged(lab: Lab, progress: Progress | None = None, timeout_s: float = 90) -> None:
