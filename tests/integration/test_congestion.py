@@ -60,7 +60,10 @@ def test_tcp_incast_is_marked_above_kmin_and_pauses_less_than_pfc_alone(mini):
     assert marked["bottleneck_marks"] > 0 and marked["delivered_ce"] > 0, marked  # TCP heard of them
     assert alone["pauses"] > 0 and marked["pauses"] < alone["pauses"] / 2, (alone, marked)
     assert marked["drops"] == alone["drops"] == 0
-    assert marked["goodput"] >= 0.9, marked  # slowing down cost the bottleneck nothing
+    # Slowing down cost the bottleneck nothing: against PFC alone on the same lab just before, not
+    # against line rate, which the machine's other work lowers for both (a CI neighbour's collective
+    # made one marked run 0.58 of line; marked against alone was 0.935-1.013 in 8 runs)
+    assert alone["goodput"] > 0.5 and marked["goodput"] >= 0.9 * alone["goodput"], (alone, marked)
 
 
 def _host_drops(lab, nics) -> dict:
