@@ -17,7 +17,6 @@ from twin.model.host_routing import HOST_TCP_CC, ROUTE_PROTOCOL, HostRoute, Host
 
 TWIN_PORTS = "47000-47199"  # fixed ports of traffic.py, workloads/flows.py, probes/mesh.py
 
-
 # The kernel's ECMP hash fields: 0 hashes addresses, 1 the 5-tuple (faults/hash_policy.py changes
 # it on one switch; config-audit and the restoration snapshot read it).
 HASH_POLICY_SYSCTL = "net.ipv4.fib_multipath_hash_policy"
@@ -93,7 +92,6 @@ def node_sysctls(fabric: Fabric, node: Node) -> dict[str, str]:
                      # The twin's own listening ports (flows, probes) are never handed out as
                      # ephemeral source ports (flows, gloo), which would make a later bind fail.
                      "net.ipv4.ip_local_reserved_ports": TWIN_PORTS}
-
 
 
 def host_tcp_queue_bytes(fabric: Fabric) -> int:
