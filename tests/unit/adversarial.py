@@ -220,6 +220,7 @@ def scenario_cases() -> list[Case]:
         "fault-link-self": s("faults:\n  - {id: a, kind: link_down, link: spine-1 -- spine-1}\n"),
         "fault-link-not-adjacent": s("faults:\n  - {id: a, kind: link_down, link: spine-1 -- spine-2}\n"),
         "fault-direction": s(f"faults:\n  - {{id: a, kind: silent_drop, link: {LINK}, loss_pct: 5, direction: up}}\n"),
+        "link-down-one-way": s(f"faults:\n  - {{id: a, kind: link_down, link: {LINK}, direction: a_to_b}}\n"),
         "loss-0": s(f"faults:\n  - {{id: a, kind: silent_drop, link: {LINK}, loss_pct: 0}}\n"),
         "loss-101": s(f"faults:\n  - {{id: a, kind: silent_drop, link: {LINK}, loss_pct: 101}}\n"),
         "loss-tiny": s(f"faults:\n  - {{id: a, kind: silent_drop, link: {LINK}, loss_pct: 0.00001}}\n"),

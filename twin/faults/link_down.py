@@ -1,4 +1,9 @@
-"""link_down: both ends of a link go down; routing reacts through link-down events."""
+"""link_down: both ends of a link go down; routing reacts through link-down events.
+
+Always both ends: on Ethernet a port that stops hearing its peer signals a remote fault, and the
+peer's port goes down too (IEEE 802.3 link fault signalling), as a veth's peer loses its carrier.
+A cut that loses one direction while both ports stay up is a silent drop (`silent_drop`,
+`loss_pct: 100`, `direction`)."""
 
 from __future__ import annotations
 
@@ -11,6 +16,14 @@ class LinkDown(OnLink):
     name = "link_down"
     params = LinkParams
     training_level = 1
+
+    def check(self, fabric, params, lasts_s):
+        if params.direction != "both":
+            return [("direction", f"a link goes down in both directions (direction: {params.direction}): a port "
+                     "that stops hearing its peer takes the peer's port down too (Ethernet's link fault signalling)",
+                     "leave direction out; for one direction lost while both ports stay up, use silent_drop with "
+                     "loss_pct: 100 and this direction")]
+        return []
 
     def training_entry(self, fabric, rng, links: list[str]) -> dict:
         return {"link": rng.choice(links)}
