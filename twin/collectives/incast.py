@@ -32,6 +32,7 @@ class RoceIncastResult:
     received: list[list[int]] = field(default_factory=list)  # per sample, per sender: bytes in order so far
     rates: list[list[float]] = field(default_factory=list)  # per sample, per sender: DCQCN's rate / line
     stats: dict = field(default_factory=dict)  # the transport's counters, summed over every NIC
+    started: float = 0.0  # time.monotonic() of the first sample
 
     def goodput_bps(self, warmup_s: float = 1.0) -> float:
         first = min(len(self.received) - 1, int(warmup_s / SAMPLE_S))
@@ -52,14 +53,16 @@ class RoceIncastResult:
 
 
 def roce_incast(lab: Lab, senders: list[HostNic], receiver: HostNic, seconds: float,
-                cc: str = "dcqcn") -> RoceIncastResult:
+                cc: str = "dcqcn", multipath: bool = False) -> RoceIncastResult:
+    """multipath: the QPs spray their packets and repeat selectively, as a job's with
+    `multipath: true` (roce/selective.py)."""
     fabric = lab.fabric
     dcqcn = DcqcnParams().for_line_rate(fabric.rate_bps) if cc == "dcqcn" else None
     timers = Timers(ib_timeout_s(20), 7)
 
     def nic(host: HostNic) -> Nic:
         return Nic(host.address, host.ifname, fabric.mtu, timers, host.label, dcqcn,
-                   new_socket=lambda: lab.socket(host.host, socket.SOCK_DGRAM))
+                   new_socket=lambda: lab.socket(host.host, socket.SOCK_DGRAM), multipath=multipath)
 
     server, clients = nic(receiver), [nic(s) for s in senders]
     result = RoceIncastResult(seconds, fabric.rate_bps)
@@ -74,7 +77,7 @@ def roce_incast(lab: Lab, senders: list[HostNic], receiver: HostNic, seconds: fl
         sends: list[list] = [[] for _ in clients]
         recvs: list[list] = [[] for _ in clients]
         posted = 0
-        started = time.monotonic()
+        started = result.started = time.monotonic()
         next_sample = started
         while time.monotonic() - started < seconds:
             for number, client in enumerate(clients):
