@@ -53,7 +53,7 @@ BEGIN, END = "<!-- uplink-downlink:begin -->", "<!-- uplink-downlink:end -->"
 LEAF, FAR_LEAF = "leaf-g1-r1", "leaf-g2-r1"
 FABRICS = (("ecmp", False, "RC (go-back-N)"), ("packet", True, "multipath (selective repeat)"))
 WARMUP_S = 3.0  # the stream at full rate before the cut
-AFTER_S = 4.0  # the stream after it
+AFTER_S = 6.0  # the stream after it: longer than RC's first retransmission timeout (4.3 s)
 WATCH_S = 0.5  # counters read over this long to find the spine carrying the stream
 RECOVERED = 0.9  # a 100 ms at this share of the rate before the cut is back
 
