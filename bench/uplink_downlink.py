@@ -55,7 +55,7 @@ FABRICS = (("ecmp", False, "RC (go-back-N)"), ("packet", True, "multipath (selec
 WARMUP_S = 3.0  # the stream at full rate before the cut
 AFTER_S = 6.0  # the stream after it: longer than RC's first retransmission timeout (4.3 s)
 WATCH_S = 0.5  # counters read over this long to find the spine carrying the stream
-RECOVERED = 0.9  # a 100 ms at this share of the rate before the cut is back
+OUTAGE = 0.5  # a 100 ms below this share of the rate before the cut is part of the outage
 
 
 def stream_ends(lab, direction: str):
@@ -106,13 +106,13 @@ def one_run(lab, direction: str, multipath: bool) -> dict:
     before = statistics.fmean(per_sample[max(0, cut_index - 15):cut_index - 1])
     after = per_sample[cut_index:cut_index + int(AFTER_S / SAMPLE_S)]
     short = sum(max(0.0, before - got) for got in after)
-    below = [i for i, got in enumerate(after) if got < RECOVERED * before]
+    outage = sum(1 for got in after if got < OUTAGE * before)
     line_bytes_per_ms = lab.fabric.rate_bps / 8 / 1000
     return {"direction": direction, "link": cut["link"],
             "before_line": round(before * 8 / SAMPLE_S / lab.fabric.rate_bps, 3),
             "worst": round(min(after) / before, 2) if after and before else None,
             "lost_ms": round(short / line_bytes_per_ms, 1),
-            "recovered_s": round((below[-1] + 1) * SAMPLE_S, 1) if below else 0.0,
+            "outage_s": round(outage * SAMPLE_S, 1),
             **{k: result.stats.get(k, 0) for k in ("retrans_packets", "timeouts", "tail_probes")}}
 
 
@@ -142,17 +142,17 @@ def render(rows: list[dict], command: str) -> list[str]:
              f"from {LEAF} to the spine carrying most of the stream goes down (both ends). The other spine can carry "
              "the whole stream, so a perfect fabric shows no dip. Worst 100 ms: against the rate before the cut; "
              f"line time lost: bytes short of that rate over the {AFTER_S:g} s after the cut, in ms at line rate; "
-             f"recovered: from the cut to the end of the last 100 ms below {RECOVERED:g} of that rate. One row per "
-             "run.", "",
+             f"outage: the 100 ms intervals after the cut below {OUTAGE:g} of that rate, summed. One row per run. "
+             "The RC timeout is NCCL's first at ib_timeout 20 (4.3 s).", "",
              "| fabric | transport | failure | link cut | rate before / line | worst 100 ms | line time lost | "
-             "recovered | resent | timeouts | tail probes |",
+             "outage | resent | timeouts | tail probes |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     transports = {mode: name for mode, _m, name in FABRICS}
     for direction in ("up", "down"):
         for r in (r for r in rows if r["direction"] == direction):
             failure = "uplink" if direction == "up" else "downlink"
             lines.append(f"| {r['fabric']} | {transports[r['fabric']]} | {failure} | {r['link']} | "
-                         f"{r['before_line']:.2f} | {r['worst']:.2f} | {r['lost_ms']:g} ms | {r['recovered_s']:g} s | "
+                         f"{r['before_line']:.2f} | {r['worst']:.2f} | {r['lost_ms']:g} ms | {r['outage_s']:g} s | "
                          f"{r['retrans_packets']} | {r['timeouts']} | {r['tail_probes']} |")
     return lines
 
