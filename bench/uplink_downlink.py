@@ -17,7 +17,7 @@ that carries most of the stream goes down (`link_down`, both ends) until the str
 other spine can carry the whole line rate, so a perfect fabric shows no dip at all. Per run, from
 the receiver's in-order bytes every 100 ms: the rate before the cut; the worst 100 ms after it
 against that rate; line time lost (the bytes short of that rate over the AFTER_S after the cut, in
-ms at line rate); recovered: from the cut to the end of the last 100 ms below 0.9 of that rate;
+ms at line rate); the outage (the 100 ms intervals after the cut below half that rate, summed);
 and what the transport did (retransmitted packets, timeouts, tail loss probes). Between runs the
 link comes back and the lab converges again. Rewrites the "uplink-downlink" section of the file.
 """
