@@ -2,15 +2,22 @@
 1 % drop on its path costs it far more than gloo over TCP, because every NAK resends a whole
 window (go-back-N); a link down longer
 than the retry budget fails the QP with "retry count exceeded", which the runner reports as a
-hang caused by a transport error, and a job with a longer budget survives the same outage."""
+hang caused by a transport error, and a job with a longer budget survives the same outage. A
+multipath QP sprays its data over the source ports of its entropy values, so a fabric that only
+hashes (ECMP) spreads it over its paths too."""
 
 import json
 
 import pytest
 
 from twin.collectives.bench import run_bench
+from twin.collectives.incast import roce_incast
 from twin.faults import engine
 from twin.faults.base import FaultContext
+from twin.lab.counters import CounterReader
+from twin.model.balance import uplinks
+from twin.model.nics import fabric_nics
+from twin.roce.nic import ENTROPY
 
 from .helpers import lab_running, twin_cli
 
@@ -131,3 +138,28 @@ def test_transport_state_names_a_host_link_from_the_qps_alone(mini, tmp_path):
     report = json.loads((run_dir / "report.json").read_text())
     assert result.returncode == 0, [e["message"] for e in report["expectations"]]
     assert set(report["detectors"]["transport-state"]["detect_s"]) == {"crossed"}
+
+
+@pytest.mark.parametrize("multipath", [False, True])
+def test_a_multipath_qp_spreads_over_an_ecmp_fabric_by_its_source_ports(mini, multipath):
+    """One QP streaming from a host under leaf-g2-r1 to one under leaf-g1-r1 on mini (ECMP): a
+    multipath QP's data leaves from ENTROPY source ports, so the kernel's hash puts it on both of
+    the leaf's uplinks; an RC QP's one 5-tuple keeps one. (Every value hashed onto one uplink:
+    once in 2 ** (ENTROPY - 1) runs.)"""
+    nics = {n.label: n for n in fabric_nics(mini.fabric)}
+    ports = uplinks(mini.fabric, "leaf-g2-r1")
+
+    def sent() -> list[int]:
+        with CounterReader(mini) as reader:
+            snap = reader.read(checksums=False)
+        return [snap.interfaces[(p.node, p.ifname)]["tx_packets"] for p in ports]
+
+    before = sent()
+    result = roce_incast(mini, [nics["host-g2-h1:nic1"]], nics["host-g1-h1:nic1"], 1.5, multipath=multipath)
+    each = sorted(after - first for first, after in zip(before, sent()))
+    assert result.goodput_bps(warmup_s=0.5) > 0.5 * mini.fabric.rate_bps, result.received[-1]
+    assert result.stats["timeouts"] == 0, result.stats
+    if multipath:
+        assert each[0] >= 0.5 / ENTROPY * sum(each), each
+    else:
+        assert each[0] <= 0.05 * sum(each), each

@@ -15,7 +15,11 @@ thread that moves their packets, as an RDMA NIC does beside the application.
   (`cc: none`) packets are not ECN-capable, so no switch marks them.
 - Multipath (`multipath`): packets carry DSCP REORDERABLE_DSCP, so a switch balancing
   adaptively may send each one its own way, and the QPs repeat selectively (selective.py)
-  instead of going back N. `multipath: rc` marks the packets of RC QPs (go-back-N) the same way:
+  instead of going back N. The NIC sprays them itself too, as Ultra Ethernet's transport does:
+  a QP's data leaves from ENTROPY source ports in turn (SPRAY_PACKETS at a time), so a fabric
+  that only hashes (ECMP) spreads one QP over its paths as well. Its receiving socket is then
+  not connected (a connected UDP socket takes datagrams from one source port only) and takes
+  datagrams from its peer's address alone. `multipath: rc` marks the packets of RC QPs (go-back-N) the same way:
   what a NIC without out-of-order placement does on an adaptive fabric.
 - Receiving: UDP GRO hands over runs of datagrams at once; each is a packet for the QP state
   machine (qp.py), whose ACKs and NAKs go straight back.
@@ -35,7 +39,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from twin.roce import wire
 from twin.roce.dcqcn import NotificationPoint, Pacer, ReactionPoint, ScaledParams
@@ -57,6 +61,11 @@ SEND_BUFFER = 128 * 1024  # about what a NIC holds in flight on the host side
 RECEIVE_BUFFER = 16 << 20
 MAX_GSO_BYTES = 65000
 READS_PER_TURN = 64  # datagrams read per socket per turn, so one busy QP cannot starve the rest
+# Entropy values (source ports) a multipath QP sprays over. Ultra Ethernet speaks of 64-256 on
+# fabrics of hundreds of paths; the twin's labs have 2-8 between two leaves. With 16 values a
+# hash leaves all of them on one of two paths once in 32,768 QPs (with 8: once in 128).
+ENTROPY = 16
+SPRAY_PACKETS = 4  # packets sent from one source port before the next: a GSO batch, kept short
 
 
 def send_through_answers(sock: socket.socket, data: bytes, ancillary: list, read_answers: Callable[[], None]) -> None:
@@ -101,6 +110,17 @@ class Endpoint:
     send_at: float = 0.0  # paced: not before this
     path: PathDiscovery | None = None  # single-path QPs: where their packets go
     losses_seen: int = 0  # NAKs and timeouts when the path was last discovered
+    remote: tuple[str, int] | None = None  # the peer's address and port
+    spray: list[socket.socket] = field(default_factory=list)  # multipath: the data's source ports
+    turn: int = 0  # the spray socket that sends next
+    blocked: int | None = None  # the spray socket whose full send queue the NIC waits on
+
+    def data_socket(self) -> socket.socket:
+        return self.spray[self.turn] if self.spray else self.sock
+
+    def next_turn(self) -> None:
+        if self.spray:
+            self.turn = (self.turn + 1) % len(self.spray)
 
 
 def multipath_setting(multipath: bool | str) -> str:
@@ -144,25 +164,32 @@ class Nic:
         self._thread.start()
 
     # --- set-up ----------------------------------------------------------------------------------
-    def open_qp(self, qpn: int) -> int:
-        """A QP's socket on this NIC; returns its UDP port (the peer connects to it)."""
+    def _socket(self, send_buffer: int) -> socket.socket:
+        """A UDP socket on this NIC, marked as its data goes out, bound to a port of its own."""
         sock = self.new_socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, self.ifname.encode())
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+        tos = (wire.REORDERABLE_DSCP << 2 if self.reorderable else 0) | (ECT0 if self.dcqcn is not None else 0)
+        if tos:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
+        sock.bind((self.address, 0))
+        sock.setblocking(False)
+        return sock
+
+    def open_qp(self, qpn: int) -> int:
+        """A QP's socket on this NIC; returns its UDP port (the peer connects to it)."""
+        sock = self._socket(SEND_BUFFER)
         try:
             sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER)
         except PermissionError:  # a rank runs as its own user (lab/identity.py): capped by rmem_max
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         sock.setsockopt(socket.SOL_UDP, UDP_GRO, 1)
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
-        tos = (wire.REORDERABLE_DSCP << 2 if self.reorderable else 0) | (ECT0 if self.dcqcn is not None else 0)
-        if tos:
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
-        sock.bind((self.address, 0))
-        sock.setblocking(False)
+        # The spray sockets share the QP's send buffer, so the host holds what one socket would.
+        spray = [self._socket(SEND_BUFFER // ENTROPY) for _ in range(ENTROPY)] if self.multipath else []
         kind = SelectiveQueuePair if self.multipath else QueuePair
         with self.cond:
-            endpoint = Endpoint(kind(qpn, -1, self.payload, self.timers), sock)
+            endpoint = Endpoint(kind(qpn, -1, self.payload, self.timers), sock, spray=spray)
             if self.dcqcn is not None:
                 now = time.monotonic()
                 endpoint.rate = ReactionPoint(self.dcqcn, now)
@@ -174,8 +201,9 @@ class Nic:
 
     def connect_qp(self, qpn: int, remote_qpn: int, address: str, port: int, peer: str) -> None:
         endpoint = self.endpoints[qpn]
-        endpoint.qp.remote, endpoint.peer = remote_qpn, peer
-        endpoint.sock.connect((address, port))
+        endpoint.qp.remote, endpoint.peer, endpoint.remote = remote_qpn, peer, (address, port)
+        if not endpoint.spray:  # a sprayed QP's peer sends from many ports: its socket takes them all
+            endpoint.sock.connect((address, port))
         with self.cond:
             if not self.multipath:
                 endpoint.path = PathDiscovery(endpoint.sock, qpn)
@@ -249,8 +277,8 @@ class Nic:
                 if e.qp.remote < 0 or e.qp.error:
                     continue
                 traced, path = (e.path.discovered(now) if e.path else None) or (0, None)
-                states.append({"qp": qpn, "sport": e.sock.getsockname()[1], "dst": e.sock.getpeername()[0],
-                               "dport": e.sock.getpeername()[1], "traced": traced, "path": path,
+                states.append({"qp": qpn, "sport": e.sock.getsockname()[1], "dst": e.remote[0],
+                               "dport": e.remote[1], "traced": traced, "path": path,
                                "sent": e.qp.stats.data_packets, "naks": e.qp.stats.naks_received,
                                "timeouts": e.qp.stats.timeouts, "resent": e.qp.stats.retrans_packets,
                                "waiting_ms": round(e.qp.waiting_s(now) * 1000)})
@@ -263,7 +291,8 @@ class Nic:
         os.write(self._wake_w, b"q")
         self._thread.join(timeout=2)
         for endpoint in self.endpoints.values():
-            endpoint.sock.close()
+            for sock in [endpoint.sock, *endpoint.spray]:
+                sock.close()
         self.poller.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
@@ -289,6 +318,11 @@ class Nic:
                         continue
                     endpoint = self.by_fd.get(fd)
                     if endpoint is None:
+                        continue
+                    if endpoint.blocked is not None and fd == endpoint.spray[endpoint.blocked].fileno():
+                        self.poller.unregister(fd)  # a spray socket's queue has room again
+                        del self.by_fd[fd]
+                        endpoint.blocked, endpoint.writable = None, True
                         continue
                     if mask & select.EPOLLERR and endpoint.path is not None:
                         endpoint.path.read_answers()  # path discovery's answers (else EPOLLERR stays)
@@ -321,15 +355,20 @@ class Nic:
             endpoint.losses_seen = losses
             endpoint.path.start(now)
 
-    def _sendmsg(self, endpoint: Endpoint, data: bytes, ancillary: list) -> None:
-        send_through_answers(endpoint.sock, data, ancillary,
+    def _sendmsg(self, endpoint: Endpoint, data: bytes, ancillary: list, sock: socket.socket | None = None) -> None:
+        """Send on the QP's socket (or one of its spray sockets): connected, or to the peer."""
+        sock = sock or endpoint.sock
+        if endpoint.spray:
+            sock.sendmsg([data], ancillary, 0, endpoint.remote)
+            return
+        send_through_answers(sock, data, ancillary,
                              endpoint.path.read_answers if endpoint.path is not None else lambda: None)
 
     def _send(self, endpoint: Endpoint, now: float) -> None:
         qp = endpoint.qp
         endpoint.send_at = 0.0
         while qp.sending:
-            packets = qp.peek(self.max_segments)
+            packets = qp.peek(SPRAY_PACKETS if endpoint.spray else self.max_segments)
             cut = next((i + 1 for i, (_h, piece) in enumerate(packets) if len(piece) != self.payload), len(packets))
             packets = packets[:cut]  # only the batch's last datagram may be short (GSO)
             paced = self._paced(endpoint, now)
@@ -340,15 +379,22 @@ class Nic:
             data = b"".join(part for header, piece in packets for part in (header.pack(), piece))
             try:
                 gso = [] if len(packets) == 1 else [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("H", self.segment))]
-                self._sendmsg(endpoint, data, gso)
+                self._sendmsg(endpoint, data, gso, endpoint.data_socket())
             except BlockingIOError:  # the host NIC's queue is full (or PFC paused it): wait to be writable
                 endpoint.writable = False
-                self.poller.modify(endpoint.sock.fileno(), select.EPOLLIN | select.EPOLLOUT)
+                if endpoint.spray:  # a spray socket: watched until it has room (it receives nothing)
+                    fd = endpoint.spray[endpoint.turn].fileno()
+                    endpoint.blocked = endpoint.turn
+                    self.by_fd[fd] = endpoint
+                    self.poller.register(fd, select.EPOLLOUT)
+                else:
+                    self.poller.modify(endpoint.sock.fileno(), select.EPOLLIN | select.EPOLLOUT)
                 return
             except OSError:  # no route, for now: the timer sends it again
                 qp.commit(packets, now)
                 return
             qp.commit(packets, now)
+            endpoint.next_turn()
             if endpoint.rate is not None:
                 wire = len(data) + IP_UDP_HEADERS * len(packets)
                 endpoint.rate.on_sent(wire, now)
@@ -381,13 +427,13 @@ class Nic:
     def _receive(self, endpoint: Endpoint, now: float) -> None:
         for _ in range(READS_PER_TURN):
             try:
-                data, ancillary, _flags, _address = endpoint.sock.recvmsg(1 << 16, 2 * socket.CMSG_SPACE(4))
+                data, ancillary, _flags, address = endpoint.sock.recvmsg(1 << 16, 2 * socket.CMSG_SPACE(4))
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:  # an ICMP error queued on the socket (the peer's port is gone)
                 continue
-            if not data:
-                continue
+            if not data or (endpoint.spray and endpoint.remote and address[0] != endpoint.remote[0]):
+                continue  # a sprayed QP's socket is not connected: only its peer's datagrams count
             size, marked = len(data), False
             for level, kind, value in ancillary:
                 if level == socket.SOL_UDP and kind == UDP_GRO:

@@ -57,7 +57,8 @@ class CollectiveParams(BaseModel):
                                          "(twin/roce/dcqcn.py); none: line rate always, PFC alone holds it")
     multipath: bool | Literal["rc"] = Field(
         False, description="roce: true: packets marked reorderable (a lab with routing.load_balance flowlet or "
-                           "packet spreads them over its uplinks) and selective repeat instead of go-back-N "
+                           "packet spreads them over its uplinks), sprayed by the NIC over 16 source ports "
+                           "(which an ECMP lab's hash spreads) and selective repeat instead of go-back-N "
                            "(twin/roce/selective.py); rc: marked reorderable, the QPs still RC (go-back-N), as a NIC "
                            "without out-of-order placement on an adaptive fabric, for comparison")
 
