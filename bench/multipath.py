@@ -4,8 +4,10 @@
 
 The documented collision case: the rail-aligned ring (rail:1) in naive order, so every ring hop
 crosses the spines, one QP per rank pair, over RoCE with DCQCN. Each run opens new QPs (new
-source ports, new ECMP hashes). Per lab, three fabrics, each a copy of the lab:
+source ports, new ECMP hashes). Per lab, these fabrics, each a copy of the lab:
   ecmp      routing.load_balance: ecmp, the RC transport (today's twin)
+  ecmp-spray load_balance: ecmp, multipath: true: only the NICs spray (16 source ports per QP,
+            roce/nic.py) and the switches hash, as Ultra Ethernet's transport over plain ECMP
   flowlet   load_balance: flowlet, the QPs marked reorderable (multipath: true)
   packet    load_balance: packet, multipath: true (selective repeat)
   packet-rc load_balance: packet, multipath: rc (RC QPs whose packets the switches spray: what
@@ -46,9 +48,10 @@ from lab_lifecycle import machine  # noqa: E402
 from sections import emit  # noqa: E402
 
 BEGIN, END = "<!-- multipath:begin -->", "<!-- multipath:end -->"
-FABRICS = (("ecmp", "ecmp", False), ("flowlet", "flowlet", True), ("packet", "packet", True),
-           ("packet-rc", "packet", "rc"))
-TRANSPORTS = {False: "RC", True: "multipath (selective repeat)", "rc": "RC, its packets sprayed (go-back-N)"}
+FABRICS = (("ecmp", "ecmp", False), ("ecmp-spray", "ecmp", True), ("flowlet", "flowlet", True),
+           ("packet", "packet", True), ("packet-rc", "packet", "rc"))
+TRANSPORTS = {False: "RC", True: "multipath (NIC spraying, selective repeat)",
+              "rc": "RC, its packets sprayed (go-back-N)"}
 SIZE = 8 * 1024 * 1024
 TWIN = [sys.executable, "-c", "from twin.cli import main; main()"]
 # The drop is on both of leaf-g1-r1's uplinks, so that two of the ring's four hops cross it whatever

@@ -6,7 +6,7 @@ import pytest
 
 from twin.roce.qp import QueuePair, Timers, ib_timeout_s, retry_budget_s
 from twin.roce.selective import SelectiveQueuePair
-from twin.roce.wire import ACK, DATA, NAK, SACK, Header
+from twin.roce.wire import ACK, DATA, NAK, SACK, Header, sack_bits
 
 PAYLOAD = 1000
 
@@ -40,10 +40,10 @@ class Link:
 
     def _answer(self, controls):
         for control in controls:
-            if self.drop(control.opcode, control.psn, 1):
-                continue
+            if self.drop(control.opcode, control.msg if control.opcode == SACK else control.psn, 1):
+                continue  # a SACK is dropped by the PSN it reports arrived
             if control.opcode == SACK:
-                self.a.on_sack(control.psn, control.msg, self.now)
+                self.a.on_sack(control.psn, control.msg, self.now, sack_bits(control))
             else:
                 (self.a.on_ack if control.opcode == ACK else self.a.on_nak)(control.psn, self.now)
 
@@ -259,3 +259,25 @@ def test_a_gap_filled_late_does_not_stretch_the_round_trip():
     link.run(0.5)  # PSN 0 gets through at 0.15 s at the earliest, the rest at once
     assert bytes(out) == bytes(data)
     assert link.a.srtt is not None and link.a.srtt < 0.01, link.a.srtt  # the link's round trip is 0-1 ms
+
+
+@pytest.mark.parametrize("repeated", [True, False])
+def test_sacks_lost_on_the_way_back_cost_no_resend_of_what_arrived(repeated):
+    """Half the SACKs lost (a way back through a failed downlink) while a gap stays open: every
+    arrival is in the bitmaps of the SACKs after it, so the sender resends only the lost packet.
+    Without the bitmap (`repeated` False: the SACK's bits not read) the packets whose SACKs were
+    lost look lost too and are sent again."""
+    link = SprayedLink(order=lambda batch: batch[::-1], timeout_s=1.0,
+                       drop=lambda kind, psn, nth: (kind == DATA and psn == 3 and nth <= 2) or
+                       (kind == SACK and psn % 2 == 0))
+    if not repeated:
+        on_sack = link.a.on_sack
+        link.a.on_sack = lambda cumulative, psn, now, bits: on_sack(cumulative, psn, now)
+    data, out = message(80 * PAYLOAD), bytearray(80 * PAYLOAD)
+    send, recv = link.a.post_send(data), link.b.post_recv(memoryview(out))
+    link.run(0.2)
+    assert send.done and recv.done and bytes(out) == bytes(data)
+    if repeated:
+        assert link.b.stats.duplicates == 0 and link.a.stats.retrans_packets == 2, link.a.stats  # PSN 3, twice
+    else:
+        assert link.b.stats.duplicates > 0, link.b.stats

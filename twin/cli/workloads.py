@@ -66,8 +66,9 @@ MULTIPATH_CHOICES = {"off": False, "on": True, "rc": "rc"}
 @click.option("--cc", type=click.Choice(["dcqcn", "none"]), default="dcqcn", show_default=True,
               help="roce: congestion control (DCQCN: a CE mark comes back as a CNP that cuts the QP's rate).")
 @click.option("--multipath", type=click.Choice(list(MULTIPATH_CHOICES)), default="off", show_default=True,
-              help="roce: on: packets marked reorderable (a lab balancing by flowlet or packet spreads them) and "
-                   "selective repeat; rc: marked, the QPs still go back N (a NIC without out-of-order placement).")
+              help="roce: on: packets marked reorderable (a lab balancing by flowlet or packet spreads them), "
+                   "sprayed over 16 source ports by the NIC, and selective repeat; rc: marked, the QPs still go "
+                   "back N (a NIC without out-of-order placement).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, timeout, transport,
                      qps_per_connection, ib_timeout, retry_cnt, cc, multipath, as_json) -> None:

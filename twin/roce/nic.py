@@ -467,4 +467,4 @@ class Nic:
         elif header.opcode == NAK:
             qp.on_nak(header.psn, now)
         elif header.opcode == SACK and isinstance(qp, SelectiveQueuePair):
-            qp.on_sack(header.psn, header.msg, now)
+            qp.on_sack(header.psn, header.msg, now, wire.sack_bits(header))

@@ -7,7 +7,10 @@
     NAK   sequence error: `psn` is the one expected; resend from it (go-back-N)
     CNP   congestion notification: the receiver saw a packet of this QP marked CE (DCQCN)
     SACK  selective (multipath QPs, selective.py): every PSN below `psn` has arrived, and so has
-          the one in `msg`
+          the one in `msg`, and of the SACK_BITS PSNs below that one those whose bit is set in
+          `offset` (bits 0-31) and `msg_len` (32-63), bit i for PSN msg - 1 - i (Ultra
+          Ethernet's SACK bitmap): a SACK lost on the way back costs nothing the next one
+          does not tell
     TRACE path discovery (paths.py): sent with a short TTL, `psn` is the TTL, `msg` the sending QP;
           the switches answer it, a peer ignores it
 """
@@ -39,6 +42,19 @@ class Header:
 
     def pack(self) -> bytes:
         return HEADER.pack(MAGIC, self.opcode, self.flags, self.qpn, self.psn, self.msg, self.offset, self.msg_len)
+
+
+SACK_BITS = 64
+
+
+def sack(qpn: int, cumulative: int, psn: int, bits: int) -> Header:
+    """A SACK to QP `qpn`: below `cumulative` everything arrived, `psn` too, and bit i of `bits`
+    says whether PSN psn - 1 - i did."""
+    return Header(SACK, qpn, cumulative, msg=psn, offset=bits & 0xFFFFFFFF, msg_len=bits >> 32)
+
+
+def sack_bits(header: Header) -> int:
+    return header.offset | header.msg_len << 32
 
 
 def unpack(data, at: int = 0) -> Header | None:
