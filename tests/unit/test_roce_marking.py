@@ -7,6 +7,7 @@ import socket
 import pytest
 
 from twin.roce import wire
+from twin.roce.dcqcn import DcqcnParams
 from twin.roce.nic import Nic, multipath_modes, multipath_setting
 from twin.roce.qp import QueuePair, Timers
 from twin.roce.selective import SelectiveQueuePair
@@ -33,31 +34,33 @@ def test_multipath_takes_true_false_or_rc_and_nothing_else():
         CollectiveParams(transport="roce", multipath="yes")
 
 
-def _udp_source_ports(sniffer: socket.socket, dport: int) -> set[int]:
-    """Source ports of the UDP datagrams to `dport` the sniffer saw on lo (Ethernet, IPv4)."""
-    ports = set()
+def _udp_seen(sniffer: socket.socket) -> list[tuple[int, int, int]]:
+    """(source port, destination port, DSCP) of every UDP datagram the sniffer saw on lo."""
+    seen = []
     while True:
         try:
             frame = sniffer.recv(65536)
         except BlockingIOError:
-            return ports
+            return seen
         ip = frame[14:]
         if len(ip) >= 28 and ip[0] >> 4 == 4 and ip[9] == socket.IPPROTO_UDP:
             udp = ip[(ip[0] & 0x0F) * 4:]
-            if int.from_bytes(udp[2:4], "big") == dport:
-                ports.add(int.from_bytes(udp[0:2], "big"))
+            seen.append((int.from_bytes(udp[0:2], "big"), int.from_bytes(udp[2:4], "big"), ip[1] >> 2))
 
 
 @pytest.mark.parametrize("multipath", [False, True])
 def test_a_multipath_qp_sprays_its_data_over_entropy_values_and_delivers_it_whole(multipath):
     """A multipath QP's data leaves from ENTROPY source ports (so ECMP alone spreads it), and its
-    peer's socket, no longer connected to one port, takes it all; an RC QP keeps one port."""
+    peer's socket, no longer connected to one port, takes it all; its ACKs are marked reorderable
+    as its data (an adaptive fabric spreads them too). An RC QP keeps one port, ACKs unmarked."""
     from twin.roce.nic import ENTROPY
     sniffer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
     sniffer.bind(("lo", 0))
     sniffer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     sniffer.setblocking(False)
-    sender, receiver = (Nic("127.0.0.1", "lo", 9000, Timers(1.0, 7), multipath=multipath) for _ in range(2))
+    dcqcn = DcqcnParams().for_line_rate(10e9)  # controls then carry their own TOS byte
+    sender, receiver = (Nic("127.0.0.1", "lo", 9000, Timers(1.0, 7), dcqcn=dcqcn, multipath=multipath)
+                        for _ in range(2))
     try:
         sport, dport = sender.open_qp(1), receiver.open_qp(1)
         sender.connect_qp(1, 1, "127.0.0.1", dport, "receiver")
@@ -69,8 +72,11 @@ def test_a_multipath_qp_sprays_its_data_over_entropy_values_and_delivers_it_whol
         sender.wait([send], 20, "send")
         receiver.wait([recv], 20)
         assert bytes(buffer) == data
-        ports = _udp_source_ports(sniffer, dport)
-        assert len(ports) == (ENTROPY if multipath else 1), ports
+        seen = _udp_seen(sniffer)
+        data_ports = {source for source, to, _dscp in seen if to == dport}
+        assert len(data_ports) == (ENTROPY if multipath else 1), data_ports
+        acks = {dscp for source, to, dscp in seen if (source, to) == (dport, sport)}
+        assert acks == {wire.REORDERABLE_DSCP if multipath else 0}, acks
     finally:
         sender.close()
         receiver.close()

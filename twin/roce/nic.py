@@ -417,10 +417,15 @@ class Nic:
         return max(0, fit)
 
     def _control(self, endpoint: Endpoint, header: Header) -> None:
-        """ACK, NAK and CNP: not ECN-capable (a NIC sends them at a high priority, unmarked)."""
+        """ACK, NAK and CNP: not ECN-capable (a NIC sends them at a high priority, unmarked). A
+        multipath QP's are reorderable too, so an adaptive fabric spreads them as it does the
+        data: on one path, a failed link below a spine they hash to would take every ACK until
+        routing withdraws it, and the sender would probe and resend what had arrived
+        (bench/uplink_downlink.py)."""
+        tos = wire.REORDERABLE_DSCP << 2 if self.multipath else 0
         try:
             self._sendmsg(endpoint, header.pack(), [] if endpoint.rate is None else
-                          [(socket.IPPROTO_IP, socket.IP_TOS, bytes([0]))])
+                          [(socket.IPPROTO_IP, socket.IP_TOS, bytes([tos]))])
         except OSError:  # a lost ACK or NAK is what the timers are for; a lost CNP, the next mark's
             pass
 
