@@ -16,8 +16,8 @@ thread that moves their packets, as an RDMA NIC does beside the application.
 - Multipath (`multipath`): packets carry DSCP REORDERABLE_DSCP, so a switch balancing
   adaptively may send each one its own way, and the QPs repeat selectively (selective.py)
   instead of going back N. The NIC sprays them itself too, as Ultra Ethernet's transport does:
-  a QP's data leaves from ENTROPY source ports in turn (SPRAY_PACKETS at a time), so a fabric
-  that only hashes (ECMP) spreads one QP over its paths as well. Its receiving socket is then
+  a QP's data leaves from ENTROPY source ports in turn (SPRAY_PACKETS at a time), and its ACKs
+  from them too, so a fabric that only hashes (ECMP) spreads one QP over its paths as well. Its receiving socket is then
   not connected (a connected UDP socket takes datagrams from one source port only) and takes
   datagrams from its peer's address alone. `multipath: rc` marks the packets of RC QPs (go-back-N) the same way:
   what a NIC without out-of-order placement does on an adaptive fabric.
@@ -112,7 +112,8 @@ class Endpoint:
     losses_seen: int = 0  # NAKs and timeouts when the path was last discovered
     remote: tuple[str, int] | None = None  # the peer's address and port
     spray: list[socket.socket] = field(default_factory=list)  # multipath: the data's source ports
-    turn: int = 0  # the spray socket that sends next
+    turn: int = 0  # the spray socket that sends data next
+    control_turn: int = 0  # and the one that sent the last ACK, NAK or CNP
     blocked: int | None = None  # the spray socket whose full send queue the NIC waits on
 
     def data_socket(self) -> socket.socket:
@@ -418,14 +419,22 @@ class Nic:
 
     def _control(self, endpoint: Endpoint, header: Header) -> None:
         """ACK, NAK and CNP: not ECN-capable (a NIC sends them at a high priority, unmarked). A
-        multipath QP's are reorderable too, so an adaptive fabric spreads them as it does the
-        data: on one path, a failed link below a spine they hash to would take every ACK until
-        routing withdraws it, and the sender would probe and resend what had arrived
-        (bench/uplink_downlink.py)."""
-        tos = wire.REORDERABLE_DSCP << 2 if self.multipath else 0
+        multipath QP sprays them over its source ports as it does its data, marked reorderable:
+        on one path, a failed link below the spine they hash to would take every ACK until
+        routing withdraws it (an adaptive switch keeps an ACK where its queues are equally
+        empty), and the sender would probe and resend what had arrived (bench/uplink_downlink.py).
+        A spray socket whose queue is full (data waiting in it) leaves the ACK to the QP's own."""
+        ancillary = [] if endpoint.rate is None else \
+            [(socket.IPPROTO_IP, socket.IP_TOS, bytes([wire.REORDERABLE_DSCP << 2 if self.multipath else 0]))]
         try:
-            self._sendmsg(endpoint, header.pack(), [] if endpoint.rate is None else
-                          [(socket.IPPROTO_IP, socket.IP_TOS, bytes([tos]))])
+            if endpoint.spray:
+                endpoint.control_turn = (endpoint.control_turn + 1) % len(endpoint.spray)
+                try:
+                    self._sendmsg(endpoint, header.pack(), ancillary, endpoint.spray[endpoint.control_turn])
+                    return
+                except BlockingIOError:
+                    pass
+            self._sendmsg(endpoint, header.pack(), ancillary)
         except OSError:  # a lost ACK or NAK is what the timers are for; a lost CNP, the next mark's
             pass
 
