@@ -119,3 +119,17 @@ def test_a_rank_whose_process_died_is_named_crashed_not_hung_and_forgotten_once_
     for rank in (0, 1, 3):
         entered(view, rank, 5, 116.0)
     assert view.hung(120.0) == [] and health.observe(20.0, 120.0) == []
+
+
+def test_a_restarted_rank_is_judged_on_its_new_steps_only():
+    """Rank 1 was slow, crashed and was started again on a healthy GPU: three good steps later it
+    is not named for the slow steps its old process took."""
+    view = RankView(NICS)
+    steps(view, late_rank=1, late_s=0.05)
+    assert view.straggler() == "host-1:nic1"
+    view.record({"event": "exited", "rank": 1, "t": 103.0}, NICS[1])
+    view.record({"event": "restarted", "rank": 1, "t": 104.0}, NICS[1])
+    steps(view, count=3, seed=2)
+    assert view.straggler() is None
+    steps(view, late_rank=1, late_s=0.05, count=8, seed=3)  # slow again, on its own steps: named
+    assert view.straggler() == "host-1:nic1"

@@ -65,6 +65,7 @@ class RankView:
                 self.away.add(record["rank"])
             elif record.get("event") == "restarted":
                 self.dead.discard(record["rank"])
+                self.own.pop(record["rank"], None)  # a new process: its old steps say nothing of it
 
     def crashed(self) -> list[str]:
         """NICs of ranks whose process is gone."""
