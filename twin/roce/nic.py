@@ -17,10 +17,11 @@ thread that moves their packets, as an RDMA NIC does beside the application.
   adaptively may send each one its own way, and the QPs repeat selectively (selective.py)
   instead of going back N. The NIC sprays them itself too, as Ultra Ethernet's transport does:
   a QP's data leaves from ENTROPY source ports in turn (SPRAY_PACKETS at a time), and its ACKs
-  from them too, so a fabric that only hashes (ECMP) spreads one QP over its paths as well. Its receiving socket is then
-  not connected (a connected UDP socket takes datagrams from one source port only) and takes
-  datagrams from its peer's address alone. `multipath: rc` marks the packets of RC QPs (go-back-N) the same way:
-  what a NIC without out-of-order placement does on an adaptive fabric.
+  from them too, so a fabric that only hashes (ECMP) spreads one QP over its paths as well.
+  Its receiving socket is then not connected (a connected UDP socket takes datagrams from one
+  source port only) and takes datagrams from its peer's address alone. `multipath: rc` marks
+  the packets of RC QPs (go-back-N) the same way: what a NIC without out-of-order placement
+  does on an adaptive fabric.
 - Receiving: UDP GRO hands over runs of datagrams at once; each is a packet for the QP state
   machine (qp.py), whose ACKs and NAKs go straight back.
 - Timers: the retransmission timers and coalesced ACKs of every QP.
