@@ -1,9 +1,18 @@
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# A shell without job control starts its background commands with SIGINT ignored, and an ignored
+# signal stays ignored across exec: `make test &` from a script would then start every twin
+# command the tests interrupt (Ctrl-C tests, servers they stop) deaf to SIGINT, and they would
+# wait out their timeouts (a local CI run of 2026-11-29: 11 failures). Python leaves SIGINT alone
+# when it starts ignored, so the tests' process takes it back: what it starts gets the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
