@@ -133,8 +133,9 @@ def _addresses_and_shaping(build: Build) -> None:
     for node in fabric.nodes.values():
         with nlbatch.Sender(lab.netns(node.name), node.name) as sender:
             indexes = netconf.configure_interfaces(sender, interface_indexes(lab.netns(node.name)), fabric, node)
+            nic_mtu = None if node.is_switch else fabric.mtu  # a host's ports are its NICs
             for ifname, index in indexes.items():
-                sender.add(shaping.requests(fabric.rate_bps, queue_limit(fabric, Port(node.name, ifname))),
+                sender.add(shaping.requests(fabric.rate_bps, queue_limit(fabric, Port(node.name, ifname)), nic_mtu),
                            index, f"shaping {ifname}")
             sender.flush()
         if node.role == "host":

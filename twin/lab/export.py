@@ -102,7 +102,8 @@ def _shaping(fabric: Fabric, node: Node) -> list[str]:
     commands = []
     for link in fabric.links_of(node.name):
         dev = link.endpoint(node.name).ifname
-        tree = queue_tree.port_tree(fabric.rate_bps, queue_limit(fabric, Port(node.name, dev)))
+        tree = queue_tree.port_tree(fabric.rate_bps, queue_limit(fabric, Port(node.name, dev)),
+                                    None if node.is_switch else fabric.mtu)
         commands += [shlex.join(["ip", "netns", "exec", netns, "tc", *args])
                      for args in queue_tree.tc_commands(tree, dev)]
     return commands

@@ -17,13 +17,14 @@ def _keys(matches: tuple[queue_tree.HeaderField, ...]) -> list[str]:
     (pyroute2 regroups them into words by byte; a mask with leading zero bytes would move the
     offset). No field: one match of every packet."""
     shifts = [8 * (4 - m.size) for m in matches]
-    return ([f"0x{m.value << shift:08x}/0x{((1 << 8 * m.size) - 1) << shift:08x}+{m.offset}"
+    return ([f"0x{m.value << shift:08x}/0x{m.bits << shift:08x}+{m.offset}"
              for m, shift in zip(matches, shifts)] or ["0x0/0x0+0"])
 
 
-def shape(ipr: IPRoute, index: int, rate_bps: int, queue_bytes: int) -> None:
-    """The port's queue tree at line rate `rate_bps`, its data queue holding `queue_bytes`."""
-    for element in queue_tree.port_tree(rate_bps, queue_bytes):
+def shape(ipr: IPRoute, index: int, rate_bps: int, queue_bytes: int, nic_mtu: int | None = None) -> None:
+    """The port's queue tree at line rate `rate_bps`, its data queue holding `queue_bytes` (a host
+    NIC's: `nic_mtu`, model/queue_tree.py)."""
+    for element in queue_tree.port_tree(rate_bps, queue_bytes, nic_mtu):
         match element:
             case HtbRoot(handle, default_minor):
                 ipr.tc("add", "htb", index, handle=handle, default=default_minor)
@@ -37,9 +38,9 @@ def shape(ipr: IPRoute, index: int, rate_bps: int, queue_bytes: int) -> None:
 
 
 @lru_cache(maxsize=64)
-def requests(rate_bps: int, queue_bytes: int) -> list[bytes]:
-    """shape()'s requests, encoded once for a (rate, queue) and sent for every port by nlbatch."""
-    return nlbatch.encode(lambda batch: shape(batch, 0, rate_bps, queue_bytes))
+def requests(rate_bps: int, queue_bytes: int, nic_mtu: int | None = None) -> list[bytes]:
+    """shape()'s requests, encoded once for a (rate, queue, NIC) and sent for every port by nlbatch."""
+    return nlbatch.encode(lambda batch: shape(batch, 0, rate_bps, queue_bytes, nic_mtu))
 
 
 def set_class_rate(ipr: IPRoute, index: int, rate_bps: int) -> None:

@@ -8,10 +8,21 @@ the kernel as netlink (lab/shaping.py), the containerlab export writes it as tc 
       20:   its queue: a TBF gate, open far above the line rate (HTB shapes), holding up to the
             port's buffer; PFC closes it to pause the port (lab/pfc/gate.py)
     1:20  control: ARP, BGP (TCP 179) and BFD (UDP 3784); guaranteed 1% of the line rate,
-          may borrow up to all of it
+          may borrow up to all of it. On a host's NIC also the emulated RoCE transport's
+          responses (ACK, NAK, SACK, CNP), guaranteed a response per data packet
 
 Control traffic has its own class because PFC pauses one priority, not the port: a paused
 data class must not stop ARP replies, BGP keepalives or BFD, as it would not on a real switch.
+
+A NIC's responses skip its data queue because an RDMA NIC's transport engine sends them as they
+are due, between its own data packets; it keeps no host-side queue for them to wait in. The
+twin's host queues the data its sockets hold (roce/nic.py SEND_BUFFER, 14 jumbo frames: 5 ms at
+200 Mbit/s), and responses behind it made a healthy sprayed ring's senders see no ACK for 5-28 ms
+and probe for lost packets, resending 1,500-2,800 packets a run that had arrived (issue 30's
+collision ring, 0.60-0.68 of line; 0.68-0.78 with responses in this class: docs/benchmarks.md).
+In a switch they stay with the data (a real fabric carries them in the data's priority). They are
+not paused by PFC at the NIC either, where a real NIC's ACKs would be (CNPs usually have a
+priority of their own): a few bytes a packet.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ CONTROL_SHARE = 0.01
 CONTROL_FLOOR_BPS = 8000
 ETH_P_ARP, ETH_P_IP = 0x0806, 0x0800
 IPPROTO_TCP, IPPROTO_UDP = 6, 17
+ETHERNET_HEADER_BYTES = 14
 BGP_PORT, BFD_PORT = 179, 3784
 
 
@@ -60,10 +72,16 @@ class TbfQueue:
 
 @dataclass(frozen=True)
 class HeaderField:
-    """`size` bytes (1, 2 or 4) `offset` bytes into the network header, equal to `value`."""
+    """`size` bytes (1, 2 or 4) `offset` bytes into the network header, equal to `value` in the
+    bits `mask` keeps (all of them: None)."""
     offset: int
     size: int
     value: int
+    mask: int | None = None
+
+    @property
+    def bits(self) -> int:
+        return (1 << 8 * self.size) - 1 if self.mask is None else self.mask
 
 
 @dataclass(frozen=True)
@@ -92,22 +110,40 @@ CONTROL_MATCHES = (
 )
 
 
+# The emulated RoCE transport's header opens the UDP payload (byte 28 of an IP header without
+# options): its magic, then its opcode (twin/roce/wire.py; tests/unit/test_queue_tree.py holds
+# them equal). ACK 2 and NAK 3 share all but the opcode's last bit, as CNP 4 and SACK 5 do.
+ROCE_MAGIC = 0xC5
+ROCE_RESPONSES = ((2, 3), (4, 5))
+ROCE_RESPONSE_BYTES = ETHERNET_HEADER_BYTES + 20 + 8 + 24  # a response's frame: its header, no payload
+RESPONSE_MATCHES = tuple(
+    (ETH_P_IP, (HeaderField(9, 1, IPPROTO_UDP), HeaderField(28, 2, ROCE_MAGIC << 8 | pair[0], mask=0xFFFE)))
+    for pair in ROCE_RESPONSES)
+
+
 def data_class(rate_bps: int) -> HtbClass:
     """The data class at `rate_bps` (a slow-link fault changes only this)."""
     return HtbClass(CLASS_HANDLE, LINK_HANDLE, rate_bps, rate_bps)
 
 
-def port_tree(rate_bps: int, queue_bytes: int) -> tuple[Element, ...]:
+def port_tree(rate_bps: int, queue_bytes: int, nic_mtu: int | None = None) -> tuple[Element, ...]:
     """A port's tree at line rate `rate_bps`, its data queue holding `queue_bytes`, in the order the
-    elements are made (a parent before its children)."""
+    elements are made (a parent before its children). A host NIC's port (`nic_mtu`: the lab's MTU)
+    sends the RoCE transport's responses in the control class too, which then is guaranteed a
+    response for every data packet (a SACK per packet out of order: 4 % of the line at MTU 1500,
+    more than the 1 % left to it beyond its guarantee while data fills the line)."""
     control_bps = max(int(rate_bps * CONTROL_SHARE), CONTROL_FLOOR_BPS)
+    matches = CONTROL_MATCHES
+    if nic_mtu is not None:
+        control_bps = max(control_bps, -(-rate_bps * ROCE_RESPONSE_BYTES // (nic_mtu + ETHERNET_HEADER_BYTES)))
+        matches += RESPONSE_MATCHES
     return (HtbRoot(ROOT_HANDLE, CLASS_HANDLE & 0xFFFF),
             HtbClass(LINK_HANDLE, ROOT_HANDLE, rate_bps, rate_bps),
             data_class(rate_bps),
             TbfQueue(GATE_HANDLE, CLASS_HANDLE, GATE_OPEN_RATE, GATE_OPEN_BURST, queue_bytes),
             HtbClass(CONTROL_HANDLE, LINK_HANDLE, control_bps, rate_bps),
             *(U32Filter(ROOT_HANDLE, prio, protocol, CONTROL_HANDLE, matches)
-              for prio, (protocol, matches) in enumerate(CONTROL_MATCHES, start=1)))
+              for prio, (protocol, matches) in enumerate(matches, start=1)))
 
 
 def tc_handle(handle: int) -> str:
@@ -136,7 +172,7 @@ def tc_commands(tree: tuple[Element, ...], dev: str) -> list[list[str]]:
                                  tc_handle(handle), "tbf", "rate", rate, "burst", str(burst), "limit", str(limit)])
             case U32Filter(parent, prio, protocol, target, matches):
                 words = [part for m in matches for part in
-                         ("match", f"u{8 * m.size}", hex(m.value), hex((1 << 8 * m.size) - 1), "at", str(m.offset))]
+                         ("match", f"u{8 * m.size}", hex(m.value), hex(m.bits), "at", str(m.offset))]
                 commands.append(["filter", "add", "dev", dev, "parent", tc_handle(parent), "protocol",
                                  ETHERTYPE_NAMES[protocol], "prio", str(prio), "u32",
                                  *(words or ["match", "u32", "0", "0", "at", "0"]),

@@ -1,0 +1,76 @@
+"""A port's queue tree (model/queue_tree.py): which class a packet's header sends it to. The
+filters are evaluated here as u32 evaluates them (the first matching filter by priority wins, every
+match of a filter on the network header's bytes under its mask), on packets the RoCE transport
+really builds (roce/wire.py)."""
+
+import socket
+import struct
+
+import pytest
+
+from twin.model import queue_tree
+from twin.model.queue_tree import CLASS_HANDLE, CONTROL_HANDLE, HtbClass, U32Filter
+from twin.roce import wire
+
+RATE = 200_000_000
+
+
+def _ip_udp(payload: bytes, dport: int = 4791) -> bytes:
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28 + len(payload), 0, 0, 64, socket.IPPROTO_UDP, 0,
+                     bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
+    return ip + struct.pack("!HHHH", 50000, dport, 8 + len(payload), 0) + payload
+
+
+def _class_of(tree, packet: bytes, ethertype: int = queue_tree.ETH_P_IP) -> int:
+    filters = sorted((e for e in tree if isinstance(e, U32Filter)), key=lambda f: f.prio)
+    for f in filters:
+        if f.protocol == ethertype and all(
+                int.from_bytes(packet[m.offset:m.offset + m.size], "big") & m.bits == m.value & m.bits
+                for m in f.matches):
+            return f.target
+    return CLASS_HANDLE  # the root's default
+
+
+RESPONSES = {"ACK": wire.Header(wire.ACK, 7, 100), "NAK": wire.Header(wire.NAK, 7, 100),
+             "CNP": wire.Header(wire.CNP, 7, 0), "SACK": wire.sack(7, 100, 105, 0b1011)}
+
+
+@pytest.mark.parametrize("name", sorted(RESPONSES))
+def test_a_nics_transport_responses_skip_its_data_queue_and_a_switchs_do_not(name):
+    packet = _ip_udp(RESPONSES[name].pack())
+    assert _class_of(queue_tree.port_tree(RATE, 1 << 20, nic_mtu=9000), packet) == CONTROL_HANDLE
+    assert _class_of(queue_tree.port_tree(RATE, 1 << 20), packet) == CLASS_HANDLE
+
+
+def test_data_path_discovery_and_other_udp_stay_in_the_data_class_of_a_nic():
+    nic = queue_tree.port_tree(RATE, 1 << 20, nic_mtu=9000)
+    data = wire.Header(wire.DATA, 7, 100, msg=1, offset=0, msg_len=8948).pack() + bytes(8948)
+    trace = wire.Header(wire.TRACE, 7, 3, msg=7).pack()
+    not_ours = bytes([0xC4, wire.ACK]) + bytes(22)  # another magic: someone else's UDP
+    for payload in (data, trace, not_ours):
+        assert _class_of(nic, _ip_udp(payload)) == CLASS_HANDLE
+    bfd = _ip_udp(bytes(24), dport=queue_tree.BFD_PORT)
+    assert _class_of(nic, bfd) == CONTROL_HANDLE  # the control plane's filters are there as on a switch
+
+
+def test_the_tree_speaks_the_transports_header():
+    """queue_tree may not import roce/ (the layers): its copy of the header must agree."""
+    assert queue_tree.ROCE_MAGIC == wire.MAGIC
+    assert sorted(op for pair in queue_tree.ROCE_RESPONSES for op in pair) == sorted(
+        (wire.ACK, wire.NAK, wire.CNP, wire.SACK))
+    assert queue_tree.ROCE_RESPONSE_BYTES == queue_tree.ETHERNET_HEADER_BYTES + wire.IP_UDP_HEADERS + wire.HEADER.size
+
+
+@pytest.mark.parametrize("mtu", [1500, 4200, 9000])
+def test_a_nics_control_class_is_guaranteed_a_response_per_data_packet(mtu):
+    control = next(e for e in queue_tree.port_tree(RATE, 1 << 20, nic_mtu=mtu)
+                   if isinstance(e, HtbClass) and e.handle == CONTROL_HANDLE)
+    frames_per_s = RATE / 8 / (mtu + queue_tree.ETHERNET_HEADER_BYTES)
+    assert control.rate_bps >= frames_per_s * queue_tree.ROCE_RESPONSE_BYTES * 8
+    assert control.rate_bps >= RATE * queue_tree.CONTROL_SHARE and control.ceil_bps == RATE
+
+
+def test_a_mask_reaches_tc():
+    commands = queue_tree.tc_commands(queue_tree.port_tree(RATE, 1 << 20, nic_mtu=9000), "eth1")
+    masked = [c for c in commands if "0xfffe" in c]
+    assert len(masked) == 2 and all("at" in c and "28" in c for c in masked)
