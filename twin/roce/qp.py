@@ -131,6 +131,7 @@ class QueuePair:
         self.deadline: float | None = None
         self.progress_at = 0.0  # when the oldest unacknowledged packet last moved (an ACK, or the first send)
         self.error: str | None = None
+        self.finished = 0  # requests completed or failed so far: what the collective's thread waits for
         self.sent_at: dict[int, float] = {}  # first transmissions not yet acknowledged: round trip samples
         self.srtt: float | None = None
         self.rttvar = 0.0
@@ -233,6 +234,7 @@ class QueuePair:
                 request = self.sends.popleft()
                 request.done = True
                 done.append(request)
+                self.finished += 1
             self.retries, self.rto = 0, self.first_timeout()
             self.progress_at = now
             self.next_psn = max(self.next_psn, self.base)
@@ -293,6 +295,7 @@ class QueuePair:
 
     def fail(self, reason: str) -> None:
         self.error = reason
+        self.finished += 1
         self.deadline = None
         for request in self.sends:
             request.error = reason
@@ -338,6 +341,7 @@ class QueuePair:
         if request.received < header.msg_len:
             return None
         request.length, request.done = header.msg_len, True
+        self.finished += 1
         if request.buffer is None:
             return None
         self.recvs.pop(header.msg)
