@@ -69,7 +69,10 @@ READS_PER_TURN = 64  # datagrams read per socket per turn, so one busy QP cannot
 # fabrics of hundreds of paths; the twin's labs have 2-8 between two leaves. With 16 values a
 # hash leaves all of them on one of two paths once in 32,768 QPs (with 8: once in 128).
 ENTROPY = 16
-SPRAY_PACKETS = 4  # packets sent from one source port before the next: a GSO batch, kept short
+# Packets sent from one source port before the next, as one GSO batch. Short: the collision ring
+# (bench/multipath.py, rail4, packet-balancing switches) ran 0.60-0.64 of line at 7 a batch,
+# 0.75-0.81 at 4, 0.86-0.92 at 2 and 0.83-0.93 at 1 (a sendmsg a packet: the cores 95 % busy).
+SPRAY_PACKETS = 2
 
 
 def send_through_answers(sock: socket.socket, data: bytes, ancillary: list, read_answers: Callable[[], None]) -> None:
