@@ -19,7 +19,8 @@ and what the transport did (out-of-order packets, retransmissions, timeouts).
 Then, under faults (`--faults`, rail4 only), an allreduce over the same ring as a scenario, on the
 ECMP fabric with RC and on the packet fabric with multipath QPs: a 1 % silent drop on a leaf's
 uplinks (busbw kept against the same run's healthy steps, what the transport resent), and one
-of them down for 4 s (the slowest step against the healthy ones, retransmission timeouts, hangs).
+of them down for 4 s (the slowest step against the healthy ones, retransmission timeouts, hangs);
+and the same cut under a broadcast whose data crosses it upward only (an uplink failure).
 Rewrites the "Adaptive routing" section of the output file.
 """
 
@@ -59,7 +60,16 @@ TWIN = [sys.executable, "-c", "from twin.cli import main; main()"]
 UPLINKS = ("leaf-g1-r1 -- spine-r1-s1", "leaf-g1-r1 -- spine-r1-s2")
 FAULTS = {"1 % silent drop": [{"kind": "silent_drop", "loss_pct": 1, "duration_s": 12, "link": link}
                                for link in UPLINKS],
-          "link down 4 s": [{"kind": "link_down", "duration_s": 4, "link": UPLINKS[0]}]}
+          "link down 4 s": [{"kind": "link_down", "duration_s": 4, "link": UPLINKS[0]}],
+          "uplink down 4 s": [{"kind": "link_down", "duration_s": 4, "link": UPLINKS[0]}]}
+RING = {"kind": "allreduce", "ranks": "rail:1", "order": "naive"}
+# The ring crosses leaf-g1-r1 both ways, so a cut cable there is a downlink failure for half its
+# hops, which waits for routing. A broadcast from host-g1-h1 down a chain into group 2 sends its
+# data up through leaf-g1-r1 alone: for its data the cut is an uplink failure, which an adaptive
+# leaf steers around at once (its ACKs come down through the spines: for them it is a downlink one).
+UPLINK_ONLY = {"kind": "broadcast", "ranks": ["host-g1-h1:nic1", "host-g2-h1:nic1", "host-g2-h2:nic1"],
+               "order": "topo"}
+JOBS = {"uplink down 4 s": UPLINK_ONLY}
 
 
 def leaf_uplink_bytes(lab) -> dict[tuple[str, str], int]:
@@ -118,10 +128,10 @@ def under_fault(ref: str, mode: str, multipath: bool, folder: Path) -> list[dict
     path = lab_copy(ref, name, folder, routing={"load_balance": mode})
     results, rows = folder / "results", []
     try:
-        for label, faults in FAULTS.items():
-            scenario = folder / f"{name}-{faults[0]['kind'].replace('_', '-')}.yaml"
-            job = {"kind": "allreduce", "transport": "roce", "ranks": "rail:1", "order": "naive", "size": "8MiB",
-                   "timeout_s": 60, "multipath": multipath}
+        for case, (label, faults) in enumerate(FAULTS.items()):
+            scenario = folder / f"{name}-{case}-{faults[0]['kind'].replace('_', '-')}.yaml"
+            job = {**JOBS.get(label, RING), "transport": "roce", "size": "8MiB", "timeout_s": 60,
+                   "multipath": multipath}
             scenario.write_text(json.dumps({
                 "name": scenario.stem, "lab": str(path), "duration_s": 26, "telemetry_ms": 0, "workloads": [job],
                 "faults": [{"id": f"fault-{n}", "at_s": 8, **fault} for n, fault in enumerate(faults)]}))
@@ -186,7 +196,9 @@ def render(results: list[dict], command: str, faults: list[dict]) -> list[str]:
     if faults:
         lines += ["", "Under faults (rail4, the same ring as a scenario, at 8 s): a 1 % silent drop on both of "
                   f"leaf-g1-r1's uplinks ({', '.join(UPLINKS)}; two of the ring's four hops cross one, whatever the "
-                  f"hash), or {UPLINKS[0]} down (both ends, so the spine loses its way down to the leaf). Busbw "
+                  f"hash), or {UPLINKS[0]} down (both ends, so the spine loses its way down to the leaf); the "
+                  "uplink case: the same cut under a broadcast from host-g1-h1 down a chain to host-g2-h1 and "
+                  "host-g2-h2, whose data crosses the cut link's leaf upward only. Busbw "
                   "kept: the healthy steps' mean time over the mean of the steps the fault overlapped; the slowest of "
                   "those against the slowest healthy one; what the transport did in them.", "",
                   "| fabric | transport | fault | busbw kept | slowest step, healthy / in the fault | resent | "

@@ -71,7 +71,8 @@ READS_PER_TURN = 64  # datagrams read per socket per turn, so one busy QP cannot
 ENTROPY = 16
 # Packets sent from one source port before the next, as one GSO batch. Short: the collision ring
 # (bench/multipath.py, rail4, packet-balancing switches) ran 0.60-0.64 of line at 7 a batch,
-# 0.75-0.81 at 4, 0.86-0.92 at 2 and 0.83-0.93 at 1 (a sendmsg a packet: the cores 95 % busy).
+# 0.73-0.87 at 4 (mean 0.78), 0.83-0.92 at 2 (mean 0.87) and 0.83-0.93 at 1 (a sendmsg a packet:
+# the cores 95 % busy); docs/benchmarks.md.
 SPRAY_PACKETS = 2
 
 
