@@ -1,6 +1,6 @@
 """The emulated RoCE transport on a real lab: correct and near line rate on a healthy fabric; a
-1 % drop on its path costs it far more than gloo over TCP, because every NAK resends a whole
-window (go-back-N); a link down longer
+1 % drop on its path costs it more than gloo over TCP, because every NAK resends a whole
+window (go-back-N) and a lost tail waits for the timer; a link down longer
 than the retry budget fails the QP with "retry count exceeded", which the runner reports as a
 hang caused by a transport error, and a job with a longer budget survives the same outage. A
 multipath QP sprays its data over the source ports of its entropy values, so a fabric that only
@@ -63,11 +63,15 @@ LOSSY_TIMER = {"ib_timeout": 16}
 # What a loss costs go-back-N depends on where it falls (a lost message tail waits for a timeout):
 # over 3 iterations RoCE kept 0.49-0.75 of its healthy busbw, TCP 0.80-0.97, and the margin
 # between them failed a CI run. The mean over 8 kept 0.55-0.59 and 0.86-0.93 (3 runs, alone).
+# Since a host NIC sends its NAKs ahead of its queued data (model/queue_tree.py), a NAK comes
+# back sooner and go-back-N resends a shorter window (17 packets a NAK): RoCE kept 0.56, 0.65
+# and 0.73 (CI, 2026-11-29), TCP 0.94, 0.86 and 0.83. Less than TCP every time, but not by 0.15:
+# the claim is the order and the mechanism (a window a NAK, a timeout a lost tail), not a margin.
 LOSSY_ITERS = 8
 
 
 @pytest.mark.quiet
-def test_one_percent_loss_cripples_roce_and_not_tcp(mini):
+def test_one_percent_loss_costs_roce_more_than_tcp(mini):
     def measured(transport):
         return bench(mini, transport, LOSSY_ITERS, **(LOSSY_TIMER if transport == "roce" else {}))
 
@@ -83,11 +87,12 @@ def test_one_percent_loss_cripples_roce_and_not_tcp(mini):
     kept = {t: lossy[t].busbw / healthy[t] for t in healthy}
     # go-back-N resends a window per loss and waits a timeout per lost tail; TCP's selective
     # repeat resends what was lost (LOSSY_ITERS: the figures)
-    assert kept["roce"] < 0.8 and kept["roce"] < kept["tcp"] - 0.15, (kept, lossy["roce"])
+    assert kept["roce"] < 0.8 and kept["roce"] < kept["tcp"], (kept, lossy["roce"])
     assert kept["tcp"] > 0.7, (kept, lossy["tcp"])
     stats = lossy["roce"].transport
     assert stats["naks_sent"] > 0 and stats["retrans_bytes"] > SIZE // 10, stats
     assert stats["retrans_packets"] > 3 * stats["naks_sent"], stats  # a window per NAK, not one packet
+    assert stats["timeouts"] > 0, stats  # and lost tails wait for the timer
 
 
 def test_a_link_down_longer_than_the_retry_budget_is_a_transport_error(mini, tmp_path):
