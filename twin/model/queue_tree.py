@@ -130,8 +130,9 @@ def port_tree(rate_bps: int, queue_bytes: int, nic_mtu: int | None = None) -> tu
     """A port's tree at line rate `rate_bps`, its data queue holding `queue_bytes`, in the order the
     elements are made (a parent before its children). A host NIC's port (`nic_mtu`: the lab's MTU)
     sends the RoCE transport's responses in the control class too, which then is guaranteed a
-    response for every data packet (a SACK per packet out of order: 4 % of the line at MTU 1500,
-    more than the 1 % left to it beyond its guarantee while data fills the line)."""
+    response for every data packet (a SACK per packet out of order: 4 % of the line at MTU 1500).
+    Its 1 % would not do: beyond its guarantee a class borrows only what the data leaves unused,
+    and under load the data uses the whole line."""
     control_bps = max(int(rate_bps * CONTROL_SHARE), CONTROL_FLOOR_BPS)
     matches = CONTROL_MATCHES
     if nic_mtu is not None:
