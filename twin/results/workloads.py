@@ -22,7 +22,8 @@ COLLECTIVE_WARMUP_ITERS = 1  # the first iteration includes connection set-up
 
 
 def _step_times(records: list[dict]) -> dict[tuple[str, int, int], dict]:
-    """(workload, generation, iteration) -> start t and slowest rank's step time."""
+    """(workload, generation, iteration) -> start t (a `collective` record's t is when its rank
+    began the step) and slowest rank's step time."""
     steps: dict[tuple[str, int, int], dict] = {}
     for r in records:
         if r["kind"] != "collective" or r["iter"] < COLLECTIVE_WARMUP_ITERS:
@@ -50,11 +51,20 @@ def _summary(steps: list[dict]) -> dict:
             "wrong": sum(s["wrong"] for s in steps)}
 
 
+def _overlaps(step: dict, start: float, end: float) -> bool:
+    """A step [t, t + step_s) overlaps [start, end): a step that began before a fault and stalled
+    in it is the fault's, not the healthy baseline's."""
+    return step["t"] < end and step["t"] + step["step_s"] > start
+
+
 def _transport(records: list[dict], workload: str, start: float, end: float) -> dict:
-    """What the RoCE transport did for one workload in [start, end): summed over ranks."""
+    """What the RoCE transport did for one workload in [start, end) (ranks' steps overlapping it,
+    hangs in it): summed over ranks."""
     totals = {name: 0 for name in REPORTED_FIELDS}
     for r in records:
-        if r["kind"] in ("collective", "hang") and r.get("workload") == workload and start <= r["t"] < end:
+        if r.get("workload") != workload:
+            continue
+        if (r["kind"] == "collective" and _overlaps(r, start, end)) or (r["kind"] == "hang" and start <= r["t"] < end):
             for name in REPORTED_FIELDS:
                 totals[name] += r.get(name, 0)
     return totals
@@ -70,12 +80,12 @@ def collectives(records: list[dict], windows: list[tuple[float, float]], settle_
         by_workload[workload].append(step)
     result = {}
     for workload, items in sorted(by_workload.items()):
-        healthy = [s for s in items if not any(a <= s["t"] < b + settle_s for a, b in windows)]
+        healthy = [s for s in items if not any(_overlaps(s, a, b + settle_s) for a, b in windows)]
         base = _summary(healthy)
         per_window = []
         roce = transports.get(workload) == "roce"
         for start, end in windows:
-            inside = _summary([s for s in items if start <= s["t"] < end])
+            inside = _summary([s for s in items if _overlaps(s, start, end)])
             if base.get("median_step_s") and inside.get("median_step_s"):
                 inside["slowdown"] = round(inside["mean_step_s"] / base["median_step_s"], 3)
                 inside["median_slowdown"] = round(inside["median_step_s"] / base["median_step_s"], 3)
