@@ -17,7 +17,7 @@ from twin.lab.nsutil import interface_indexes, netlink_in
 from twin.lab.reach import unreachable_pairs
 from twin.lab.status import lab_status
 from twin.model import queue_tree
-from twin.model.buffers import queue_limit
+from twin.model.buffers import port_shaping
 from twin.model.host_routing import host_routing, ip_commands
 from twin.model.ports import Port
 
@@ -106,9 +106,8 @@ def test_ports_are_shaped_as_pyroute2_and_the_export_shape_them(mini, node):
     veth in the same node, and the containerlab export's tc commands on another, are built from the
     same tree (model/queue_tree.py): the kernel must hold the same tree from all three. A host's
     NIC has two filters more (the RoCE transport's responses), matching under a mask."""
-    nic_mtu = None if mini.fabric.nodes[node].is_switch else mini.fabric.mtu
     port = next(link.endpoint(node).ifname for link in mini.fabric.links_of(node))
-    queue = queue_limit(mini.fabric, Port(node, port))
+    rate, queue, nic_mtu = port_shaping(mini.fabric, Port(node, port))
 
     def tree(ifname: str) -> str:
         return "".join(mini.runtime.exec(node, ["tc", "-d", what, "show", "dev", ifname]).stdout.replace(ifname, "X")
@@ -119,9 +118,9 @@ def test_ports_are_shaped_as_pyroute2_and_the_export_shape_them(mini, node):
             ipr.link("add", ifname=spare, kind="veth", peer=spare[:-1] + str(int(spare[-1]) + 1))
             spares[spare] = ipr.link_lookup(ifname=spare)[0]
         try:
-            shaping.shape(ipr, spares["ftwtest0"], mini.fabric.rate_bps, queue, nic_mtu)
+            shaping.shape(ipr, spares["ftwtest0"], rate, queue, nic_mtu)
             reference = tree("ftwtest0")
-            for args in queue_tree.tc_commands(queue_tree.port_tree(mini.fabric.rate_bps, queue, nic_mtu), "ftwtest2"):
+            for args in queue_tree.tc_commands(queue_tree.port_tree(rate, queue, nic_mtu), "ftwtest2"):
                 made = mini.runtime.exec(node, ["tc", *args])
                 assert made.rc == 0, (args, made.stderr)
             exported = tree("ftwtest2")
@@ -134,7 +133,7 @@ def test_ports_are_shaped_as_pyroute2_and_the_export_shape_them(mini, node):
     if clsact >= 0:
         shaped = shaped.replace(shaped[clsact:shaped.find("\n", clsact) + 1], "")
     assert "htb 1:" in reference and reference == shaped
-    assert exported.count("flowid 1:20") == (6 if nic_mtu else 4) and "tbf 20:" in exported
+    assert exported.count("flowid 1:20") == (6 if node.startswith("host") else 4) and "tbf 20:" in exported
     assert header_bytes(exported) == header_bytes(reference), "the export's tc commands make another tree"
 
 

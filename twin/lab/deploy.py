@@ -24,7 +24,7 @@ from twin.lab.pfc import client as pfc_client
 from twin.lab.runtime import get_runtime, names
 from twin.lab.state import LabState, Resource, lab_dir, load_state
 from twin.model import serialize
-from twin.model.buffers import queue_limit
+from twin.model.buffers import port_shaping
 from twin.model.daemons import DAEMONS, start_groups
 from twin.model.fabric import Fabric
 from twin.model.ports import Port
@@ -133,10 +133,8 @@ def _addresses_and_shaping(build: Build) -> None:
     for node in fabric.nodes.values():
         with nlbatch.Sender(lab.netns(node.name), node.name) as sender:
             indexes = netconf.configure_interfaces(sender, interface_indexes(lab.netns(node.name)), fabric, node)
-            nic_mtu = None if node.is_switch else fabric.mtu  # a host's ports are its NICs
             for ifname, index in indexes.items():
-                sender.add(shaping.requests(fabric.rate_bps, queue_limit(fabric, Port(node.name, ifname)), nic_mtu),
-                           index, f"shaping {ifname}")
+                sender.add(shaping.requests(*port_shaping(fabric, Port(node.name, ifname))), index, f"shaping {ifname}")
             sender.flush()
         if node.role == "host":
             with lab.netlink(node.name) as ipr:

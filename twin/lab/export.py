@@ -21,7 +21,7 @@ from ruamel.yaml import YAML
 from twin import __version__
 from twin.lab.netconf import node_sysctls
 from twin.model import queue_tree
-from twin.model.buffers import queue_limit
+from twin.model.buffers import port_shaping
 from twin.model.daemons import FrrDaemon, start_groups
 from twin.model.fabric import IFNAMSIZ, Fabric, Link, Node
 from twin.model.host_routing import host_routing, ip_commands
@@ -102,8 +102,7 @@ def _shaping(fabric: Fabric, node: Node) -> list[str]:
     commands = []
     for link in fabric.links_of(node.name):
         dev = link.endpoint(node.name).ifname
-        tree = queue_tree.port_tree(fabric.rate_bps, queue_limit(fabric, Port(node.name, dev)),
-                                    None if node.is_switch else fabric.mtu)
+        tree = queue_tree.port_tree(*port_shaping(fabric, Port(node.name, dev)))
         commands += [shlex.join(["ip", "netns", "exec", netns, "tc", *args])
                      for args in queue_tree.tc_commands(tree, dev)]
     return commands

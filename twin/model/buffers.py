@@ -173,6 +173,14 @@ def queue_limit(fabric: Fabric, port: Port) -> int:
     return switch_queue_limit(fabric, port, for_port(fabric, port).buffer, lossless=fabric.pfc)
 
 
+def port_shaping(fabric: Fabric, port: Port) -> tuple[int, int, int | None]:
+    """What a port's queue tree is made from (model/queue_tree.py `port_tree`): the line rate, the
+    data queue's limit, and on a host's port, which is its NIC, the lab's MTU (its control class
+    carries a response for every data packet); None on a switch's."""
+    nic_mtu = None if fabric.nodes[port.node].is_switch else fabric.mtu
+    return fabric.rate_bps, queue_limit(fabric, port), nic_mtu
+
+
 def switch_queue_limit(fabric: Fabric, port: Port, buffer: int, lossless: bool) -> int:
     """A switch port's qdisc limit for a queue of `buffer` bytes: a lossy queue drops at its buffer,
     a lossless one holds the late allowance above it (the controller's, when a fault changes class)."""
