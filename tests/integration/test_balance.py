@@ -3,7 +3,7 @@ hash_offset: true): two marked (reorderable) flows the kernel's ECMP hash puts o
 are spread over both by their queues, at line rate and without a pause, where the same flows
 unmarked share one uplink (the one `twin lab path` computes for their offsets) and pause; an
 uplink that is down is never chosen; a multipath RoCE collective (selective repeat) is correct
-over the sprayed fabric."""
+over the sprayed fabric; a RoCE QP dodges a black hole on its path by its path offset."""
 
 import socket
 import threading
@@ -20,6 +20,8 @@ from twin.lab.pfc.client import port_counters_now
 from twin.lab.traffic import bound_udp_socket
 from twin.model import pathhash
 from twin.model.nics import fabric_nics
+from twin.roce.nic import Nic
+from twin.roce.qp import Timers, TransportError, ib_timeout_s
 from twin.roce.wire import REORDERABLE_DSCP
 
 from .helpers import lab_copy, lab_running
@@ -167,3 +169,56 @@ def test_a_multipath_roce_allreduce_is_correct_over_sprayed_paths(sprayed):
     assert measurement.wrong == 0, measurement
     stats = measurement.transport
     assert stats["timeouts"] == 0 and stats["naks_sent"] == 0, stats  # selective repeat: no go-back-N
+
+
+def roce_nic(lab, nic, timers: Timers, path_offsets: int) -> Nic:
+    return Nic(nic.address, nic.ifname, lab.fabric.mtu, timers, nic.label, path_offsets=path_offsets,
+               new_socket=lambda: lab.socket(nic.host, socket.SOCK_DGRAM))
+
+
+def spine_of(lab, src, dst, sport: int, dport: int) -> str:
+    hops = pathhash.Paths(lab.fabric).path(ip_address(src.address), ip_address(dst.address),
+                                           pathhash.PROTOCOLS["udp"], sport, dport)
+    (spine,) = [hop.node for hop in hops if hop.node.startswith("spine")]
+    return spine
+
+
+@pytest.mark.parametrize("dodging", [True, False])
+def test_a_roce_qp_dodges_a_black_hole_on_its_path(sprayed, dodging):
+    """A QP's data toward host-g1-h1 black-holed by the spine its path offset names (the model's
+    path, so the hole is on it whatever port the QP got): dodging, it moves to the next offset,
+    the other spine, and its message arrives whole with no timeout; without, its retries die in
+    the hole and the QP fails."""
+    nics = {n.label: n for n in fabric_nics(sprayed.fabric)}
+    src, dst = nics["host-g2-h1:nic1"], nics["host-g1-h1:nic1"]
+    timers = Timers(ib_timeout_s(20), 7) if dodging else Timers(0.3, 1)
+    offsets = pathhash.OFFSET_MASK + 1 if dodging else 0
+    sender, receiver = roce_nic(sprayed, src, timers, offsets), roce_nic(sprayed, dst, timers, offsets)
+    try:
+        sport, dport = sender.open_qp(1), receiver.open_qp(1)
+        sender.connect_qp(1, 1, dst.address, dport, dst.label)
+        receiver.connect_qp(1, 1, src.address, sport, src.label)
+        spine = spine_of(sprayed, src, dst, sport, dport)
+        timing, params = engine.parse({"id": "hole", "kind": "blackhole", "node": spine, "host": "host-g1-h1"})
+        engine.inject(FaultContext(sprayed), timing, params)
+        try:
+            data = bytes(range(256)) * 4096 * 4  # 4 MiB
+            buffer = bytearray(len(data))
+            recv = receiver.post_recv(1, memoryview(buffer))
+            send = sender.post_send(1, memoryview(data))
+            if not dodging:
+                with pytest.raises(TransportError, match="retry count exceeded"):
+                    sender.wait([send], 30, "send")
+                return
+            sender.wait([send], 30, "send")
+            receiver.wait([recv], 30)
+        finally:
+            engine.clear(FaultContext(sprayed), "hole")
+        assert bytes(buffer) == data
+        stats = sender.stats()
+        now = next(s for s in sender.qp_states() if s["qp"] == 1)["sport"]
+        assert stats.dodges >= 1 and stats.timeouts == 0, stats
+        assert spine_of(sprayed, src, dst, now, dport) != spine, (sport, now)
+    finally:
+        sender.close()
+        receiver.close()

@@ -327,7 +327,8 @@ def main() -> None:
             "FABRIC_TWIN_ROCE_TIME_SCALE": str(roce["time_scale"]), "NCCL_IB_TIMEOUT": str(roce["ib_timeout"]),
             "NCCL_IB_RETRY_CNT": str(roce["retry_cnt"]), "NCCL_IB_QPS_PER_CONNECTION": str(roce["qps_per_connection"]),
             "FABRIC_TWIN_ROCE_CC": roce.get("cc", "none"), "FABRIC_TWIN_ROCE_LINE_BPS": str(roce.get("line_bps", 0)),
-            "FABRIC_TWIN_ROCE_MULTIPATH": multipath_setting(roce.get("multipath", False))})
+            "FABRIC_TWIN_ROCE_MULTIPATH": multipath_setting(roce.get("multipath", False)),
+            "FABRIC_TWIN_ROCE_PATH_OFFSETS": str(roce.get("path_offsets", 0))})
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     set_priority(LOAD_NICE)  # the load, whatever the priority of the runner that started it

@@ -113,7 +113,9 @@ class QpEvidence:
 
     def _take(self, src: str, state: dict) -> None:
         dst = self.nic_at.get(state["dst"])
-        key = (src, state["sport"], state["dst"], state["dport"])  # one socket: one QP while it is open
+        # One QP while it is open: its number and its peer's socket. Not its source port, which a
+        # dodging QP changes (its counters run on; a TCP connection's number is its port).
+        key = (src, state["qp"], state["dst"], state["dport"])
         before = self._totals.get(key)
         if before is None or state["sent"] < before.sent or state["naks"] < before.naks:  # a new QP on the port
             before = QpTotals()

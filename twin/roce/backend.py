@@ -8,6 +8,8 @@ Configured like NCCL, from the environment of the rank process:
     FABRIC_TWIN_ROCE_CC (dcqcn | none), _LINE_BPS (the NIC's line rate, which DCQCN scales to)
     FABRIC_TWIN_ROCE_MULTIPATH (1: packets reorderable, selective repeat; rc: packets reorderable, RC;
     0 default: RC)
+    FABRIC_TWIN_ROCE_PATH_OFFSETS (0: no dodging; N: a QP that loses packets moves to its source
+    port's next value modulo N, the fabric's next path offset; nic.py)
 At creation every rank opens its QPs toward every other rank (QPS_PER_CONNECTION each, each its
 own UDP source port), publishes their ports in the group's store, and connects to the others'.
 A message to a peer is cut into as many parts as QPs (NCCL splits a message over its QPs).
@@ -43,7 +45,8 @@ def settings() -> dict:
             "retry_cnt": int(env.get("NCCL_IB_RETRY_CNT", DEFAULT_RETRY_CNT)),
             "qps": int(env.get("NCCL_IB_QPS_PER_CONNECTION", "1")),
             "cc": env.get("FABRIC_TWIN_ROCE_CC", "none"), "line_bps": float(env.get("FABRIC_TWIN_ROCE_LINE_BPS", "0")),
-            "multipath": env.get("FABRIC_TWIN_ROCE_MULTIPATH", "0")}
+            "multipath": env.get("FABRIC_TWIN_ROCE_MULTIPATH", "0"),
+            "path_offsets": int(env.get("FABRIC_TWIN_ROCE_PATH_OFFSETS", "0"))}
 
 
 def _done(result) -> dist.Work:
@@ -63,7 +66,8 @@ class RoceGroup(dist.ProcessGroup):
         dcqcn = DcqcnParams().for_line_rate(config["line_bps"]) if config["cc"] == "dcqcn" else None
         self.nic = Nic(config["address"], config["ifname"], config["mtu"],
                        Timers(ib_timeout_s(config["ib_timeout"], config["time_scale"]), config["retry_cnt"]),
-                       config["label"], dcqcn, **multipath_modes(config["multipath"]))
+                       config["label"], dcqcn, **multipath_modes(config["multipath"]),
+                       path_offsets=config["path_offsets"])
         ports = {}
         for peer in range(size):
             if peer != rank:

@@ -28,6 +28,14 @@ thread that moves their packets, as an RDMA NIC does beside the application.
 - Paths (paths.py): a QP discovers the path its packets take when it connects and when it loses
   packets; `qp_states` reports each QP's 5-tuple, path and loss counters (the transport-state
   detector reads them, as Xingmai's hosts read their own transport's state).
+- Dodging (`path_offsets`, a job's `dodge: offset` on a lab with routing.hash_offset): Xingmai's
+  hash dodging per QP. The switches add the low bits of a packet's source port to their hash
+  (model/pathhash.py), so the next offset takes a QP onto a path that shares no spine or
+  superspine with its old one. A QP that loses packets (a NAK, a timeout, or its outstanding
+  packets waiting STALLED_S), or whose peer's ACKs went missing (it receives packets it already
+  has), moves: it sends from a socket bound to its port's next offset, at most once a
+  DODGE_HOLD_S. Its receiving socket is then not connected, as a sprayed QP's, and takes its
+  peer's datagrams from any port.
 The collective thread posts sends and receives and waits for their completion (`wait`). The
 NIC's thread wakes it when a request is done or failed, not on every turn: a wake-up a turn (a
 few thousand a second at line rate) cost the sender and receiver 30 % of their CPU (57 against
@@ -51,7 +59,7 @@ from twin.roce.paths import MAX_TTL, STALLED_S, PathDiscovery
 from twin.roce.qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
 from twin.roce.selective import SelectiveQueuePair
 from twin.roce.wire import ACK, CNP, DATA, HEADER, IP_UDP_HEADERS, NAK, SACK, Header, payload_per_packet, unpack
-from twin.sockopts import SO_RCVBUFFORCE
+from twin.sockopts import SO_RCVBUFFORCE, time_exceeded
 
 UDP_SEGMENT, UDP_GRO = 103, 104
 ECT0, ECN_MASK, ECN_CE = 0x02, 0x03, 0x03
@@ -74,24 +82,31 @@ ENTROPY = 16
 # 0.73-0.87 at 4 (mean 0.78), 0.83-0.92 at 2 (mean 0.87) and 0.83-0.93 at 1 (a sendmsg a packet:
 # the cores 95 % busy); docs/benchmarks.md.
 SPRAY_PACKETS = 2
+# After a move, the losses of packets sent down the old path still come back for a round trip or
+# so (NAKs, duplicates): a QP moves again only on news after this. A round trip of a busy twin's
+# path is about 1 ms; a loss on the new path every 0.1 s is a bad new path, and the QP moves on.
+DODGE_HOLD_S = STALLED_S
 
 
-def send_through_answers(sock: socket.socket, data: bytes, ancillary: list, read_answers: Callable[[], None]) -> None:
+def send_through_answers(sock: socket.socket, data: bytes, ancillary: list, read_answers: Callable[[], None],
+                         address: tuple[str, int] | None = None) -> None:
     """Send, though ICMP answers keep arriving. Each answer path discovery gets (IP_RECVERR) fails
     the socket's next send once, sending nothing; the answers are read and the send tried again,
     as often as a discovery has answers. Trying once more was not enough: an answer that came
     between the read and the retry lost the retry too, which go-back-N took as a loss, and its
     timeouts started more discoveries (a CI run of 2026-11-28: a 3-retry QP failed before its
-    fault). BlockingIOError (a full send queue) and a lasting error are the caller's."""
+    fault). BlockingIOError (a full send queue) and a lasting error are the caller's. `address`:
+    where to, for a socket that is not connected."""
+    target = () if address is None else (0, address)
     for _attempt in range(MAX_TTL):
         try:
-            sock.sendmsg([data], ancillary)
+            sock.sendmsg([data], ancillary, *target)
             return
         except BlockingIOError:
             raise
         except OSError:
             read_answers()
-    sock.sendmsg([data], ancillary)
+    sock.sendmsg([data], ancillary, *target)
 
 
 class CollectiveTimeout(RuntimeError):
@@ -123,9 +138,14 @@ class Endpoint:
     turn: int = 0  # the spray socket that sends data next
     control_turn: int = 0  # and the one that sent the last ACK, NAK or CNP
     blocked: int | None = None  # the spray socket whose full send queue the NIC waits on
+    connected: bool = False  # its socket takes datagrams from the peer's port only
+    out: socket.socket | None = None  # dodging: the socket it sends from since it moved
+    moved_at: float = float("-inf")
+    losses_heard: int = 0  # its NAKs and timeouts when dodging last looked
+    duplicates_heard: int = 0  # and the packets it received again
 
     def data_socket(self) -> socket.socket:
-        return self.spray[self.turn] if self.spray else self.sock
+        return self.spray[self.turn] if self.spray else self.out or self.sock
 
     def next_turn(self) -> None:
         if self.spray:
@@ -146,13 +166,17 @@ def multipath_modes(setting: str) -> dict[str, bool]:
 class Nic:
     def __init__(self, address: str, ifname: str, mtu: int, timers: Timers, label: str = "",
                  dcqcn: ScaledParams | None = None, new_socket: Callable[[], socket.socket] | None = None,
-                 multipath: bool = False, reorderable: bool | None = None):
+                 multipath: bool = False, reorderable: bool | None = None, path_offsets: int = 0):
         """new_socket: where a QP's UDP socket comes from (default: this process's namespace, as a
-        rank's; a tool driving several hosts' NICs from one process opens them in theirs)."""
+        rank's; a tool driving several hosts' NICs from one process opens them in theirs).
+        path_offsets: dodge (the fabric's path offsets: the source port modulo this; 0: do not)."""
+        if path_offsets and multipath:
+            raise ValueError("a multipath QP sprays its packets over every path already: it does not dodge")
         self.address, self.ifname, self.label = address, ifname, label
         self.new_socket = new_socket or (lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
         self.dcqcn = dcqcn
         self.multipath = multipath
+        self.path_offsets = path_offsets
         # Packets marked reorderable: a multipath NIC's always; an RC NIC's too with `multipath: rc`,
         # as a NIC without out-of-order placement on an adaptive fabric (go-back-N on every reorder).
         self.reorderable = multipath if reorderable is None else reorderable
@@ -174,15 +198,20 @@ class Nic:
         self._thread.start()
 
     # --- set-up ----------------------------------------------------------------------------------
-    def _socket(self, send_buffer: int) -> socket.socket:
-        """A UDP socket on this NIC, marked as its data goes out, bound to a port of its own."""
+    def _socket(self, send_buffer: int, port: int = 0) -> socket.socket:
+        """A UDP socket on this NIC, marked as its data goes out, bound to `port` (0: a port of
+        its own)."""
         sock = self.new_socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, self.ifname.encode())
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
         tos = (wire.REORDERABLE_DSCP << 2 if self.reorderable else 0) | (ECT0 if self.dcqcn is not None else 0)
         if tos:
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
-        sock.bind((self.address, 0))
+        try:
+            sock.bind((self.address, port))
+        except OSError:
+            sock.close()
+            raise
         sock.setblocking(False)
         return sock
 
@@ -212,11 +241,13 @@ class Nic:
     def connect_qp(self, qpn: int, remote_qpn: int, address: str, port: int, peer: str) -> None:
         endpoint = self.endpoints[qpn]
         endpoint.qp.remote, endpoint.peer, endpoint.remote = remote_qpn, peer, (address, port)
-        if not endpoint.spray:  # a sprayed QP's peer sends from many ports: its socket takes them all
+        # A sprayed or dodging QP's peer sends from more than one port: its socket takes them all.
+        if not endpoint.spray and not self.path_offsets:
             endpoint.sock.connect((address, port))
+            endpoint.connected = True
         with self.cond:
             if not self.multipath:
-                endpoint.path = PathDiscovery(endpoint.sock, qpn)
+                endpoint.path = PathDiscovery(endpoint.sock, qpn, (address, port))
                 endpoint.path.start(time.monotonic())
         self.poller.register(endpoint.sock.fileno(), select.EPOLLIN)
 
@@ -287,7 +318,7 @@ class Nic:
                 if e.qp.remote < 0 or e.qp.error:
                     continue
                 traced, path = (e.path.discovered(now) if e.path else None) or (0, None)
-                states.append({"qp": qpn, "sport": e.sock.getsockname()[1], "dst": e.remote[0],
+                states.append({"qp": qpn, "sport": e.data_socket().getsockname()[1], "dst": e.remote[0],
                                "dport": e.remote[1], "traced": traced, "path": path,
                                "sent": e.qp.stats.data_packets, "naks": e.qp.stats.naks_received,
                                "timeouts": e.qp.stats.timeouts, "resent": e.qp.stats.retrans_packets,
@@ -301,7 +332,7 @@ class Nic:
         os.write(self._wake_w, b"q")
         self._thread.join(timeout=2)
         for endpoint in self.endpoints.values():
-            for sock in [endpoint.sock, *endpoint.spray]:
+            for sock in [endpoint.sock, *endpoint.spray, *([endpoint.out] if endpoint.out else [])]:
                 sock.close()
         self.poller.close()
         os.close(self._wake_r)
@@ -334,11 +365,11 @@ class Nic:
                         del self.by_fd[fd]
                         endpoint.blocked, endpoint.writable = None, True
                         continue
-                    if mask & select.EPOLLERR and endpoint.path is not None:
-                        endpoint.path.read_answers()  # path discovery's answers (else EPOLLERR stays)
+                    if mask & select.EPOLLERR:
+                        self._read_errors(endpoint, fd)
                     if mask & select.EPOLLOUT:
                         endpoint.writable = True
-                        self.poller.modify(fd, select.EPOLLIN)
+                        self.poller.modify(fd, select.EPOLLIN if fd == endpoint.sock.fileno() else 0)
                     if mask & select.EPOLLIN:
                         self._receive(endpoint, now)
                 now = time.monotonic()
@@ -347,6 +378,8 @@ class Nic:
                     if qp.remote < 0:
                         continue
                     qp.on_timer(now)
+                    if self.path_offsets:
+                        self._dodge(endpoint, now)
                     self._rediscover(endpoint, now)
                     ack = qp.poll_ack(now)
                     if ack is not None:
@@ -368,14 +401,62 @@ class Nic:
             endpoint.losses_seen = losses
             endpoint.path.start(now)
 
+    def _read_errors(self, endpoint: Endpoint, fd: int) -> None:
+        """A socket's error queue: path discovery's answers on the socket the QP sends from; on
+        another (the one it sent from before a move), late answers, dropped (else EPOLLERR stays)."""
+        if endpoint.path is not None and fd == endpoint.path.sock.fileno():
+            endpoint.path.read_answers()
+            return
+        sock = next((s for s in (endpoint.sock, endpoint.out) if s is not None and s.fileno() == fd), None)
+        if sock is not None:
+            for _answer in time_exceeded(sock):
+                pass
+
+    def _dodge(self, endpoint: Endpoint, now: float) -> None:
+        """Move a QP that loses packets, or whose ACKs went missing, to its next path offset."""
+        qp = endpoint.qp
+        losses = qp.stats.naks_received + qp.stats.timeouts
+        lost = losses > endpoint.losses_heard or qp.waiting_s(now) >= STALLED_S
+        acks_lost = qp.stats.duplicates > endpoint.duplicates_heard
+        endpoint.losses_heard, endpoint.duplicates_heard = losses, qp.stats.duplicates
+        if not (lost or acks_lost) or now - endpoint.moved_at < DODGE_HOLD_S or qp.error:
+            return
+        current = endpoint.data_socket()
+        port = current.getsockname()[1]
+        base = port - port % self.path_offsets
+        # The next offset; if another socket holds that port, the next odd step: with two members
+        # in every ECMP group (the twin's Clos labs) any odd step moves every hop.
+        for step in range(1, self.path_offsets, 2):
+            try:
+                sock = self._socket(SEND_BUFFER, base + (port + step) % self.path_offsets)
+                break
+            except OSError:
+                continue
+        else:
+            return
+        self.poller.register(sock.fileno(), 0)  # its error queue: path discovery's answers
+        self.by_fd[sock.fileno()] = endpoint
+        if endpoint.out is not None:
+            self.poller.unregister(endpoint.out.fileno())
+            del self.by_fd[endpoint.out.fileno()]
+            endpoint.out.close()
+        endpoint.out, endpoint.moved_at, endpoint.writable = sock, now, True
+        qp.stats.dodges += 1
+        if endpoint.path is not None:
+            endpoint.path.moved(sock, now)
+        if lost:  # what is outstanding went down the old path: send it again on the new one
+            qp.repath()
+
     def _sendmsg(self, endpoint: Endpoint, data: bytes, ancillary: list, sock: socket.socket | None = None) -> None:
-        """Send on the QP's socket (or one of its spray sockets): connected, or to the peer."""
-        sock = sock or endpoint.sock
+        """Send on the QP's socket (or one of its spray sockets, or the one it moved to):
+        connected, or to the peer."""
+        sock = sock or endpoint.out or endpoint.sock
         if endpoint.spray:
             sock.sendmsg([data], ancillary, 0, endpoint.remote)
             return
         send_through_answers(sock, data, ancillary,
-                             endpoint.path.read_answers if endpoint.path is not None else lambda: None)
+                             endpoint.path.read_answers if endpoint.path is not None else lambda: None,
+                             None if endpoint.connected else endpoint.remote)
 
     def _send(self, endpoint: Endpoint, now: float) -> None:
         qp = endpoint.qp
@@ -401,7 +482,9 @@ class Nic:
                     self.by_fd[fd] = endpoint
                     self.poller.register(fd, select.EPOLLOUT)
                 else:
-                    self.poller.modify(endpoint.sock.fileno(), select.EPOLLIN | select.EPOLLOUT)
+                    sock = endpoint.data_socket()
+                    self.poller.modify(sock.fileno(), (select.EPOLLIN if sock is endpoint.sock else 0) |
+                                       select.EPOLLOUT)
                 return
             except OSError:  # no route, for now: the timer sends it again
                 qp.commit(packets, now)

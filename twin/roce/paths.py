@@ -67,15 +67,24 @@ class Discovery:
 
 
 class PathDiscovery(Discovery):
-    """A QP's: TRACE packets from its own socket, answered on the socket's error queue."""
+    """A QP's: TRACE packets from the socket it sends from, to its peer, answered on the socket's
+    error queue."""
 
-    def __init__(self, sock: socket.socket, qpn: int):
+    def __init__(self, sock: socket.socket, qpn: int, peer: tuple[str, int]):
         super().__init__()
-        self.sock, self.qpn = sock, qpn
+        self.sock, self.qpn, self.peer = sock, qpn, peer
         report_errors(sock)
 
+    def moved(self, sock: socket.socket, now: float) -> None:
+        """The QP sends from another socket now (another source port: another path): discover
+        that path at once, whenever the last discovery was."""
+        self.sock = sock
+        report_errors(sock)
+        self.started_at = None
+        self.start(now)
+
     def probe(self, ttl: int) -> None:
-        send(self.sock, Header(TRACE, 0, ttl, msg=self.qpn).pack(), self.sock.getpeername(), ttl)
+        send(self.sock, Header(TRACE, 0, ttl, msg=self.qpn).pack(), self.peer, ttl)
 
     def read_answers(self) -> None:
         """Take the socket's queued time-exceeded answers (also clears the error a next send would

@@ -75,6 +75,7 @@ class Stats:
     cnps_sent: int = 0
     cnps_received: int = 0  # each one a rate cut (DCQCN)
     tail_probes: int = 0  # multipath QPs: unacknowledged packets sent again after a probe timeout
+    dodges: int = 0  # moves to another path offset (the NIC's `path_offsets`)
 
     def add(self, other: Stats) -> None:
         for name, value in vars(other).items():
@@ -83,7 +84,7 @@ class Stats:
 
 # What ranks report per iteration (and the report sums per fault window).
 REPORTED_FIELDS = ("retrans_bytes", "retrans_packets", "naks_sent", "naks_received", "timeouts", "qp_errors",
-                   "ecn_marked", "cnps_sent", "cnps_received", "out_of_order", "tail_probes")
+                   "ecn_marked", "cnps_sent", "cnps_received", "out_of_order", "tail_probes", "dodges")
 
 
 class TransportError(RuntimeError):
@@ -282,6 +283,12 @@ class QueuePair:
             self.rto *= 2
             self._resend_unacknowledged()
             self.deadline = now + self.rto
+
+    def repath(self) -> None:
+        """The NIC moved the QP to another path (dodging): what is outstanding went down the old
+        one, which lost packets; send it again on the new one now, not at the timer's next
+        firing. Not a retry: the timer and its count stand."""
+        self.next_psn = min(self.next_psn, self.base)
 
     def _resend_unacknowledged(self) -> None:
         """After a timeout: go back to the oldest unacknowledged packet (go-back-N)."""

@@ -23,6 +23,7 @@ from twin.collectives.groups import ring_order, select_nics
 from twin.collectives.launcher import Job, JobSpec
 from twin.collectives.metrics import ELEMENT_BYTES, aligned_size, bus_factor
 from twin.errors import TwinError
+from twin.model import pathhash
 from twin.model.nics import switches_between
 from twin.procs import INSTRUMENT_NICE, set_priority
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
@@ -33,7 +34,7 @@ from twin.workloads.base import WorkloadContext
 POLL_S = 0.2
 
 
-ROCE_KEYS = ("ib_timeout", "retry_cnt", "qps_per_connection", "time_scale", "cc", "multipath")
+ROCE_KEYS = ("ib_timeout", "retry_cnt", "qps_per_connection", "time_scale", "cc", "multipath", "dodge")
 
 
 class CollectiveParams(BaseModel):
@@ -61,6 +62,10 @@ class CollectiveParams(BaseModel):
                            "(which an ECMP lab's hash spreads) and selective repeat instead of go-back-N "
                            "(twin/roce/selective.py); rc: marked reorderable, the QPs still RC (go-back-N), as a NIC "
                            "without out-of-order placement on an adaptive fabric, for comparison")
+    dodge: Literal[False, "offset"] = Field(
+        False, description="roce: offset: a QP that loses packets, or whose ACKs go missing, moves to the next "
+                           "path offset (Xingmai's hash dodging, per QP: a path sharing no spine or superspine "
+                           "with its old one; a lab with routing.hash_offset)")
 
     @field_validator("size")
     @classmethod
@@ -74,12 +79,16 @@ class CollectiveParams(BaseModel):
             set_here = sorted(k for k in ROCE_KEYS if k in self.model_fields_set)
             if set_here:
                 raise ValueError(f"{', '.join(set_here)} apply to transport: roce (this collective runs on tcp)")
+        if self.dodge and self.multipath is True:
+            raise ValueError("dodge: offset moves a QP's one path, and multipath: true sprays every QP over all "
+                             "of them already (use one of the two; multipath: rc QPs may dodge)")
         return self
 
     def roce(self, mtu: int, line_bps: int) -> dict:
         return {"ib_timeout": self.ib_timeout, "retry_cnt": self.retry_cnt,
                 "qps_per_connection": self.qps_per_connection, "time_scale": self.time_scale, "mtu": mtu,
-                "cc": self.cc, "line_bps": line_bps, "multipath": self.multipath}
+                "cc": self.cc, "line_bps": line_bps, "multipath": self.multipath,
+                "path_offsets": pathhash.OFFSET_MASK + 1 if self.dodge else 0}
 
 
 class TrainParams(CollectiveParams):
@@ -99,6 +108,19 @@ class SizeError(ValueError):
 # all ranks share this machine's memory, so the sum is what must fit (with room for the lab).
 RANK_COPIES = 3
 MEMORY_SHARE = 0.5
+
+
+class DodgeError(ValueError):
+    key = "dodge"
+    hint = "set `routing.hash_offset: true` in the lab file (labs/rail4-ar.yaml does), or leave dodge out"
+
+
+def check_collective(params: CollectiveParams, fabric) -> None:
+    """What a collective asks of the lab: its ranks and size, and for dodging, path offsets."""
+    check_ranks(params, fabric)
+    if params.dodge == "offset" and not fabric.hash_offset:
+        raise DodgeError(f"dodge: offset moves a QP by its path offset, and lab {fabric.name} hashes with the "
+                         "kernel's ECMP, whose paths no host can choose")
 
 
 def check_ranks(params: CollectiveParams, fabric) -> None:

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from twin.collectives.metrics import OPS
 from twin.registry import Registry
-from twin.workloads.collective import Collective, CollectiveParams, TrainParams, check_ranks
+from twin.workloads.collective import Collective, CollectiveParams, TrainParams, check_collective
 from twin.workloads.flows import Flows, FlowsParams, check_flows
 from twin.workloads.probes import Probes, ProbesParams, check_load
 
@@ -32,7 +32,7 @@ WORKLOADS.add("flows", WorkloadKind(FlowsParams, Flows, "steady UDP flows betwee
 WORKLOADS.add("probes", WorkloadKind(ProbesParams, Probes, "the probe mesh: every path probed, loss and RTT per "
                                      "path (feeds the probe localizer)", check_load))
 WORKLOADS.add("train", WorkloadKind(TrainParams, partial(Collective, op="train"), "a training-step loop: compute, "
-                                    "then an allreduce of the gradients", check_ranks))
+                                    "then an allreduce of the gradients", check_collective))
 for _op in OPS:
     WORKLOADS.add(_op, WorkloadKind(CollectiveParams, partial(Collective, op=_op), f"{_op} back to back, one rank "
-                                    "per host NIC", check_ranks))
+                                    "per host NIC", check_collective))
