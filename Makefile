@@ -152,6 +152,7 @@ bench: deps venv
 	$(VENV)/bin/python bench/transport.py --lab rail4 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/multipath.py --labs rail4 rail8 --runs 5 --faults --out docs/benchmarks.md
 	$(VENV)/bin/python bench/uplink_downlink.py --runs 3 --out docs/benchmarks.md
+	$(VENV)/bin/python bench/roce_dodge.py --runs 3 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/steer_cost.py --lab rail4 --runs 3 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/transport_state.py --lab mini --runs 2 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/transport_state.py --lab rail4 --runs 1 --out docs/benchmarks.md

@@ -135,39 +135,57 @@ def under_fault(ref: str, mode: str, multipath: bool, folder: Path) -> list[dict
             scenario.write_text(json.dumps({
                 "name": scenario.stem, "lab": str(path), "duration_s": 26, "telemetry_ms": 0, "workloads": [job],
                 "faults": [{"id": f"fault-{n}", "at_s": 8, **fault} for n, fault in enumerate(faults)]}))
-            before = set(results.glob(f"{scenario.stem}-*"))
-            done = subprocess.run([*TWIN, "run", str(scenario), "--keep", "--results", str(results)],
-                                  capture_output=True, text=True)
-            found = sorted(set(results.glob(f"{scenario.stem}-*")) - before)
-            if not found:
-                raise SystemExit(f"{scenario.stem} wrote no results: {done.stderr.strip()[-500:]}")
-            run = found[0]
-            report = json.loads((run / "report.json").read_text())
-            onset = report["faults"][0]["applied_s"]
-            fault_end = onset + faults[0]["duration_s"]
-            steps: dict[tuple, list[float]] = {}  # (gen, iter) -> [end t (first rank), slowest rank's step]
-            totals = dict.fromkeys(("retrans_packets", "timeouts", "out_of_order", "tail_probes"), 0)
-            for line in (run / "events.jsonl").read_text().splitlines():
-                event = json.loads(line)
-                if event.get("kind") != "collective" or event.get("iter", 0) < 1:
-                    continue
-                step = steps.setdefault((event["gen"], event["iter"]), [event["t"], 0.0])
-                step[0], step[1] = min(step[0], event["t"]), max(step[1], event["step_s"])
-                if event["t"] - event["step_s"] < fault_end + 1 and event["t"] >= onset:
-                    for counter in totals:
-                        totals[counter] += event.get(counter, 0)
-            healthy = [s for end, s in steps.values() if end < onset - 1]
-            hit = [s for end, s in steps.values() if end >= onset and end - s < fault_end + 1]
-            collective = next(iter(report["collectives"].values()))
             row = {"fabric": mode, "multipath": multipath, "fault": label,
-                   "kept": round(statistics.fmean(healthy) / statistics.fmean(hit), 2) if healthy and hit else None,
-                   "healthy_max_step_s": round(max(healthy), 3) if healthy else None,
-                   "fault_max_step_s": round(max(hit), 3) if hit else None, **totals, "hangs": collective["hangs"]}
+                   **fault_window(run_scenario(scenario, results), faults[0]["duration_s"])}
             print(f"{ref} {label} on {mode}: {row}", flush=True)
             rows.append(row)
     finally:
         subprocess.run([*TWIN, "lab", "down", name], capture_output=True)
     return rows
+
+
+def run_scenario(scenario: Path, results: Path) -> Path:
+    """`twin run` a scenario file, keeping its lab up for the next; its results folder."""
+    before = set(results.glob(f"{scenario.stem}-*"))
+    done = subprocess.run([*TWIN, "run", str(scenario), "--keep", "--results", str(results)],
+                          capture_output=True, text=True)
+    found = sorted(set(results.glob(f"{scenario.stem}-*")) - before)
+    if not found:
+        raise SystemExit(f"{scenario.stem} wrote no results: {done.stderr.strip()[-500:]}")
+    return found[0]
+
+
+def fault_window(run: Path, duration_s: float,
+                 counters=("retrans_packets", "timeouts", "out_of_order", "tail_probes")) -> dict:
+    """What a scenario's results folder says of its collective's steps that the first fault
+    overlapped, against its healthy ones: busbw kept (the healthy steps' mean time over the hit
+    ones'), the slowest step of each, the transport's `counters` summed over the hit steps, hangs."""
+    report = json.loads((run / "report.json").read_text())
+    onset = report["faults"][0]["applied_s"]
+    fault_end = onset + duration_s
+
+    def overlaps(start: float, end: float) -> bool:  # the fault's window, and a second for recovery
+        return start < fault_end + 1 and end > onset
+
+    # A `collective` event's t is when the rank began the step (collectives/worker.py).
+    steps: dict[tuple, list[float]] = {}  # (gen, iter) -> [first rank's start, last rank's end, slowest step]
+    totals = dict.fromkeys(counters, 0)
+    for line in (run / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event.get("kind") != "collective" or event.get("iter", 0) < 1:
+            continue
+        start, end = event["t"], event["t"] + event["step_s"]
+        step = steps.setdefault((event["gen"], event["iter"]), [start, end, 0.0])
+        step[0], step[1], step[2] = min(step[0], start), max(step[1], end), max(step[2], event["step_s"])
+        if overlaps(start, end):
+            for counter in totals:
+                totals[counter] += event.get(counter, 0)
+    healthy = [s for _start, end, s in steps.values() if end < onset]
+    hit = [s for start, end, s in steps.values() if overlaps(start, end)]
+    collective = next(iter(report["collectives"].values()))
+    return {"kept": round(statistics.fmean(healthy) / statistics.fmean(hit), 2) if healthy and hit else None,
+            "healthy_max_step_s": round(max(healthy), 3) if healthy else None,
+            "fault_max_step_s": round(max(hit), 3) if hit else None, **totals, "hangs": collective["hangs"]}
 
 
 def render(results: list[dict], command: str, faults: list[dict]) -> list[str]:
