@@ -91,7 +91,7 @@ class SelectiveQueuePair(QueuePair):
         if self.base <= psn < self.high_psn and psn not in self.sacked:
             # A round trip from this packet itself; and none later from the cumulative ACK that
             # covers it, which comes only when the gaps before it are filled.
-            sample = self.sent_at.pop(psn, None)
+            sample = self.sent_at.get(psn)  # _sacked forgets it
             if sample is not None:
                 self._measure(now - sample)
             self.probe_at = now + self.probe_timeout()
