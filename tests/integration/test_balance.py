@@ -26,7 +26,9 @@ from twin.roce.wire import REORDERABLE_DSCP
 
 from .helpers import lab_copy, lab_running
 
-pytestmark = [pytest.mark.integration, pytest.mark.own_labs]
+# One worker for the module: its tests share the module's lab (`sprayed`), and a second worker
+# would bring up its own under the same name, then take it down under the first one's tests.
+pytestmark = [pytest.mark.integration, pytest.mark.own_labs, pytest.mark.xdist_group("spray-lab")]
 PACKETS = 1500
 DATAGRAM = 8000  # a jumbo frame each
 PORT = 47000
