@@ -15,6 +15,7 @@ from twin.collectives.metrics import OPS
 from twin.faults import engine
 from twin.faults.base import FaultContext
 from twin.lab.counters import CounterReader
+from twin.lab.deploy import wait_converged
 from twin.probes.mesh import ProbeMesh
 from twin.probes.run import run_probe_mesh
 
@@ -249,6 +250,9 @@ def test_a_gnmi_collector_reads_counters_and_sees_a_bgp_session_fall_and_return(
         assert seen[0] == "ESTABLISHED" and "ESTABLISHED" in seen[1:], seen  # down, then back
         assert any(state != "ESTABLISHED" for state in seen), seen
         assert samples > 5, samples  # the sampled counter kept coming meanwhile
+    # The session is up before its routes are back: the module's next test must find the lab as
+    # healthy as it was (CI once had diagnose find three switches short of ECMP next hops here).
+    wait_converged(lab)
 
 
 def test_diagnose_finds_nothing_on_a_healthy_lab_and_ranks_a_lossy_link_first(lab):
