@@ -39,6 +39,34 @@ def test_two_holders_keep_each_others_changes():
     assert [r.name for r in injector.resources] == ["probe-agent-1"]  # it now sees the other's change
 
 
+def test_a_holder_that_saw_a_record_half_filled_does_not_write_it_back():
+    # The run refreshed while the fault applier had written its fault's intent but not yet what
+    # undoes it; the applier then filled the record in. The run's next save must not put the
+    # half-filled record back, nor, once the applier cleared the fault, bring it back half-filled: the
+    # run's final clear-all then failed on KeyError 'ports' (generated drill g32-two-faults).
+    _new()
+    applier, run = load_state("lab1"), load_state("lab1")
+    entry = {"id": "grey", "kind": "silent_drop", "record": {}}
+    applier.faults.append(entry)
+    applier.save()
+    run.refresh()
+    entry["record"]["ports"] = [{"node": "leaf-g1-r1", "ifname": "sp-1"}]
+    applier.save()
+    run.refresh()
+    assert run.faults[0]["record"]["ports"], run.faults  # it holds what is on disk
+    run.drains.append("leaf-g1-r1 -- spine-1")
+    run.save()
+    assert load_state("lab1").faults[0]["record"]["ports"] == [{"node": "leaf-g1-r1", "ifname": "sp-1"}]
+    entry["record"]["ports"].append({"node": "spine-1", "ifname": "lf-g1r1"})  # the filler's object
+    applier.save()  # is still the one in its list
+    assert len(load_state("lab1").faults[0]["record"]["ports"]) == 2
+    applier.faults.clear()  # cleared on schedule; the run's next save must not bring it back
+    applier.save()
+    run.drains.clear()
+    run.save()
+    assert load_state("lab1").faults == []
+
+
 def test_a_stale_holder_does_not_bring_back_what_another_removed():
     _new()
     clearer, stale = load_state("lab1"), None

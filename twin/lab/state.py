@@ -87,11 +87,19 @@ class LabState:
 
     def _adopt(self, merged: dict) -> None:
         """Take the merged state, keeping this process's own objects (a fault record the caller
-        still fills in stays the one in the list)."""
+        still fills in stays the one in the list) but with what is on disk in them: an entry another
+        process filled in since this one last looked would otherwise look changed here, and this
+        process's next save would write the old one back."""
         for name, key in LIST_KEYS.items():
             own = {key(_plain(item)): item for item in getattr(self, name)}
-            items = [own.get(key(item)) or (Resource(**item) if name == "resources" else item)
-                     for item in merged[name]]
+            items = []
+            for item in merged[name]:
+                mine = own.get(key(item))
+                if isinstance(mine, dict):
+                    _update_in_place(mine, item)
+                elif mine is None or _plain(mine) != item:
+                    mine = Resource(**item) if name == "resources" else item
+                items.append(mine)
             getattr(self, name)[:] = items
         for name in merged.keys() - LIST_KEYS.keys():
             setattr(self, name, merged[name])
@@ -117,6 +125,17 @@ LIST_KEYS: dict[str, Callable[[Any], Any]] = {
 
 def _plain(item: Any) -> Any:
     return asdict(item) if isinstance(item, Resource) else item
+
+
+def _update_in_place(mine: dict, merged: dict) -> None:
+    """Make `mine` equal `merged` without replacing the dicts in it that a caller may hold."""
+    for key in mine.keys() - merged.keys():
+        del mine[key]
+    for key, value in merged.items():
+        if isinstance(mine.get(key), dict) and isinstance(value, dict):
+            _update_in_place(mine[key], value)
+        elif mine.get(key, object()) != value:
+            mine[key] = value
 
 
 def _merge(base: dict, mine: dict, disk: dict) -> dict:
