@@ -150,9 +150,9 @@ def measured_incast(lab_path: Path, send) -> dict:
     paused seconds, ECN marks, the controller's reaction, how busy the cores were; with what `send`
     returned."""
     from twin.lab import deploy
-    from twin.lab.counters import CounterReader
     from twin.lab.files import open_lab
     from twin.lab.pfc import counters as pfc_counters
+    from twin.lab.ports.counters import CounterReader
     from twin.model.nics import fabric_nics
 
     lab_file, fabric = open_lab(str(lab_path))

@@ -37,9 +37,9 @@ from pathlib import Path
 
 from twin.collectives.bench import run_bench
 from twin.lab import deploy
-from twin.lab.counters import CounterReader
 from twin.lab.files import open_lab
 from twin.lab.pfc import counters as pfc_counters
+from twin.lab.ports.counters import CounterReader
 from twin.model.balance import uplinks
 from twin.progress import NullProgress
 

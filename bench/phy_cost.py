@@ -2,7 +2,7 @@
 
     python bench/phy_cost.py --out docs/benchmarks.md
 
-The physical layer (twin/lab/ebpf/phy.bpf.c, lab/phy.py) runs on every fabric port of every lab,
+The physical layer (twin/lab/ebpf/phy.bpf.c, lab/ports/phy.py) runs on every fabric port of every lab,
 `receive` on the ingress and `transmit` on the egress, healthy or not: each packet crossing a
 link pays both once. Runs the compiled programs on one 100-byte frame with BPF_PROG_TEST_RUN,
 `--repeat` times per case, in the kernel, no lab needed; the kernel reports the mean time per run.
@@ -35,7 +35,7 @@ ZERO = struct.pack("<I", 0)
 
 
 def configure(obj, fault: dict, holes: int, faulty_elsewhere: bool) -> None:
-    """The port's element, and the lab's counts as lab/phy.py keeps them."""
+    """The port's element, and the lab's counts as lab/ports/phy.py keeps them."""
     update(obj.map_fd("phy_faults"), ZERO, phy.FAULT.pack(*(phy.HEALTHY | fault).values()))
     faulty = int(bool(fault.get("drop") or fault.get("corrupt")) or faulty_elsewhere)
     update(obj.map_fd("phy_settings"), ZERO, phy.SETTINGS.pack(holes, faulty, 0, 0))

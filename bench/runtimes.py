@@ -22,7 +22,7 @@ from sections import write_section
 
 from twin.lab import deploy
 from twin.lab.files import open_lab
-from twin.lab.nsutil import pids_in_netns
+from twin.lab.kernel.nsutil import pids_in_netns
 from twin.lab.runtime.docker import DockerRuntime
 from twin.progress import NullProgress
 

@@ -37,8 +37,8 @@ from twin.collectives.incast import SAMPLE_S, roce_incast
 from twin.faults import engine
 from twin.faults.base import FaultContext
 from twin.lab import deploy
-from twin.lab.counters import CounterReader
 from twin.lab.files import open_lab
+from twin.lab.ports.counters import CounterReader
 from twin.model.balance import uplinks
 from twin.model.nics import fabric_nics
 from twin.model.ports import peer

@@ -1,6 +1,7 @@
 """Draw docs/architecture.png: the packages of twin/ as layers, with the imports between them,
 read from the source by the same code as tests/unit/test_layers.py (so the picture cannot drift
-from the rule the test enforces). Also prints the number of modules per package.
+from the rule the test enforces). Also prints the number of modules per package and writes them
+into docs/architecture.md's layer table (tests/unit/test_layers.py fails when that is stale).
 
     .venv/bin/python tools/architecture.py --out docs/architecture.png
 """
@@ -20,7 +21,7 @@ import networkx as nx  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.unit.test_layers import ALLOWED, CORE, _graph, _layer, _modules  # noqa: E402
+from tests.unit.test_layers import ALLOWED, CORE, DOC, _graph, _layer, _modules, with_module_counts  # noqa: E402
 
 
 def package_graph() -> tuple[nx.DiGraph, Counter]:
@@ -77,11 +78,12 @@ def main() -> int:
     packages, counts = package_graph()
     assert set(packages) - {CORE} <= set(ALLOWED), "a package has no layer: see tests/unit/test_layers.py"
     draw(packages, counts, args.out)
+    DOC.write_text(with_module_counts(DOC.read_text(), counts))
     for name in sorted(counts, key=lambda n: (-counts[n], n)):
         print(f"{name:12} {counts[name]:3} modules")
     print(f"{'total':12} {sum(counts.values()):3} modules; package imports: {packages.number_of_edges()}; "
           f"cycles: {len(list(nx.simple_cycles(_graph())))}")
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} and the module counts in {DOC.relative_to(ROOT)}")
     return 0
 
 

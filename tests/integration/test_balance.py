@@ -15,8 +15,8 @@ import pytest
 from twin.collectives.bench import run_bench
 from twin.faults import engine
 from twin.faults.base import FaultContext
-from twin.lab.counters import CounterReader
 from twin.lab.pfc.client import port_counters_now
+from twin.lab.ports.counters import CounterReader
 from twin.lab.traffic import bound_udp_socket
 from twin.model import pathhash
 from twin.model.nics import fabric_nics

@@ -15,8 +15,8 @@ import urllib.request
 
 import pytest
 
-from twin.lab import phy
 from twin.lab.handle import Lab
+from twin.lab.ports import phy
 
 from .helpers import ROOT, lab_running, twin_cli
 

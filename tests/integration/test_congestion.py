@@ -6,7 +6,7 @@ to pause it; a RoCE incast with DCQCN pauses far less than without and drops not
 import pytest
 
 from twin.collectives.incast import roce_incast
-from twin.lab.offload import snmp
+from twin.lab.kernel.offload import snmp
 from twin.lab.pfc.client import port_counters_now
 from twin.lab.traffic import tcp_incast
 from twin.model.nics import fabric_nics

@@ -12,14 +12,15 @@ from twin.errors import TwinError
 from twin.faults import engine
 from twin.faults.applier import FaultApplier
 from twin.faults.base import FaultContext
-from twin.lab import converge, phy
 from twin.lab import kernel_state as snapshot
-from twin.lab.converge import fib_next_hops
-from twin.lab.counters import CounterReader
+from twin.lab.kernel.shaping import shaped_rate_bps
 from twin.lab.pfc import client as pfc_client
 from twin.lab.pfc import counters as pfc_counters
+from twin.lab.ports import phy
+from twin.lab.ports.counters import CounterReader
 from twin.lab.reach import unreachable_pairs
-from twin.lab.shaping import shaped_rate_bps
+from twin.lab.routing import converge
+from twin.lab.routing.converge import fib_next_hops
 from twin.lab.status import lab_status
 from twin.lab.traffic import udp_burst
 from twin.model.buffers import for_port
@@ -359,7 +360,7 @@ def test_overlapping_faults_are_refused_and_nothing_changes(lab):
 
 
 def test_bitflip_damaged_frames_fail_the_ports_frame_check_and_are_counted_there(lab):
-    from twin.lab.offload import snmp
+    from twin.lab.kernel.offload import snmp
     host_path = lab.netns("host-g1-h1")
     checksum_before = snmp(host_path)["Udp.InCsumErrors"]
     with CounterReader(lab) as reader:

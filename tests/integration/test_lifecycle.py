@@ -13,8 +13,8 @@ import pytest
 from pyroute2 import netns
 
 from twin.lab import neigh
-from twin.lab.frr import vtysh_json
 from twin.lab.reach import unreachable_pairs
+from twin.lab.routing.frr import vtysh_json
 from twin.lab.state import lab_dir
 
 from .helpers import ROOT, lab_copy, lab_running, leftovers, twin_cli

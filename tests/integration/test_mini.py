@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from twin.lab import netconf, shaping, vty
 from twin.lab.deploy import wait_converged
-from twin.lab.frr import PRELOADS, preload_path, vtysh_argv, vtysh_json
-from twin.lab.nsutil import interface_indexes, netlink_in
+from twin.lab.kernel import netconf, shaping
+from twin.lab.kernel.nsutil import interface_indexes, netlink_in
 from twin.lab.reach import unreachable_pairs
+from twin.lab.routing import vty
+from twin.lab.routing.frr import PRELOADS, preload_path, vtysh_argv, vtysh_json
 from twin.lab.status import lab_status
 from twin.model import queue_tree
 from twin.model.buffers import port_shaping

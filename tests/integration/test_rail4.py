@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from twin.lab.kernel.shaping import shaped_rate_bps
 from twin.lab.reach import unreachable_pairs
-from twin.lab.shaping import shaped_rate_bps
 from twin.lab.status import lab_status
 
 from .helpers import lab_running
@@ -80,7 +80,7 @@ def test_achieved_rate_within_5_percent(rail4):
 
 def test_bfd_runs_with_the_lab_timers_and_guards_bgp(rail4):
     state, fabric, runtime = rail4.state, rail4.fabric, rail4.runtime
-    from twin.lab.frr import vtysh_json
+    from twin.lab.routing.frr import vtysh_json
     peers = vtysh_json(runtime, state, "spine-r1-s1", "show bfd peers json")
     assert len(peers) == 4
     for peer in peers:
@@ -136,8 +136,8 @@ def test_miswire_crosses_two_nics_cables_and_the_leaves_lldp_names_the_host(rail
     from twin.faults import engine
     from twin.faults.base import FaultContext
     from twin.lab import kernel_state as snapshot
-    from twin.lab import lldp
     from twin.lab.pfc import counters as pfc_counters
+    from twin.lab.routing import lldp
     from twin.lab.traffic import udp_burst
     from twin.model.nics import fabric_nics
 
@@ -248,7 +248,7 @@ def test_no_hidden_fault_can_be_listed_on_any_node(rail4, runtime):
     applied to rail4; everything a trainee could list on every node (nft ruleset, qdiscs, classes,
     clsact filters and the programs they run, links, routes, rules, the fault sysctls, FRR's
     running configuration and FIB) is compared with the healthy lab. Only what real hardware shows
-    of that kind may differ (VISIBLE). The ports' physical layer (lab/phy.py) is not listable by a
+    of that kind may differ (VISIBLE). The ports' physical layer (lab/ports/phy.py) is not listable by a
     node's commands: it stands for the optics and the forwarding chip. The GPU kinds of level 5 are
     left out: they act inside a running job (its control files), not on the fabric."""
     if runtime != "netns":

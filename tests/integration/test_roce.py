@@ -14,7 +14,7 @@ from twin.collectives.bench import run_bench
 from twin.collectives.incast import roce_incast
 from twin.faults import engine
 from twin.faults.base import FaultContext
-from twin.lab.counters import CounterReader
+from twin.lab.ports.counters import CounterReader
 from twin.model.balance import uplinks
 from twin.model.nics import fabric_nics
 from twin.roce.nic import ENTROPY

@@ -14,8 +14,8 @@ from twin.collectives.bench import run_bench
 from twin.collectives.metrics import OPS
 from twin.faults import engine
 from twin.faults.base import FaultContext
-from twin.lab.counters import CounterReader
 from twin.lab.deploy import wait_converged
+from twin.lab.ports.counters import CounterReader
 from twin.probes.mesh import ProbeMesh
 from twin.probes.run import run_probe_mesh
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from twin.lab.frr import preload_path
+from twin.lab.routing.frr import preload_path
 
 LIBFRR = Path("/usr/lib/x86_64-linux-gnu/frr/libfrr.so.0")
 

@@ -98,7 +98,7 @@ def test_the_constants_the_programs_share_are_the_same_everywhere():
 @built
 @pytest.mark.skipif(shutil.which("bpftool") is None, reason="bpftool is installed by `make deps`")
 def test_the_physical_layers_python_layout_is_the_objects():
-    from twin.lab import phy
+    from twin.lab.ports import phy
     structs = _btf_structs(phy.OBJECT)
     assert structs["phy_fault"]["size"] == phy.FAULT.size
     assert [m["name"] for m in structs["phy_fault"]["members"]] == list(phy.FAULT_FIELDS)
@@ -114,9 +114,9 @@ def test_the_physical_layers_python_layout_is_the_objects():
 def test_the_physical_layer_passes_a_healthy_port_and_drops_and_counts_as_its_fault_says():
     import struct
 
-    from twin.lab import phy
     from twin.lab.ebpf.frames import ipv4_udp, loopback_phy
     from twin.lab.ebpf.libbpf import lookup, run_on_packet, update
+    from twin.lab.ports import phy
 
     unspec, shot = 0xFFFFFFFF, 2
     zero = struct.pack("<I", 0)

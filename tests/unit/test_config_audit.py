@@ -6,7 +6,7 @@ from test_model import fabric_of
 
 from twin.detect.config_audit import ConfigAudit, Finding, bgp_findings, cabling_findings
 from twin.faults import engine
-from twin.lab.lldp import Neighbor
+from twin.lab.routing.lldp import Neighbor
 from twin.model.fabric import link_key
 from twin.model.render import bgp_neighbors, render_switch
 from twin.model.targets import TargetError

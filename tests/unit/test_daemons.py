@@ -4,7 +4,7 @@ the same daemons in a lab's argv and in the containerlab export."""
 from pathlib import Path
 
 from twin.lab.export import _daemon
-from twin.lab.frr import daemon_argv
+from twin.lab.routing.frr import daemon_argv
 from twin.model.daemons import DAEMONS, answering, start_groups
 
 

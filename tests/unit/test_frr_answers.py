@@ -1,4 +1,4 @@
-"""The judges of FRR's answers (lab/frr_answers.py) on answers captured from a real mini lab
+"""The judges of FRR's answers (lab/routing/frr_answers.py) on answers captured from a real mini lab
 (tests/data/frr/: leaf-g1-r1, healthy, and three seconds after `neighbor 10.0.0.0 shutdown`, its
 session to spine-1)."""
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from test_model import fabric_of
 
-from twin.lab.frr_answers import (
+from twin.lab.routing.frr_answers import (
     all_established,
     bfd_counts,
     bgp_peers,

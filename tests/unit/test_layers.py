@@ -5,8 +5,10 @@ cycle between modules, and only the core modules at the top of twin/. Read from 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import networkx as nx
@@ -137,6 +139,81 @@ def test_a_planted_violation_is_caught(tmp_path):
     (root / "run" / "engine.py").write_text("from twin.model import build\n")
     assert _upward(root) == ["twin.model.build -> twin.run.engine (model may not import run)"]
     assert [sorted(c) for c in nx.simple_cycles(_graph(root))] == [["twin.model.build", "twin.run.engine"]]
+
+
+DOC = TWIN.parent / "docs" / "architecture.md"
+_ROW = re.compile(r"^\| (?P<names>[^|]+) \|(?P<concern>.*)\| (?P<counts>[0-9, ]+) \|$", re.M)
+
+
+def _row_packages(names: str) -> list[str]:
+    return [CORE] if names.startswith("core") else re.findall(r"`(\w+)/`", names)
+
+
+def with_module_counts(text: str, counts: Counter) -> str:
+    """docs/architecture.md's layer table with each row's modules counted from the source
+    (`make architecture` writes it; the test below fails when it is stale)."""
+    def row(match: re.Match) -> str:
+        figures = ", ".join(str(counts[p]) for p in _row_packages(match["names"]))
+        return f"| {match['names']} |{match['concern']}| {figures} |"
+    return _ROW.sub(row, text)
+
+
+def module_counts(root: Path = TWIN) -> Counter:
+    modules = _modules(root)
+    return Counter(_layer(m, modules) for m in modules if m != "twin")
+
+
+def test_the_layer_table_counts_the_modules_there_are():
+    text = DOC.read_text()
+    rows = [_row_packages(m["names"]) for m in _ROW.finditer(text)]
+    assert sorted(p for r in rows for p in r) == sorted(set(ALLOWED)), "every layer has its row"
+    assert with_module_counts(text, module_counts()) == text, "stale: run `make architecture`"
+
+
+# lab/'s rooms, lowest first (twin/lab/__init__.py): a room, or a module at lab/'s top, with its rank.
+LAB_ROOMS = {
+    "state": 0, "kernel": 0,
+    "runtime": 1,
+    "files": 2, "handle": 2, "nft": 2, "identity": 2, "reach": 2, "traffic": 2,
+    "ebpf": 3, "pfc": 4,
+    "ports": 5,
+    "routing": 6,
+    "deploy": 7, "status": 7, "capacity": 7, "idle": 7, "neigh": 7, "kernel_state": 7, "export": 7,
+}
+
+
+def _lab_downward(root: Path = TWIN) -> list[str]:
+    """Every import inside lab/ of a room ranked after the importer's, and every import kernel/
+    makes of the rest of lab/ (it knows no lab, not even its state)."""
+    wrong = []
+    for source, target in _graph(root).edges:
+        if not (source.startswith("twin.lab.") and target.startswith("twin.lab.")):
+            continue
+        a, b = source.split(".")[2], target.split(".")[2]
+        if a not in LAB_ROOMS or b not in LAB_ROOMS:
+            wrong.append(f"{source} -> {target} (a room of lab/ without its place in LAB_ROOMS)")
+        elif LAB_ROOMS[b] > LAB_ROOMS[a] or (a == "kernel" and b != "kernel"):
+            wrong.append(f"{source} -> {target} ({a} comes before {b} in lab/)")
+    return sorted(wrong)
+
+
+def test_lab_rooms_import_only_rooms_before_them():
+    wrong = _lab_downward()
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_planted_room_violation_is_caught(tmp_path):
+    """The kernel plumbing asking the lab's state, and the state importing routing: both named."""
+    root = tmp_path / "twin"
+    for package in ("lab", "lab/kernel", "lab/routing"):
+        (root / package).mkdir(parents=True)
+        (root / package / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "lab" / "state.py").write_text("def load():\n    from twin.lab.routing import frr\n    return frr\n")
+    (root / "lab" / "kernel" / "nsutil.py").write_text("from twin.lab import state\n")
+    (root / "lab" / "routing" / "frr.py").write_text("from twin.lab.kernel import nsutil\n")
+    assert _lab_downward(root) == ["twin.lab.kernel.nsutil -> twin.lab.state (kernel comes before state in lab/)",
+                                   "twin.lab.state -> twin.lab.routing.frr (state comes before routing in lab/)"]
 
 
 def test_the_pure_planners_load_no_kernel_or_container_library():

@@ -6,7 +6,7 @@ from ipaddress import IPv4Interface
 from pyroute2.netlink.rtnl.ifaddrmsg import ifaddrmsg
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
-from twin.lab import netconf
+from twin.lab.kernel import netconf
 
 
 def _decode(kind, data: bytes):

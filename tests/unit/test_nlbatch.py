@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from twin.lab import nlbatch, shaping
+from twin.lab.kernel import nlbatch, shaping
 from twin.lab.pfc import queues
 
 RTM_NEWQDISC, RTM_NEWTCLASS, RTM_NEWTFILTER = 36, 40, 44

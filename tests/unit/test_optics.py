@@ -1,9 +1,9 @@
-"""The optics' readings (lab/optics.py): steady per port, healthy above the warning, and a port whose
+"""The optics' readings (lab/ports/optics.py): steady per port, healthy above the warning, and a port whose
 physical layer attenuates reads low by exactly that much."""
 
 from test_model import fabric_of as load_fabric
 
-from twin.lab import optics
+from twin.lab.ports import optics
 from twin.model.ports import peer
 
 

@@ -1,9 +1,9 @@
 """The parse of kernel route messages that the routing monitor (telemetry/routes.py) and the
-convergence check share (lab/fib.py), checked against pyroute2's encoder and decoder."""
+convergence check share (lab/kernel/fib.py), checked against pyroute2's encoder and decoder."""
 
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
-from twin.lab.fib import route_of
+from twin.lab.kernel.fib import route_of
 from twin.telemetry.routes import RTM_DELROUTE, RTM_NEWROUTE
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from twin.errors import RuntimeBackendError
-from twin.lab import frr
+from twin.lab.routing import frr
 
 
 class Peers:

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from twin.errors import RuntimeBackendError
-from twin.lab import vty
+from twin.lab.routing import vty
 
 ANSWERS = {"enable": (0, ""), "show bfd peers json": (0, '[{"peer": "10.0.0.1", "status": "up"}]'),
            "configure terminal": (0, ""), "bad": (2, "% Unknown command: bad\n")}

@@ -16,14 +16,16 @@ from rich.table import Table
 
 from twin.cli.tools import RUNTIME_OPTION, out, progress, write_output
 from twin.errors import TwinError
-from twin.lab import deploy, idle, lldp, optics
-from twin.lab.counters import CounterReader
+from twin.lab import deploy, idle
 from twin.lab.files import open_lab
-from twin.lab.frr import vtysh_argv
 from twin.lab.handle import Lab, lab_model
-from twin.lab.nsutil import interface_indexes
+from twin.lab.kernel.nsutil import interface_indexes
+from twin.lab.kernel.shaping import shaped_rate_bps
+from twin.lab.ports import optics
+from twin.lab.ports.counters import CounterReader
+from twin.lab.routing import lldp
+from twin.lab.routing.frr import vtysh_argv
 from twin.lab.runtime.netns import orphan_labs
-from twin.lab.shaping import shaped_rate_bps
 from twin.lab.state import known_labs
 from twin.lab.status import as_dict, lab_status, queue_status
 from twin.model import pathhash

@@ -18,8 +18,8 @@ from twin.collectives.metrics import OPS, human_size, size_sweep
 from twin.detect.diagnose import diagnose
 from twin.detect.slow_node import find_slow_node
 from twin.errors import TwinError
-from twin.lab.counters import interface_rates
 from twin.lab.handle import Lab, lab_model
+from twin.lab.ports.counters import interface_rates
 from twin.probes.mesh import cover_load
 from twin.probes.plan import PAIR_MODES, PATHS_PER_LINK, cover_plan
 from twin.probes.run import run_probe_mesh
@@ -271,7 +271,7 @@ def _serve(lab: Lab, sampler: Sampler, http_port: int | None, gnmi_port: int | N
     stops = [routing.stop]
     try:
         # The first read opens the sampler's sockets in every node before gRPC starts its threads:
-        # none of them forks now (lab/counters.py), but a child forked beside gRPC's threads can
+        # none of them forks now (lab/ports/counters.py), but a child forked beside gRPC's threads can
         # crash (grpc's fork support), so nothing the sampler opens may ever come after.
         sampler.start()
         stops.append(sampler.stop)

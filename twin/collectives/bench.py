@@ -12,8 +12,8 @@ from twin.collectives.cpu import CpuMeter
 from twin.collectives.groups import ring_hops_through_spines, ring_order, select_nics
 from twin.collectives.launcher import Job, JobSpec, run_to_end
 from twin.collectives.metrics import Measurement, aligned_size
-from twin.lab.counters import CounterReader, tier_rx_bytes
 from twin.lab.handle import Lab
+from twin.lab.ports.counters import CounterReader, tier_rx_bytes
 from twin.model.nics import switches_between
 from twin.progress import NullProgress, Progress
 from twin.roce.qp import REPORTED_FIELDS

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 from twin.detect.verdicts import Verdict
 from twin.errors import RuntimeBackendError, TwinError
-from twin.lab import lldp
-from twin.lab.frr import bgpd_running_config
-from twin.lab.netconf import HASH_POLICY_SYSCTL, node_sysctls
-from twin.lab.nsutil import interface_mtus, read_sysctl
+from twin.lab.kernel.netconf import HASH_POLICY_SYSCTL, node_sysctls
+from twin.lab.kernel.nsutil import interface_mtus, read_sysctl
 from twin.lab.pfc import client as pfc_client
+from twin.lab.routing import lldp
+from twin.lab.routing.frr import bgpd_running_config
 from twin.model.buffers import for_port
 from twin.model.fabric import Fabric, link_key
 from twin.model.ports import ports

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from twin.detect import config_audit
 from twin.detect.localizer import Localizer
-from twin.lab.counters import CounterReader
 from twin.lab.handle import Lab
+from twin.lab.ports.counters import CounterReader
 from twin.lab.status import lab_status
 from twin.model.fabric import Fabric, link_key
 from twin.probes.mesh import address_links

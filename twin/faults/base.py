@@ -28,7 +28,7 @@ class Params(BaseModel):
 
 def drawable_share(value: float | None, key: str) -> float | None:
     """A percentage in 0.01 % steps, as the lab file format has always taken them (nftables drew
-    them mod 10000; the ports' physical layer draws in parts per million, lab/phy.py)."""
+    them mod 10000; the ports' physical layer draws in parts per million, lab/ports/phy.py)."""
     if value is not None and (value < 0.01 or abs(value * 100 - round(value * 100)) > 1e-6):
         lower, upper = int(value * 100) / 100, (int(value * 100) + 1) / 100
         nearest = ", ".join(str(v) for v in (lower, upper) if v >= 0.01)

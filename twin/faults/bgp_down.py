@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from twin.faults.base import FaultContext, OnLink, Params
-from twin.lab.frr import configure_bgp
+from twin.lab.routing.frr import configure_bgp
 from twin.model.targets import TargetError, resolve_link
 
 

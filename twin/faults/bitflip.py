@@ -1,10 +1,10 @@
 """bitflip: a link corrupts rate_pct of the TCP/UDP packets it carries (a failing optic or cable),
 optionally only packets of at least min_size bytes.
 
-Done by the receiving port's physical layer (lab/phy.py, the same program on every port of every
+Done by the receiving port's physical layer (lab/ports/phy.py, the same program on every port of every
 lab): a frame damaged on the wire fails the receiving port's frame check, so the port discards it
 and counts it (`rx_crc_errors` of that port, in `twin lab ports`, telemetry and Prometheus),
-as a switch or NIC does, and its optic's receive power is low (lab/optics.py); nothing else on
+as a switch or NIC does, and its optic's receive power is low (lab/ports/optics.py); nothing else on
 any node differs from a healthy lab. Not built: the
 in-chip flip of a switch ASIC that recomputes the frame check (AIPod), which reaches the hosts
 and counts as their checksum errors: veth pairs never compute a checksum that offload left
@@ -16,7 +16,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from twin.faults.base import FaultContext, LinkParams, OnLink, drawable_share
-from twin.lab import optics, phy
+from twin.lab.ports import optics, phy
 from twin.model.ports import Port
 from twin.model.targets import receiving_ends, resolve_link
 

@@ -1,7 +1,7 @@
 """blackhole: a switch silently discards forwarded traffic toward a prefix or a host,
 while BGP still advertises it: an entry of its forwarding chip gone bad, routing untouched.
 
-Done by the physical layer of the switch's ports (lab/phy.py: a prefix in its black-hole table,
+Done by the physical layer of the switch's ports (lab/ports/phy.py: a prefix in its black-hole table,
 read by the same program on every port of every lab), so nothing a node lists shows it, as
 nothing lists a corrupted entry of a forwarding chip. A packet that expires at the switch still
 reaches its CPU and is answered (traceroute sees the switch, not beyond)."""
@@ -13,7 +13,7 @@ from ipaddress import IPv4Network
 from pydantic import Field, model_validator
 
 from twin.faults.base import FaultContext, OnNode, Params
-from twin.lab import phy
+from twin.lab.ports import phy
 from twin.model.targets import TargetError, resolve_node
 
 

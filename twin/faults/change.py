@@ -4,7 +4,7 @@ the change ends its undo lines. A scenario's `changes:` entries are this kind; a
 the change costs (the flows' loss in its window, routing's moves) with the same expectations as a
 fault, so a drain, a timer change or a policy push is rehearsed on the twin before production.
 
-The lines go to the daemon's own vty socket (lab/vty.py), not through vtysh: the daemon runs as
+The lines go to the daemon's own vty socket (lab/routing/vty.py), not through vtysh: the daemon runs as
 the frr user and knows configuration commands only, so a line cannot start a shell or write a file
 as root. Lines that would leave configuration mode or write the configuration are refused before
 anything is sent. When the undo has run, the daemon's running configuration is compared with the
@@ -18,8 +18,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from twin.faults.base import FaultContext, OnNode, Params
-from twin.lab import vty
-from twin.lab.frr import running_config
+from twin.lab.routing import vty
+from twin.lab.routing.frr import running_config
 from twin.model.fabric import SWITCH_ROLES
 
 # First words that leave configuration mode, write files or reach past the daemon's configuration.

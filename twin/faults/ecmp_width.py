@@ -9,7 +9,7 @@ import re
 from pydantic import Field
 
 from twin.faults.base import FaultContext, OnNode, Params
-from twin.lab.frr import bgpd_running_config, configure_bgp
+from twin.lab.routing.frr import bgpd_running_config, configure_bgp
 from twin.model.ecmp import expected_next_hops
 
 MAXIMUM_PATHS = re.compile(r"^\s+maximum-paths (\d+)\s*$")  # eBGP's; `maximum-paths ibgp N` is not

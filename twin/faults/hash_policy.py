@@ -10,8 +10,8 @@ from typing import Literal
 from pydantic import Field
 
 from twin.faults.base import FaultContext, OnNode, Params
-from twin.lab.netconf import HASH_POLICIES, HASH_POLICY_SYSCTL
-from twin.lab.nsutil import read_sysctl, write_sysctls
+from twin.lab.kernel.netconf import HASH_POLICIES, HASH_POLICY_SYSCTL
+from twin.lab.kernel.nsutil import read_sysctl, write_sysctls
 
 
 class HashPolicyParams(Params):

@@ -8,7 +8,7 @@ while their links stay up and routing sees nothing. On a switch (`ports`), two o
 the two BGP sessions never come back and ECMP loses both members. LLDP at the far ends hears the
 node's ports in each other's places.
 
-Emulated on real frames by the ports' physical layer (lab/phy.py, ebpf/phy.bpf.c: the same
+Emulated on real frames by the ports' physical layer (lab/ports/phy.py, ebpf/phy.bpf.c: the same
 programs on every port of every lab, the two ports' entries in its `phy_partners` map): what one
 port sends leaves by the other's cable, what arrives on one cable reaches the other port; every
 port keeps its name, address, MAC and sockets, as a physical port does, and nothing a node lists
@@ -21,7 +21,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from twin.faults.base import FaultContext, OnNode, Params
-from twin.lab import phy
+from twin.lab.ports import phy
 from twin.model.fabric import SWITCH_ROLES
 from twin.model.targets import TargetError, resolve_node
 

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from twin.faults.base import FaultContext, OnLink, Params
 from twin.faults.bgp_down import session_of
-from twin.lab.frr import configure_bgp
+from twin.lab.routing.frr import configure_bgp
 from twin.model.targets import resolve_link
 
 PRIVATE_ASN_LAST = 4294967294  # RFC 6996's 32-bit private range ends here

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from twin.faults.base import FaultContext, OnNode
 from twin.faults.blackhole import PrefixOrHost, prefixes
-from twin.lab.frr import configure_bgp, configure_bgpd
+from twin.lab.routing.frr import configure_bgp, configure_bgpd
 
 # The lab's sessions share one peer group (templates/frr/bgpd.conf.j2): the map is set on it.
 PEER_GROUP = "FABRIC"

@@ -1,9 +1,9 @@
 """silent_drop: the link stays up and drops loss_pct of IP packets in the chosen direction(s).
 
-Done by the receiving port's physical layer (lab/phy.py, the same program on every port of every
+Done by the receiving port's physical layer (lab/ports/phy.py, the same program on every port of every
 lab): nothing a node lists tells the port from a healthy one, and nothing counts the loss. Option
 source: `optic`, a dying optic, whose receive power falls below its warning threshold
-(lab/optics.py, `twin lab ports`); `asic`, a chip's defect that no port reading shows. Option
+(lab/ports/optics.py, `twin lab ports`); `asic`, a chip's defect that no port reading shows. Option
 flows_pct: only the flows whose 5-tuple hash (seeded by the scenario seed) falls in that share
 are hit, as a broken ECMP member or a chip defect does (source `asic` unless told otherwise). Which packets
 of a hit flow are dropped is drawn by the kernel's unseeded random numbers, so not reproducible;
@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from twin.faults.base import FaultContext, LinkParams, OnLink, drawable_share
-from twin.lab import optics, phy
+from twin.lab.ports import optics, phy
 from twin.model.ports import Port
 from twin.model.targets import receiving_ends, resolve_link
 

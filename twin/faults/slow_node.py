@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from twin.faults.base import FaultContext, OnNode, Params
-from twin.lab import shaping
+from twin.lab.kernel import shaping
 from twin.model.targets import TargetError, resolve_node
 
 

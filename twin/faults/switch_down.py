@@ -7,7 +7,7 @@ from pydantic import Field
 
 from twin.faults.base import FaultContext, OnNode, Params
 from twin.faults.netlink import set_link_state
-from twin.lab import frr
+from twin.lab.routing import frr
 from twin.model.targets import resolve_node
 
 SWITCH_ROLES = ("leaf", "spine", "superspine")

@@ -17,10 +17,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from twin.errors import LabStateError, RuntimeBackendError
-from twin.lab import capacity, converge, frr, idle, lldp, neigh, netconf, nlbatch, offload, phy, preflight, shaping
+from twin.lab import capacity, idle, neigh
 from twin.lab.handle import Lab
-from twin.lab.nsutil import interface_indexes
+from twin.lab.kernel import netconf, nlbatch, offload, shaping
+from twin.lab.kernel.nsutil import interface_indexes
 from twin.lab.pfc import client as pfc_client
+from twin.lab.ports import phy
+from twin.lab.routing import converge, frr, lldp, preflight
 from twin.lab.runtime import get_runtime, names
 from twin.lab.state import LabState, Resource, lab_dir, load_state
 from twin.model import serialize

@@ -19,7 +19,7 @@ from pathlib import Path
 from ruamel.yaml import YAML
 
 from twin import __version__
-from twin.lab.netconf import node_sysctls
+from twin.lab.kernel.netconf import node_sysctls
 from twin.model import queue_tree
 from twin.model.buffers import port_shaping
 from twin.model.daemons import FrrDaemon, start_groups

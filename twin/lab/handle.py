@@ -21,7 +21,7 @@ from pyroute2 import IPRoute
 from twin.errors import LabStateError, TwinError
 from twin.lab import runtime as runtimes
 from twin.lab.files import open_lab
-from twin.lab.nsutil import in_netns, netlink_in, socket_in
+from twin.lab.kernel.nsutil import in_netns, netlink_in, socket_in
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState, Resource, load_state
 from twin.model import serialize

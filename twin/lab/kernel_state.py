@@ -1,6 +1,6 @@
 """A comparable snapshot of everything faults may change on a lab's nodes: nft ruleset,
 qdiscs, classes and clsact filters, link admin state and MTU, routes and rules, the sysctls faults set (kernel),
-the ports' physical layer (lab/phy.py: the `phy` key, what no command on a node lists) and FRR's
+the ports' physical layer (lab/ports/phy.py: the `phy` key, what no command on a node lists) and FRR's
 running config and routes. Used to prove that clearing a fault restores the exact prior state."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pyroute2 import IPRoute
 
 from twin.errors import RuntimeBackendError
-from twin.lab import nft, phy
-from twin.lab.frr import CONFIG_BANNER, vtysh_argv, vtysh_json
+from twin.lab import nft
 from twin.lab.handle import Lab
-from twin.lab.netconf import HASH_POLICY_SYSCTL
-from twin.lab.nsutil import read_sysctl
+from twin.lab.kernel.netconf import HASH_POLICY_SYSCTL
+from twin.lab.kernel.nsutil import read_sysctl
 from twin.lab.pfc.queues import CLSACT_EGRESS, CLSACT_INGRESS, CLSACT_PARENTS
+from twin.lab.ports import phy
+from twin.lab.routing.frr import CONFIG_BANNER, vtysh_argv, vtysh_json
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState
 

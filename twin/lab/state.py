@@ -159,7 +159,7 @@ def _merge(base: dict, mine: dict, disk: dict) -> dict:
 @contextmanager
 def locked(directory: Path) -> Iterator[None]:
     """The lab directory's lock: held while the state is merged and written, and while a port's
-    physical-layer faults are read, changed and written back (lab/phy.py)."""
+    physical-layer faults are read, changed and written back (lab/ports/phy.py)."""
     with open(directory / "state.lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

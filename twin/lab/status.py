@@ -7,14 +7,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from twin.errors import RuntimeBackendError
-from twin.lab import lldp
-from twin.lab.converge import fib_next_hops
-from twin.lab.counters import CounterReader
-from twin.lab.frr import daemon_health, vtysh_json
-from twin.lab.frr_answers import bgp_peers
 from twin.lab.handle import Lab
 from twin.lab.pfc import client as pfc_client
 from twin.lab.pfc import counters as pfc_counters
+from twin.lab.ports.counters import CounterReader
+from twin.lab.routing import lldp
+from twin.lab.routing.converge import fib_next_hops
+from twin.lab.routing.frr import daemon_health, vtysh_json
+from twin.lab.routing.frr_answers import bgp_peers
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState
 from twin.model.buffers import lab_marking

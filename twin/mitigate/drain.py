@@ -11,8 +11,8 @@ import time
 
 from twin.detect.verdicts import Verdict, names_fault
 from twin.errors import TwinError
-from twin.lab.frr import configure_bgp
 from twin.lab.handle import Lab
+from twin.lab.routing.frr import configure_bgp
 from twin.model.fabric import link_key
 from twin.model.targets import resolve_link
 

@@ -123,7 +123,7 @@ class Fabric(_Freezable):
     load_balance: Literal["ecmp", "flowlet", "packet"] = "ecmp"
     flowlet_gap_s: float | None = None  # None = derived (model/balance.py)
     hash_offset: bool = False  # the switches' own ECMP hash, a flow's path moved by its offset (model/pathhash.py)
-    # every node runs lldpd (lab/lldp.py), so config-audit sees who is cabled to whom; False in
+    # every node runs lldpd (lab/routing/lldp.py), so config-audit sees who is cabled to whom; False in
     # models saved before it existed
     lldp: bool = False
     nodes: Mapping[str, Node] = field(default_factory=dict)  # a read-only view once frozen

@@ -1,5 +1,5 @@
 """A host's per-NIC routing, as data: traffic sourced from NIC r leaves through NIC r, as on a real
-multi-rail server. The bring-up sends it as netlink (lab/netconf.py), the containerlab export
+multi-rail server. The bring-up sends it as netlink (lab/kernel/netconf.py), the containerlab export
 writes it as `ip` commands (lab/export.py): one plan, two spellings.
 
 - rule `from <NIC r address> lookup 100+r`, table 100+r: default via leaf (g, r)

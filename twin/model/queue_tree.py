@@ -1,5 +1,5 @@
 """A port's queue tree, as data: what every link direction's egress holds. The bring-up sends it to
-the kernel as netlink (lab/shaping.py), the containerlab export writes it as tc commands
+the kernel as netlink (lab/kernel/shaping.py), the containerlab export writes it as tc commands
 (lab/export.py): one tree, two spellings, so an exported lab's ports are the twin's.
 
     1:    htb root, default class 1:10

@@ -46,7 +46,7 @@ def multipath_width(fabric: Fabric, node: Node) -> int:
 
 def render_switch(fabric: Fabric, node: Node, held: bool = False) -> dict[str, str]:
     """daemon name -> config text. `held`: the fabric sessions start shut down, for a lab to open
-    once bgpd has learnt its interfaces (lab/frr.py, release_sessions); exports leave them open."""
+    once bgpd has learnt its interfaces (lab/routing/frr.py, release_sessions); exports leave them open."""
     neighbors = bgp_neighbors(fabric, node)
     context = {"fabric": fabric, "node": node, "neighbors": neighbors,
                "maximum_paths": multipath_width(fabric, node), "switch_links": FABRIC_LINKS,

@@ -21,10 +21,10 @@ import threading
 import time
 
 from twin.events import EventLog
-from twin.lab.counters import CounterReader
 from twin.lab.handle import Lab
-from twin.lab.offload import snmp
+from twin.lab.kernel.offload import snmp
 from twin.lab.pfc import counters as pfc_counters
+from twin.lab.ports.counters import CounterReader
 from twin.model.ports import Port, direction
 
 PFC_EVERY_S = 0.25

@@ -13,8 +13,8 @@ import struct
 import threading
 
 from twin.events import EventLog
-from twin.lab.fib import MAIN_TABLE, route_of
 from twin.lab.handle import Lab
+from twin.lab.kernel.fib import MAIN_TABLE, route_of
 from twin.model.ecmp import host_prefixes
 from twin.sockopts import SO_RCVBUFFORCE
 
@@ -80,7 +80,7 @@ class RoutingMonitor:
         while offset + 16 <= len(data):
             length, kind = struct.unpack_from("=IH", data, offset)
             if kind in (RTM_NEWROUTE, RTM_DELROUTE):
-                # Parsed by lab/fib.py, not pyroute2: its decoder held the runner's interpreter
+                # Parsed by lab/kernel/fib.py, not pyroute2: its decoder held the runner's interpreter
                 # lock for 9 s of a pod128 drill's 75 (py-spy --gil) while a cut moved routes.
                 prefix, table, next_hops = route_of(data, offset + 16, offset + length) or (None, 0, 0)
                 if prefix in self.prefixes and table == MAIN_TABLE:

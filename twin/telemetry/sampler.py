@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 from twin.errors import TwinError
-from twin.lab import optics, phy
-from twin.lab.counters import NET_DEV_FIELDS, CounterReader, Snapshot
 from twin.lab.handle import Lab
 from twin.lab.pfc import counters as pfc_counters
+from twin.lab.ports import optics, phy
+from twin.lab.ports.counters import NET_DEV_FIELDS, CounterReader, Snapshot
 from twin.model.ports import Port
 
 PFC_FIELDS = {"pfc_rx_pause": "rx_pause", "pfc_tx_pause": "tx_pause", "pfc_paused_ms": "paused_s",

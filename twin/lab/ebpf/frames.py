@@ -45,7 +45,7 @@ def loopback_queue() -> Iterator[tuple[BpfObject, mmap.mmap]]:
 
 @contextlib.contextmanager
 def loopback_phy(phy_object) -> Iterator[BpfObject]:
-    """The ports' physical layer (lab/phy.py's object) loaded with one port, this namespace's
+    """The ports' physical layer (lab/ports/phy.py's object) loaded with one port, this namespace's
     loopback (where a test run's packet appears), as element 0 of its maps."""
     obj = BpfObject(phy_object, max_entries={"phy_ports": 1, "phy_faults": 1, "phy_counts": 1})
     try:

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The receive side of every fabric port of a lab, switch or host (lab/phy.py): what a cable, an
+/* The receive side of every fabric port of a lab, switch or host (lab/ports/phy.py): what a cable, an
  * optic or a port's MAC does to a frame before the node sees it. Attached to every port at lab up,
  * healthy or not, the same program with the same maps: a fault on a link changes only its port's
  * element of `phy_faults`, so nothing a node lists (nft tables, qdiscs, filters, programs) tells a

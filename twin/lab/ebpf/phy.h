@@ -1,4 +1,4 @@
-/* The layout the ports' physical layer (phy.bpf.c) and twin/lab/phy.py share; checked against the
+/* The layout the ports' physical layer (phy.bpf.c) and twin/lab/ports/phy.py share; checked against the
  * compiled object's BTF by tests/unit/test_bpf_layout.py. */
 #ifndef FTW_PHY_H
 #define FTW_PHY_H
@@ -14,7 +14,7 @@ struct phy_fault {
 	__u32 flow_seed;     /* ... the hash's seed (the scenario's) */
 	__u32 corrupt;       /* bit errors: share of TCP/UDP packets that arrive damaged, ppm */
 	__u32 corrupt_min;   /* ... only IP packets of at least this many bytes */
-	__u32 attenuation;   /* the optic's extra loss, 0.01 dB: read by its readings (lab/optics.py),
+	__u32 attenuation;   /* the optic's extra loss, 0.01 dB: read by its readings (lab/ports/optics.py),
 			      * not by the program */
 };
 
@@ -34,7 +34,7 @@ struct blackhole_key {
 	__u32 daddr;   /* the prefix, network byte order */
 } __attribute__((packed));
 
-/* The lab's: what is wrong anywhere in it, counted by lab/phy.py after every change. A packet on a
+/* The lab's: what is wrong anywhere in it, counted by lab/ports/phy.py after every change. A packet on a
  * lab with nothing wrong reads this one element and nothing else; the trie is read only while a
  * black hole is set, the partners only while cables are swapped. */
 struct phy_settings {

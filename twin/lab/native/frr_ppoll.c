@@ -1,5 +1,5 @@
 /*
- * Preloaded into the FRR daemons of a namespace lab (twin/lab/frr.py).
+ * Preloaded into the FRR daemons of a namespace lab (twin/lab/routing/frr.py).
  *
  * FRR 8.4's event loop (lib/thread.c, fd_poll) hands ppoll its next timer truncated to whole
  * milliseconds, so whenever the next timer is less than 1 ms away it polls with a zero timeout,

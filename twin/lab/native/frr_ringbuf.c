@@ -1,5 +1,5 @@
 /*
- * Preloaded into the bgpd of a namespace lab (twin/lab/frr.py).
+ * Preloaded into the bgpd of a namespace lab (twin/lab/routing/frr.py).
  *
  * FRR 8.4's bgpd gives every peer a 320 KiB input ring buffer (room for five 64 KiB extended
  * messages) and wipes it with memset when a connection is handed over or reset. The memset

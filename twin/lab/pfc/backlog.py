@@ -16,7 +16,7 @@ from pyroute2.netlink import NLM_F_DUMP, NLM_F_REQUEST
 from pyroute2.netlink.rtnl import RTM_GETQDISC
 from pyroute2.netlink.rtnl.tcmsg import tcmsg
 
-from twin.lab.nsutil import in_netns
+from twin.lab.kernel.nsutil import in_netns
 
 NLMSG_DONE, NLMSG_ERROR = 3, 2
 TCA_STATS2, TCA_STATS_QUEUE = 7, 3

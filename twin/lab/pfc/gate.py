@@ -35,9 +35,9 @@ from pyroute2.netlink import NLM_F_REQUEST
 from pyroute2.netlink.rtnl import RTM_NEWQDISC
 from pyroute2.netlink.rtnl.tcmsg import plugins, tcmsg
 
-from twin.lab import nlbatch
 from twin.lab.handle import Lab
-from twin.lab.nsutil import interface_indexes
+from twin.lab.kernel import nlbatch
+from twin.lab.kernel.nsutil import interface_indexes
 from twin.model import queue_tree
 from twin.model.buffers import frame_bytes, queue_limit
 from twin.model.ports import Port

@@ -18,12 +18,12 @@ import struct
 from dataclasses import dataclass
 from functools import cache
 
-from twin.lab import nlbatch
 from twin.lab.ebpf import layout
 from twin.lab.ebpf.libbpf import BpfObject, update
 from twin.lab.ebpf.ringbuf import RingBuffer
 from twin.lab.handle import Lab
-from twin.lab.nsutil import interface_indexes, socket_in
+from twin.lab.kernel import nlbatch
+from twin.lab.kernel.nsutil import interface_indexes, socket_in
 from twin.model import balance, pathhash
 from twin.model.buffers import Thresholds, for_port
 from twin.model.ports import Port, peer, ports

@@ -28,7 +28,7 @@ from docker.errors import DockerException, ImageNotFound, NotFound
 from pyroute2 import netns as pr_netns
 
 from twin.errors import RuntimeBackendError
-from twin.lab.nsutil import pids_in_netns
+from twin.lab.kernel.nsutil import pids_in_netns
 from twin.lab.runtime.base import ExecResult
 from twin.lab.runtime.images import SOURCE_LABEL, image_for, image_kind, source_digest
 from twin.lab.runtime.netns import NetnsRuntime

@@ -11,7 +11,7 @@ from pyroute2 import NetlinkError
 from pyroute2 import netns as pr_netns
 
 from twin.errors import RuntimeBackendError
-from twin.lab.nsutil import netlink_in, pids_in_netns
+from twin.lab.kernel.nsutil import netlink_in, pids_in_netns
 from twin.lab.runtime.base import ExecResult
 from twin.model.fabric import Link, Node
 from twin.names import is_lab_name, lab_name

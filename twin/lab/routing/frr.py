@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from twin.errors import MissingDependencyError, RuntimeBackendError
-from twin.lab import vty
-from twin.lab.frr_answers import all_established, bgp_peers, established, heard, knows_prefix
+from twin.lab.routing import vty
+from twin.lab.routing.frr_answers import all_established, bgp_peers, established, heard, knows_prefix
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState, Resource
 from twin.model.daemons import DAEMONS, ZSERV_SOCKET, FrrDaemon, answering, start_groups
@@ -32,7 +32,7 @@ FRR_DIR = Path("/usr/lib/frr")
 # Fixes preloaded into a namespace lab's daemons (native/frr_<name>.c, built by `make deps`; a
 # container's image does not have them), with what FRR does without each.
 # FABRIC_TWIN_FRR_<NAME>=off runs FRR without one, for comparison.
-NATIVE = Path(__file__).parent / "native"
+NATIVE = Path(__file__).resolve().parents[1] / "native"
 PRELOADS = {"ppoll": "FRR's daemons will spin before each timer (several times the CPU at rest)",
             "ringbuf": "bgpd will keep 320 KiB resident per BGP session (most of its memory)"}
 VTYSH = "vtysh"

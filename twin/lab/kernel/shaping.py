@@ -7,7 +7,7 @@ from functools import lru_cache
 
 from pyroute2 import IPRoute
 
-from twin.lab import nlbatch
+from twin.lab.kernel import nlbatch
 from twin.model import queue_tree
 from twin.model.queue_tree import CLASS_HANDLE, HtbClass, HtbRoot, TbfQueue, U32Filter
 

@@ -3,7 +3,7 @@
 Interface counters come from the namespace's /proc/net/dev (read from inside it: 0.06 ms a
 node, where a netlink link dump parsed by pyroute2 takes 1.4 ms), the operational state (`oper_up`)
 from one flags ioctl per interface, each port's frame-check errors
-(`rx_crc_errors`) from the ports' physical layer (lab/phy.py); qdisc backlog and drops
+(`rx_crc_errors`) from the ports' physical layer (lab/ports/phy.py); qdisc backlog and drops
 from one raw qdisc dump per node (pfc/backlog.py: pyroute2 parsing every attribute of every
 qdisc took about a minute for pod128's 4,600 interfaces), one socket per node kept open.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from twin.lab import phy
 from twin.lab.handle import Lab
-from twin.lab.nsutil import in_netns, interface_indexes, interfaces_running
-from twin.lab.offload import snmp
+from twin.lab.kernel.nsutil import in_netns, interface_indexes, interfaces_running
+from twin.lab.kernel.offload import snmp
 from twin.lab.pfc.backlog import BacklogReader
+from twin.lab.ports import phy
 from twin.model import queue_tree
 from twin.model.fabric import Fabric
 

@@ -28,16 +28,16 @@ from ipaddress import IPv4Network
 from pathlib import Path
 
 from twin.errors import TwinError
-from twin.lab import nlbatch
 from twin.lab.ebpf import layout
 from twin.lab.ebpf.libbpf import BpfObject, delete, lookup, map_by_id, map_id, next_key, update
 from twin.lab.handle import Lab
-from twin.lab.nsutil import interface_indexes
+from twin.lab.kernel import nlbatch
+from twin.lab.kernel.nsutil import interface_indexes
 from twin.lab.pfc.queues import CLSACT_EGRESS, CLSACT_INGRESS, FD_SENTINEL, netns_cookie
 from twin.lab.state import locked
 from twin.model.ports import Port, ports
 
-OBJECT = Path(__file__).resolve().parent / "ebpf" / "phy.bpf.o"
+OBJECT = Path(__file__).resolve().parents[1] / "ebpf" / "phy.bpf.o"
 IDS_FILE = "phy.json"
 MAPS = ("phy_ports", "phy_faults", "phy_counts", "phy_blackholes", "phy_settings", "phy_partners")
 SIZED = ("phy_ports", "phy_faults", "phy_counts")  # one element per port

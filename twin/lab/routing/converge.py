@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network
 
 from twin.errors import ConvergenceError, RuntimeBackendError
-from twin.lab.fib import next_hop_counts
-from twin.lab.frr import session_marks, vtysh_json, wait_established
-from twin.lab.frr_answers import bfd_counts, installed_next_hops
 from twin.lab.handle import Lab
+from twin.lab.kernel.fib import next_hop_counts
 from twin.lab.reach import unreachable_pairs
+from twin.lab.routing.frr import session_marks, vtysh_json, wait_established
+from twin.lab.routing.frr_answers import bfd_counts, installed_next_hops
 from twin.lab.runtime import Runtime
 from twin.lab.state import LabState
 from twin.model.ecmp import expected_next_hops

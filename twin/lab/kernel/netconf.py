@@ -9,8 +9,8 @@ from ipaddress import IPv4Address, IPv4Interface
 
 from pyroute2 import IPRoute
 
-from twin.lab import nlbatch
-from twin.lab.nsutil import write_sysctls
+from twin.lab.kernel import nlbatch
+from twin.lab.kernel.nsutil import write_sysctls
 from twin.model.buffers import frame_bytes, line_bytes
 from twin.model.fabric import Fabric, Node
 from twin.model.host_routing import HOST_TCP_CC, ROUTE_PROTOCOL, HostRoute, HostRule, host_routing

@@ -5,7 +5,7 @@ the receive power is below its low-warning threshold.
 The twin has no lasers, so the readings are modelled: each port's optic has steady values drawn
 from the lab's name and the port (every port of a healthy lab a little different, as real optics
 are), a port receives what the far optic sends less the cable's loss, and a port whose physical
-layer carries an attenuation (lab/phy.py: a dying optic or a dirty connector that drops or
+layer carries an attenuation (lab/ports/phy.py: a dying optic or a dirty connector that drops or
 damages frames, faults/silent_drop.py and faults/bitflip.py) receives that much less. Nothing
 else moves them. Thresholds are a 100G short-reach optic's (SR4-like): receive power low warning
 at -8 dBm, sensitivity about -10 dBm, where errors begin.
@@ -17,8 +17,8 @@ import hashlib
 import math
 from dataclasses import asdict, dataclass
 
-from twin.lab import phy
 from twin.lab.handle import Lab
+from twin.lab.ports import phy
 from twin.model.fabric import Fabric
 from twin.model.ports import Port, peer, ports
 

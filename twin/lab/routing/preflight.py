@@ -7,8 +7,8 @@ import shutil
 import subprocess
 
 from twin.errors import LabFileError, MissingDependencyError, PrivilegeError, Problem
-from twin.lab import lldp
-from twin.lab.frr import check_installed
+from twin.lab.routing import lldp
+from twin.lab.routing.frr import check_installed
 from twin.spec.labfile import LabFile
 
 QDISC_PROBE_ARGS = {"netem": "delay 1ms", "htb": "default 10"}

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pyroute2 import IPBatch
 
 from twin.errors import RuntimeBackendError
-from twin.lab.nsutil import in_netns
+from twin.lab.kernel.nsutil import in_netns
 
 HEADER = struct.Struct("=IHHII")  # nlmsghdr: length, type, flags, sequence, pid
 INDEX = struct.Struct("=i")

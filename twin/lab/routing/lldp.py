@@ -6,7 +6,7 @@ One lldpd per node, started from the host inside the node's network namespace (a
 container image needs no lldpd), listening on the node's fabric ports only (-I), its control
 socket and log in the node's directory (lldp/), recorded by pid like FRR's daemons. lldpd forks an
 unprivileged child that dies with it. Hosts only send (`tx-only`): a NIC's frames are the
-evidence the leaves need, and a miswire's swapped cables (faults/miswire.py, lab/phy.py) move frames after
+evidence the leaves need, and a miswire's swapped cables (faults/miswire.py, lab/ports/phy.py) move frames after
 a packet socket on the host has already seen them.
 
 Measured at rest (this VM, 2026-11-28): two processes of about 6.8 and 2.7 MB resident per node,

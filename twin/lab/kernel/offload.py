@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyroute2.ethtool import Ethtool
 
-from twin.lab.nsutil import in_netns
+from twin.lab.kernel.nsutil import in_netns
 
 CHECKSUM_FEATURES = ("tx-checksum-ip-generic", "rx-checksum")
 
