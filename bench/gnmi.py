@@ -110,7 +110,7 @@ def watch_bgp(lab, switch: str, stop: threading.Event, changes: list) -> None:
     """bgpd's own view every 50 ms: (time, address, state) at every change."""
     last: dict[str, str] = {}
     while not stop.is_set():
-        peers = frr.vtysh_json(lab.runtime, lab.state, switch, "show bgp summary json")["ipv4Unicast"]["peers"]
+        peers = frr.vtysh_json(lab, switch, "show bgp summary json")["ipv4Unicast"]["peers"]
         now = time.monotonic()
         for address, peer in peers.items():
             if last.get(address) != peer["state"]:

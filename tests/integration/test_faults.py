@@ -148,13 +148,13 @@ def test_blackhole_loses_exactly_the_targeted_traffic(lab):
         failed = unreachable_pairs(lab)
         assert failed and all("host-g2-h1:nic1" in pair for pair in failed)
         # still advertised: the spines keep their route toward the black-holed host
-        assert fib_next_hops(lab.runtime, lab.state, "spine-1")[lab.fabric.links_of("host-g2-h1")[0].network] == 1
+        assert fib_next_hops(lab, "spine-1")[lab.fabric.links_of("host-g2-h1")[0].network] == 1
 
 
 def test_link_down_withdraws_ecmp_members_and_reachability_survives(lab):
     with Applied(lab, id="cut", kind="link_down", link="leaf-g1-r1 -- spine-1"):
         remote = [link.network for link in lab.fabric.links if link.kind == "host" and link.a.node == "leaf-g2-r1"]
-        wait_for(lambda: all(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").get(p) == 1 for p in remote),
+        wait_for(lambda: all(fib_next_hops(lab, "leaf-g1-r1").get(p) == 1 for p in remote),
                  what="leaf-g1-r1 to drop the spine-1 next hop")
         assert unreachable_pairs(lab) == []
 
@@ -457,9 +457,9 @@ def test_mtu_mismatch_kills_big_frames_on_the_pushed_port_and_nothing_else(lab):
 
 
 def test_ecmp_width_shrinks_the_switch_groups_to_max_paths(lab):
-    assert max(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").values()) == 2
+    assert max(fib_next_hops(lab, "leaf-g1-r1").values()) == 2
     with Applied(lab, id="narrow", kind="ecmp_width", node="leaf-g1-r1", max_paths=1):
-        wait_for(lambda: max(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").values()) == 1,
+        wait_for(lambda: max(fib_next_hops(lab, "leaf-g1-r1").values()) == 1,
                  what="the leaf's groups to shrink to one next hop")
         assert unreachable_pairs(lab) == []
         assert audited(lab) == {("ecmp_width", "leaf-g1-r1")}
@@ -480,9 +480,9 @@ def test_peer_mismatch_keeps_the_session_from_establishing_while_the_link_is_up(
 
 def test_route_filter_at_a_leaf_hides_its_host_from_the_other_leaf(lab):
     prefix = next(link.network for link in lab.fabric.links_of("host-g1-h1"))
-    assert prefix in fib_next_hops(lab.runtime, lab.state, "leaf-g2-r1")
+    assert prefix in fib_next_hops(lab, "leaf-g2-r1")
     with Applied(lab, id="bad-map", kind="route_filter", node="leaf-g1-r1", host="host-g1-h1"):
-        wait_for(lambda: prefix not in fib_next_hops(lab.runtime, lab.state, "leaf-g2-r1"),
+        wait_for(lambda: prefix not in fib_next_hops(lab, "leaf-g2-r1"),
                  what="the other leaf to lose the host's route")
         assert {s.name: s for s in lab_status(lab)}["leaf-g1-r1"].bgp["spine-1"] == "Established"
         assert ("host-g2-h1:nic1", "host-g1-h1:nic1") in unreachable_pairs(lab)
@@ -566,14 +566,14 @@ def test_a_change_drains_a_spine_and_its_undo_restores_the_running_config(lab):
     that forgets a line is reported, not hidden."""
     asn = lab.fabric.nodes["spine-1"].asn
     drain = {"node": "spine-1", "config": [f"router bgp {asn}", "bgp graceful-shutdown"]}
-    assert max(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").values()) == 2
+    assert max(fib_next_hops(lab, "leaf-g1-r1").values()) == 2
     applied = Applied(lab, id="drain", kind="change", **drain, undo=[f"router bgp {asn}", "no bgp graceful-shutdown"])
     with applied:
-        wait_for(lambda: max(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").values()) == 1,
+        wait_for(lambda: max(fib_next_hops(lab, "leaf-g1-r1").values()) == 1,
                  what="the leaf's routes to leave the drained spine")
         assert unreachable_pairs(lab) == []
     assert applied.cleared["record"]["report"] == {"undo_left": []}
-    assert max(fib_next_hops(lab.runtime, lab.state, "leaf-g1-r1").values()) == 2
+    assert max(fib_next_hops(lab, "leaf-g1-r1").values()) == 2
 
     timing, params = engine.parse({"id": "half", "kind": "change", **drain, "undo": [f"router bgp {asn}"]})
     engine.inject(faults_on(lab), timing, params)

@@ -102,7 +102,7 @@ def test_a_lab_with_4_byte_asns_converges(tmp_path):
     path.write_text(path.read_text().replace("routing:\n", "routing:\n  asn_plan: 4-byte\n"))
     with lab_running(str(path)) as lab:
         assert lab.fabric.nodes["leaf-g1-r1"].asn >= 4_200_000_000
-        summary = vtysh_json(lab.runtime, lab.state, "leaf-g1-r1", "show bgp summary json")["ipv4Unicast"]
+        summary = vtysh_json(lab, "leaf-g1-r1", "show bgp summary json")["ipv4Unicast"]
         assert summary["as"] == lab.fabric.nodes["leaf-g1-r1"].asn
         assert {p["remoteAs"] for p in summary["peers"].values()} == {lab.fabric.nodes["spine-1"].asn}
         assert all(p["state"] == "Established" for p in summary["peers"].values())

@@ -76,8 +76,8 @@ def test_status_states_the_lab_at_rest(mini):
 def test_vty_socket_answers_as_vtysh_does(mini):
     """The convergence checks ask the daemons' vty sockets; vtysh (FRR's shell) is the reference."""
     for command in ("show bgp summary json", "show bfd peers json"):
-        direct = vtysh_json(mini.runtime, mini.state, "spine-1", command)
-        shell = json.loads(mini.runtime.exec("spine-1", vtysh_argv(mini.state, "spine-1", command)).stdout)
+        direct = vtysh_json(mini, "spine-1", command)
+        shell = json.loads(mini.runtime.exec("spine-1", vtysh_argv(mini, "spine-1", command)).stdout)
         if command.startswith("show bgp"):
             direct, shell = ({a: p["state"] for a, p in d["ipv4Unicast"]["peers"].items()} for d in (direct, shell))
         else:

@@ -79,14 +79,14 @@ def test_achieved_rate_within_5_percent(rail4):
 
 
 def test_bfd_runs_with_the_lab_timers_and_guards_bgp(rail4):
-    state, fabric, runtime = rail4.state, rail4.fabric, rail4.runtime
+    state, fabric = rail4.state, rail4.fabric
     from twin.lab.routing.frr import vtysh_json
-    peers = vtysh_json(runtime, state, "spine-r1-s1", "show bfd peers json")
+    peers = vtysh_json(rail4, "spine-r1-s1", "show bfd peers json")
     assert len(peers) == 4
     for peer in peers:
         assert (peer["status"], peer["transmit-interval"], peer["detect-multiplier"]) == \
             ("up", fabric.bfd_interval_ms, fabric.bfd_multiplier)
-    neighbor = vtysh_json(runtime, state, "leaf-g1-r1", "show bgp neighbors 10.0.0.0 json")["10.0.0.0"]
+    neighbor = vtysh_json(rail4, "leaf-g1-r1", "show bgp neighbors 10.0.0.0 json")["10.0.0.0"]
     assert neighbor["peerBfdInfo"]["status"] == "Up"
     # No BFD-induced reset at bring-up. (connectionsDropped is not the measure: simultaneous
     # opens end in FRR's "Connection Collision Resolution", which sometimes counts as a drop.)
@@ -156,7 +156,7 @@ def test_miswire_crosses_two_nics_cables_and_the_leaves_lldp_names_the_host(rail
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
             time.sleep(0.2)
 
-    settled(lambda: lldp.neighbors(rail4.state, "leaf-g1-r1").get(port) == lldp.Neighbor(host, "nic1"),
+    settled(lambda: lldp.neighbors(rail4, "leaf-g1-r1").get(port) == lldp.Neighbor(host, "nic1"),
             "leaf-g1-r1's LLDP to hear host-g1-h1 nic1")
     assert audited() == set()
     before = snapshot.take(rail4)
@@ -165,7 +165,7 @@ def test_miswire_crosses_two_nics_cables_and_the_leaves_lldp_names_the_host(rail
     engine.inject(FaultContext(rail4), timing, params)
     try:
         settled(lambda: audited() == {("miswire", host)}, "config-audit to name the host")
-        assert lldp.neighbors(rail4.state, "leaf-g1-r1")[port] == lldp.Neighbor(host, "nic2")
+        assert lldp.neighbors(rail4, "leaf-g1-r1")[port] == lldp.Neighbor(host, "nic2")
         assert burst("host-g1-h1:nic1").received == 0
         assert burst("host-g1-h1:nic2").received == 0
         assert burst("host-g1-h1:nic3").received == 200

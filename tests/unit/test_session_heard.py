@@ -17,7 +17,7 @@ class Peers:
     def __init__(self, **peer):
         self.peer = {"state": "Established", "msgRcvd": 100, "connectionsEstablished": 1} | peer
 
-    def __call__(self, runtime, state, node, command, timeout=10):
+    def __call__(self, lab, node, command, timeout=10):
         assert command == "show bgp summary json"
         return {"ipv4Unicast": {"peers": {"10.0.0.1": dict(self.peer)}}}
 
@@ -27,30 +27,35 @@ class State:
         return Path("/nonexistent") / node
 
 
+class Lab:
+    """What the waits take of a lab: its state's folders (for the hint)."""
+    state = State()
+
+
 SESSIONS = {"spine-1": ["10.0.0.1"]}
 
 
 def test_an_established_session_that_has_read_nothing_since_is_still_waited_for(monkeypatch):
     monkeypatch.setattr(frr, "vtysh_json", Peers())
-    marks = frr.session_marks(None, State(), SESSIONS)
+    marks = frr.session_marks(Lab(), SESSIONS)
     with pytest.raises(RuntimeBackendError, match="did not come up"):
-        frr.wait_established(None, State(), SESSIONS, time.monotonic() + 0.3, heard_since=marks)
-    frr.wait_established(None, State(), SESSIONS, time.monotonic() + 0.3)  # Established is enough without marks
+        frr.wait_established(Lab(), SESSIONS, time.monotonic() + 0.3, heard_since=marks)
+    frr.wait_established(Lab(), SESSIONS, time.monotonic() + 0.3)  # Established is enough without marks
 
 
 @pytest.mark.parametrize("change", [{"msgRcvd": 101}, {"connectionsEstablished": 2, "msgRcvd": 3}])
 def test_a_session_that_read_a_message_or_came_up_again_counts(monkeypatch, change):
     peers = Peers()
     monkeypatch.setattr(frr, "vtysh_json", peers)
-    marks = frr.session_marks(None, State(), SESSIONS)
+    marks = frr.session_marks(Lab(), SESSIONS)
     peers.peer |= change
-    frr.wait_established(None, State(), SESSIONS, time.monotonic() + 0.3, heard_since=marks)
+    frr.wait_established(Lab(), SESSIONS, time.monotonic() + 0.3, heard_since=marks)
 
 
 def test_a_session_that_read_a_message_but_is_down_is_waited_for(monkeypatch):
     peers = Peers()
     monkeypatch.setattr(frr, "vtysh_json", peers)
-    marks = frr.session_marks(None, State(), SESSIONS)
+    marks = frr.session_marks(Lab(), SESSIONS)
     peers.peer |= {"msgRcvd": 101, "state": "Idle"}
     with pytest.raises(RuntimeBackendError):
-        frr.wait_established(None, State(), SESSIONS, time.monotonic() + 0.3, heard_since=marks)
+        frr.wait_established(Lab(), SESSIONS, time.monotonic() + 0.3, heard_since=marks)

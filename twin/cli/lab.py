@@ -279,12 +279,12 @@ def lab_exec(name: str, node: str, command: tuple[str, ...]) -> None:
         raise TwinError(f"lab {name} has no node '{node}'", hint="see `twin lab show " + name + "`")
     argv = list(command)
     if argv[0] == "vtysh":
-        argv = vtysh_argv(lab.state, node) + argv[1:]
+        argv = vtysh_argv(lab, node) + argv[1:]
     elif argv[0] == lldp.LLDPCLI:
         if not lab.fabric.lldp:
             raise TwinError(f"lab {name} runs no LLDP", hint="set `lldp: true` in its lab file")
         # lldpcli only talks to lldpd's socket, a file: it runs here, so a container needs none
-        sys.exit(subprocess.run(lldp.lldpcli_argv(lab.state, node) + argv[1:]).returncode)
+        sys.exit(subprocess.run(lldp.lldpcli_argv(lab, node) + argv[1:]).returncode)
     result = lab.runtime.exec(node, argv, timeout=None, capture=False)
     sys.exit(result.rc)
 

@@ -156,9 +156,9 @@ def sweep(lab) -> list[Finding]:
     for name, node in sorted(lab.fabric.nodes.items()):
         try:
             if node.is_switch:
-                findings += bgp_findings(lab.fabric, name, bgpd_running_config(lab.state, node))
+                findings += bgp_findings(lab.fabric, name, bgpd_running_config(lab, node))
                 if lab.fabric.lldp:
-                    heard[name] = lldp.neighbors(lab.state, name)
+                    heard[name] = lldp.neighbors(lab, name)
             findings += kernel_findings(lab.fabric, name, lab.netns(name))
         except (RuntimeBackendError, OSError):
             continue

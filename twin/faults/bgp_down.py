@@ -40,8 +40,8 @@ class BgpDown(OnLink):
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node, peer = _session(ctx, params)
         record.update(node=node.name, peer=peer)
-        configure_bgp(ctx.lab.runtime, ctx.lab.state, node, f"neighbor {peer} shutdown")
+        configure_bgp(ctx.lab, node, f"neighbor {peer} shutdown")
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node, peer = _session(ctx, params)
-        configure_bgp(ctx.lab.runtime, ctx.lab.state, node, f"no neighbor {peer} shutdown")
+        configure_bgp(ctx.lab, node, f"no neighbor {peer} shutdown")

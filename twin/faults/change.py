@@ -55,13 +55,13 @@ class Change(OnNode):
     roles = SWITCH_ROLES
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
-        record["before"] = running_config(ctx.lab.state, params.node, params.daemon)
+        record["before"] = running_config(ctx.lab, params.node, params.daemon)
         vty.run(_socket(ctx, params), ["configure terminal", *params.config], what=f"{params.daemon} on {params.node}")
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         vty.run(_socket(ctx, params), ["configure terminal", *params.undo], what=f"{params.daemon} on {params.node}")
         if "before" in record:
-            after = running_config(ctx.lab.state, params.node, params.daemon)
+            after = running_config(ctx.lab, params.node, params.daemon)
             before = record["before"]
             left = [f"-{line}" for line in before if line not in after] + \
                    [f"+{line}" for line in after if line not in before]

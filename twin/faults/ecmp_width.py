@@ -45,12 +45,12 @@ class EcmpWidth(OnNode):
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node = ctx.lab.fabric.nodes[params.node]
-        prior = [int(m.group(1)) for m in map(MAXIMUM_PATHS.match, bgpd_running_config(ctx.lab.state, node)) if m]
+        prior = [int(m.group(1)) for m in map(MAXIMUM_PATHS.match, bgpd_running_config(ctx.lab, node)) if m]
         record["prior_max_paths"] = prior[0] if prior else None  # None: FRR's default, no line
-        configure_bgp(ctx.lab.runtime, ctx.lab.state, node, "address-family ipv4 unicast",
+        configure_bgp(ctx.lab, node, "address-family ipv4 unicast",
                       f"maximum-paths {params.max_paths}")
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         prior = record["prior_max_paths"]
-        configure_bgp(ctx.lab.runtime, ctx.lab.state, ctx.lab.fabric.nodes[params.node], "address-family ipv4 unicast",
+        configure_bgp(ctx.lab, ctx.lab.fabric.nodes[params.node], "address-family ipv4 unicast",
                       f"maximum-paths {prior}" if prior is not None else "no maximum-paths")

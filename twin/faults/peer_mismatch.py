@@ -49,11 +49,11 @@ class PeerMismatch(OnLink):
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node, address = session_of(ctx.lab.fabric, params)
         record.update(node=node.name, peer=address, asn=wrong_asn(ctx.lab.fabric, params))
-        configure_bgp(ctx.lab.runtime, ctx.lab.state, node, f"neighbor {address} remote-as {record['asn']}")
+        configure_bgp(ctx.lab, node, f"neighbor {address} remote-as {record['asn']}")
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node, address = session_of(ctx.lab.fabric, params)
-        configure_bgp(ctx.lab.runtime, ctx.lab.state, node,
+        configure_bgp(ctx.lab, node,
                       f"neighbor {address} remote-as {far_end(ctx.lab.fabric, params).asn}")
 
 

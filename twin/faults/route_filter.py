@@ -44,13 +44,13 @@ class RouteFilter(OnNode):
         record.update(policy=name, prefixes=prefixes(ctx.lab.fabric, params))
         entries = [f"ip prefix-list {name} seq {5 * (n + 1)} permit {prefix}"
                    for n, prefix in enumerate(record["prefixes"])]
-        configure_bgpd(ctx.lab.state, node, *entries, f"route-map {name} deny 10",
+        configure_bgpd(ctx.lab, node, *entries, f"route-map {name} deny 10",
                        f"match ip address prefix-list {name}", "exit", f"route-map {name} permit 20", "exit")
-        configure_bgp(ctx.lab.runtime, ctx.lab.state, node, "address-family ipv4 unicast",
+        configure_bgp(ctx.lab, node, "address-family ipv4 unicast",
                       f"neighbor {PEER_GROUP} route-map {name} out")
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node, name = ctx.lab.fabric.nodes[params.node], record["policy"]
-        configure_bgp(ctx.lab.runtime, ctx.lab.state, node, "address-family ipv4 unicast",
+        configure_bgp(ctx.lab, node, "address-family ipv4 unicast",
                       f"no neighbor {PEER_GROUP} route-map {name} out")
-        configure_bgpd(ctx.lab.state, node, f"no route-map {name}", f"no ip prefix-list {name}")
+        configure_bgpd(ctx.lab, node, f"no route-map {name}", f"no ip prefix-list {name}")

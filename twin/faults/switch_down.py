@@ -28,7 +28,7 @@ class SwitchDown(OnNode):
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         node = record["node"] = resolve_node(ctx.lab.fabric, params.node, roles=SWITCH_ROLES)
-        frr.stop_node(ctx.lab.state, node)
+        frr.stop_node(ctx.lab, node)
         ends = [link.endpoint(node) for link in ctx.lab.fabric.links_of(node)]
         for end in ends:
             set_link_state(ctx, node, end.ifname, up=False)
@@ -38,4 +38,4 @@ class SwitchDown(OnNode):
         node = record["node"]
         for link in ctx.lab.fabric.links_of(node):
             set_link_state(ctx, node, link.endpoint(node).ifname, up=True)
-        frr.restart_node(ctx.lab.runtime, ctx.lab.state, ctx.lab.fabric, ctx.lab.fabric.nodes[node])
+        frr.restart_node(ctx.lab, ctx.lab.fabric.nodes[node])

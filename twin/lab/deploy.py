@@ -159,7 +159,7 @@ def _physical_layer(build: Build) -> None:
 def _lldp(build: Build) -> None:
     lab = build.lab
     build.progress.phase("LLDP (lldpd on every node)", len(lab.fabric.nodes))
-    lldp.start(lab.runtime, lab.state, lab.fabric, build.progress.advance)
+    lldp.start(lab, build.progress.advance)
 
 
 def _frr_start(build: Build) -> None:
@@ -169,15 +169,15 @@ def _frr_start(build: Build) -> None:
         frr.write_configs(lab.fabric, node, lab.state.node_dir(node.name))
     for group in start_groups():
         for daemon in group:
-            frr.start_daemons(lab.runtime, lab.state, [n.name for n in switches], daemon, build.progress.advance)
-        frr.wait_sockets(lab.state, [n.name for n in switches], group)
+            frr.start_daemons(lab, [n.name for n in switches], daemon, build.progress.advance)
+        frr.wait_sockets(lab, [n.name for n in switches], group)
 
 
 def _bgp_release(build: Build) -> None:
     lab, switches = build.lab, build.lab.fabric.switches
     build.deadline = time.monotonic() + build.timeout_s
     build.progress.phase("BGP sessions opened, tier by tier, once bgpd knows its interfaces", len(switches))
-    frr.release_sessions(lab.runtime, lab.state, lab.fabric, switches, build.deadline, build.progress.advance)
+    frr.release_sessions(lab, switches, build.deadline, build.progress.advance)
 
 
 def _bgp_ecmp(build: Build) -> None:
@@ -188,7 +188,7 @@ def _bfd(build: Build) -> None:
     lab, switches = build.lab, build.lab.fabric.switches
     build.progress.phase("binding BFD to BGP sessions", len(switches))
     with ThreadPoolExecutor(max_workers=8) as pool:
-        for _ in pool.map(lambda node: frr.bind_bfd(lab.runtime, lab.state, node), switches):
+        for _ in pool.map(lambda node: frr.bind_bfd(lab, node), switches):
             build.progress.advance()
     converge.wait_bfd(lab, build.progress, build.deadline)
 

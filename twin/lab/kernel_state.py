@@ -18,8 +18,6 @@ from twin.lab.kernel.nsutil import read_sysctl
 from twin.lab.pfc.queues import CLSACT_EGRESS, CLSACT_INGRESS, CLSACT_PARENTS
 from twin.lab.ports import phy
 from twin.lab.routing.frr import CONFIG_BANNER, vtysh_argv, vtysh_json
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState
 
 RTPROT_BGP = 186
 CLSACT_HOOKS = {CLSACT_PARENTS[CLSACT_INGRESS]: "ingress", CLSACT_PARENTS[CLSACT_EGRESS]: "egress"}
@@ -56,10 +54,10 @@ def _filter(message) -> tuple[int, str, str]:
     return message["info"] >> 16, kind, name or ""
 
 
-def _frr(runtime: Runtime, state: LabState, node: str) -> dict:
-    config = runtime.exec(node, vtysh_argv(state, node, "show running-config")).stdout
+def _frr(lab: Lab, node: str) -> dict:
+    config = lab.runtime.exec(node, vtysh_argv(lab, node, "show running-config")).stdout
     lines = [line for line in config.splitlines() if line.strip() and not CONFIG_BANNER.match(line)]
-    routes = vtysh_json(runtime, state, node, "show ip route json")
+    routes = vtysh_json(lab, node, "show ip route json")
     fib = {prefix: sorted(h.get("ip", h.get("interfaceName", "")) for e in entries if e.get("selected")
                           for h in e.get("nexthops", []) if h.get("fib"))
            for prefix, entries in routes.items()}
@@ -68,7 +66,7 @@ def _frr(runtime: Runtime, state: LabState, node: str) -> dict:
 
 def _frr_or_silence(lab: Lab, node: str) -> dict:
     try:
-        return _frr(lab.runtime, lab.state, node)
+        return _frr(lab, node)
     except RuntimeBackendError as exc:  # a switch whose daemons a fault stopped: that is its state
         return {"running_config": f"not answering: {exc}", "fib": {}}
 

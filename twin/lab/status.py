@@ -15,8 +15,6 @@ from twin.lab.routing import lldp
 from twin.lab.routing.converge import fib_next_hops
 from twin.lab.routing.frr import daemon_health, vtysh_json
 from twin.lab.routing.frr_answers import bgp_peers
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState
 from twin.model.buffers import lab_marking
 from twin.model.ecmp import expected_next_hops
 
@@ -41,17 +39,17 @@ class SwitchStatus:
                 and all(s == "up" for s in self.bfd.values()) and self.ecmp_ok == self.ecmp_expected)
 
 
-def switch_status(runtime: Runtime, state: LabState, name: str, expected: dict) -> SwitchStatus:
-    status = SwitchStatus(name=name, daemons=daemon_health(state, name) | lldp.health(state, name),
+def switch_status(lab: Lab, name: str, expected: dict) -> SwitchStatus:
+    status = SwitchStatus(name=name, daemons=daemon_health(lab, name) | lldp.health(lab, name),
                           ecmp_expected=len(expected[name]))
     try:
-        summary = vtysh_json(runtime, state, name, "show bgp summary json")
+        summary = vtysh_json(lab, name, "show bgp summary json")
         for address, peer in (bgp_peers(summary) or {}).items():
             label = peer.get("desc", address).split(" via ")[0]
             status.bgp[label] = status.bgp_addresses[address] = peer.get("state", "unknown")
-        for peer in vtysh_json(runtime, state, name, "show bfd peers json") or []:
+        for peer in vtysh_json(lab, name, "show bfd peers json") or []:
             status.bfd[peer.get("peer", "?")] = peer.get("status", "unknown")
-        installed = fib_next_hops(runtime, state, name)
+        installed = fib_next_hops(lab, name)
         for prefix, want in expected[name].items():
             width = installed.get(prefix, 0)
             status.ecmp_widths[width] = status.ecmp_widths.get(width, 0) + 1
@@ -68,7 +66,7 @@ def lab_status(lab: Lab) -> list[SwitchStatus]:
     expected = expected_next_hops(lab.fabric)
     names = [n.name for n in lab.fabric.switches]
     with ThreadPoolExecutor(max_workers=8) as pool:
-        return list(pool.map(lambda n: switch_status(lab.runtime, lab.state, n, expected), names))
+        return list(pool.map(lambda n: switch_status(lab, n, expected), names))
 
 
 def as_dict(statuses: list[SwitchStatus]) -> list[dict]:

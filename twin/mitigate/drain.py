@@ -41,7 +41,7 @@ def drain(lab: Lab, text: str) -> str:
     lab.state.drains.append(key)  # recorded first: a crash half-way is undone by undrain
     lab.state.save()
     for node in (a, b):
-        configure_bgp(lab.runtime, lab.state, nodes[node], f"neighbor {link.peer(node).address.ip} shutdown")
+        configure_bgp(lab, nodes[node], f"neighbor {link.peer(node).address.ip} shutdown")
     return key
 
 
@@ -52,7 +52,7 @@ def undrain(lab: Lab, text: str) -> str:
         raise DrainError(f"{link.name} is not drained",
                          hint=f"drained links: {', '.join(lab.state.drains) or 'none'}")
     for node in (a, b):
-        configure_bgp(lab.runtime, lab.state, lab.fabric.nodes[node],
+        configure_bgp(lab, lab.fabric.nodes[node],
                       f"no neighbor {link.peer(node).address.ip} shutdown")
     lab.state.drains.remove(key)
     lab.state.save()

@@ -83,5 +83,5 @@ class RoutingState:
             monitor.stop()
 
     def _refresh(self, pool: ThreadPoolExecutor, switches: list[str]) -> None:
-        read = pool.map(lambda name: switch_status(self.lab.runtime, self.lab.state, name, self._expected), switches)
+        read = pool.map(lambda name: switch_status(self.lab, name, self._expected), switches)
         self.latest = self.latest | {status.name: status for status in read}

@@ -15,10 +15,7 @@ from twin.lab.kernel.fib import next_hop_counts
 from twin.lab.reach import unreachable_pairs
 from twin.lab.routing.frr import session_marks, vtysh_json, wait_established
 from twin.lab.routing.frr_answers import bfd_counts, installed_next_hops
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState
 from twin.model.ecmp import expected_next_hops
-from twin.model.fabric import Fabric
 from twin.model.nics import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs
 from twin.model.render import bgp_neighbors
 from twin.progress import Progress
@@ -37,9 +34,9 @@ class RoutingGap:
         return f"{self.switch}: {self.prefix} has {self.installed} of {self.expected} ECMP next hops"
 
 
-def fib_next_hops(runtime: Runtime, state: LabState, switch: str) -> dict[IPv4Network, int]:
+def fib_next_hops(lab: Lab, switch: str) -> dict[IPv4Network, int]:
     """prefix -> number of next hops FRR has installed in the kernel FIB."""
-    return installed_next_hops(vtysh_json(runtime, state, switch, "show ip route json"))
+    return installed_next_hops(vtysh_json(lab, switch, "show ip route json"))
 
 
 def kernel_next_hops(lab: Lab, switch: str) -> dict[IPv4Network, int]:
@@ -61,14 +58,15 @@ def routing_gaps(lab: Lab, expected: dict[str, dict[IPv4Network, int]],
     return [gap for switch in sorted(switches or expected) for gap in check(switch)]
 
 
-def bfd_gaps(runtime: Runtime, state: LabState, fabric: Fabric,
-             switches: list[str] | None = None) -> dict[str, tuple[int, int, int]]:
+def bfd_gaps(lab: Lab, switches: list[str] | None = None) -> dict[str, tuple[int, int, int]]:
     """switch -> (BFD peers up, BFD sessions known, BGP neighbours) where not every neighbour is up,
     among `switches` (default: all)."""
+    fabric = lab.fabric
+
     def check(switch: str):
         want = len(bgp_neighbors(fabric, fabric.nodes[switch]))
         try:
-            peers = vtysh_json(runtime, state, switch, "show bfd peers json")
+            peers = vtysh_json(lab, switch, "show bfd peers json")
         except RuntimeBackendError:
             peers = []
         return switch, (*bfd_counts(peers), want)
@@ -120,8 +118,8 @@ def wait_sessions(lab: Lab, progress: Progress, deadline: float, heard: bool = F
     progress.phase("BGP sessions established", None)
     sessions = {n.name: [peer["address"] for peer in bgp_neighbors(lab.fabric, n)] for n in lab.fabric.switches}
     try:
-        marks = session_marks(lab.runtime, lab.state, sessions) if heard else None
-        wait_established(lab.runtime, lab.state, sessions, deadline, heard_since=marks)
+        marks = session_marks(lab, sessions) if heard else None
+        wait_established(lab, sessions, deadline, heard_since=marks)
     except RuntimeBackendError as exc:
         raise ConvergenceError(exc.message, hint=exc.hint) from None
 
@@ -132,7 +130,7 @@ def wait_bfd(lab: Lab, progress: Progress, deadline: float) -> None:
     progress.phase("BFD sessions up", sessions)
     done, open_switches = 0, None
     while True:
-        gaps = bfd_gaps(lab.runtime, lab.state, lab.fabric, open_switches)
+        gaps = bfd_gaps(lab, open_switches)
         if not gaps and open_switches is not None:
             open_switches = None  # one confirming round over every switch
             continue

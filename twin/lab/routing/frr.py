@@ -19,10 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from twin.errors import MissingDependencyError, RuntimeBackendError
+from twin.lab.handle import Lab
 from twin.lab.routing import vty
 from twin.lab.routing.frr_answers import all_established, bgp_peers, established, heard, knows_prefix
 from twin.lab.runtime import Runtime
-from twin.lab.state import LabState, Resource
+from twin.lab.state import Resource
 from twin.model.daemons import DAEMONS, ZSERV_SOCKET, FrrDaemon, answering, start_groups
 from twin.model.fabric import SWITCH_ROLES, Fabric, Node
 from twin.model.render import bgp_neighbors, render_bfd_binding, render_switch
@@ -103,16 +104,16 @@ def spawn_daemon(runtime: Runtime, node: str, daemon: FrrDaemon, directory: Path
     return runtime.spawn(node, daemon_argv(daemon, directory), directory / "daemons.out", env=daemon_env(runtime))
 
 
-def start_daemons(runtime: Runtime, state: LabState, nodes: list[str], daemon: FrrDaemon,
-                  on_started: Callable[[], None] = lambda: None) -> None:
+def start_daemons(lab: Lab, nodes: list[str], daemon: FrrDaemon, on_started: Callable[[], None] = lambda: None) -> None:
     """Start `daemon` on every node in parallel; all are recorded in the state file first."""
+    state = lab.state
     resources = [Resource(kind="daemon", name=f"{node}/{daemon.name}", node=node) for node in nodes]
     state.resources.extend(resources)
     state.save()
 
     def spawn(resource: Resource) -> None:
         directory = state.node_dir(resource.node)
-        resource.pid = spawn_daemon(runtime, resource.node, daemon, directory)
+        resource.pid = spawn_daemon(lab.runtime, resource.node, daemon, directory)
         on_started()
 
     try:
@@ -122,25 +123,26 @@ def start_daemons(runtime: Runtime, state: LabState, nodes: list[str], daemon: F
         state.save()  # the pids of whatever did start, also when one spawn failed
 
 
-def daemon_health(state: LabState, node: str) -> dict[str, bool]:
+def daemon_health(lab: Lab, node: str) -> dict[str, bool]:
     """daemon -> running, judged by the recorded pid still being that daemon of this lab."""
     health = {}
-    marker = str(state.node_dir(node))
-    for res in state.daemons():
+    marker = str(lab.state.node_dir(node))
+    for res in lab.state.daemons():
         if res.node == node:
             daemon = res.name.split("/", 1)[1]
             health[daemon] = bool(res.pid) and alive(res.pid) and marker in cmdline(res.pid)
     return health
 
 
-def vtysh_json(runtime: Runtime, state: LabState, node: str, command: str, timeout: float = 10):
+def vtysh_json(lab: Lab, node: str, command: str, timeout: float = 10):
     """Run one `show ... json` command on a switch and return the parsed JSON: straight on the
     daemon's vty socket (vty.py) when one daemon answers it, else through vtysh."""
     daemon = answering(command)
     if daemon is not None:
-        text = vty.run(state.node_dir(node) / daemon.vty_socket, [command], timeout, what=f"{daemon.name} on {node}")
+        text = vty.run(lab.state.node_dir(node) / daemon.vty_socket, [command], timeout,
+                       what=f"{daemon.name} on {node}")
     else:
-        result = runtime.exec(node, vtysh_argv(state, node, command), timeout=timeout)
+        result = lab.runtime.exec(node, vtysh_argv(lab, node, command), timeout=timeout)
         if result.rc != 0:
             why = result.stderr.strip() or result.stdout.strip()
             raise RuntimeBackendError(f"vtysh on {node}: {command!r} failed: {why}")
@@ -151,44 +153,43 @@ def vtysh_json(runtime: Runtime, state: LabState, node: str, command: str, timeo
         raise RuntimeBackendError(f"{node}: {command!r} returned no JSON") from exc
 
 
-def vtysh_argv(state: LabState, node: str, *commands: str) -> list[str]:
-    argv = [VTYSH, "--vty_socket", str(state.node_dir(node))]
+def vtysh_argv(lab: Lab, node: str, *commands: str) -> list[str]:
+    argv = [VTYSH, "--vty_socket", str(lab.state.node_dir(node))]
     for command in commands:
         argv += ["-c", command]
     return argv
 
 
-def configure_bgp(runtime: Runtime, state: LabState, node: Node, *commands: str) -> None:
+def configure_bgp(lab: Lab, node: Node, *commands: str) -> None:
     """Apply BGP configuration commands on a running switch: what an operator types in vtysh,
     sent to bgpd's vty socket."""
-    vty.run(state.node_dir(node.name) / "bgpd.vty", ["configure terminal", f"router bgp {node.asn}", *commands],
+    vty.run(lab.state.node_dir(node.name) / "bgpd.vty", ["configure terminal", f"router bgp {node.asn}", *commands],
             what=f"bgpd on {node.name}")
 
 
-def configure_bgpd(state: LabState, node: Node, *commands: str) -> None:
+def configure_bgpd(lab: Lab, node: Node, *commands: str) -> None:
     """Configuration commands for bgpd outside `router bgp` (prefix lists, route maps), as an
     operator types them in vtysh, sent to bgpd's vty socket."""
-    vty.run(state.node_dir(node.name) / "bgpd.vty", ["configure terminal", *commands], what=f"bgpd on {node.name}")
+    vty.run(lab.state.node_dir(node.name) / "bgpd.vty", ["configure terminal", *commands], what=f"bgpd on {node.name}")
 
 
 # Lines of `show running-config` that are not configuration (build banners, separators).
 CONFIG_BANNER = re.compile(r"^(Building configuration|Current configuration|frr version|!|end$)")
 
 
-def running_config(state: LabState, node: str, daemon: str) -> list[str]:
+def running_config(lab: Lab, node: str, daemon: str) -> list[str]:
     """One daemon's running configuration, its banners left out: what to compare before and after."""
-    text = vty.run(state.node_dir(node) / f"{daemon}.vty", ["show running-config"], what=f"{daemon} on {node}")
+    text = vty.run(lab.state.node_dir(node) / f"{daemon}.vty", ["show running-config"], what=f"{daemon} on {node}")
     return [line for line in text.splitlines() if line.strip() and not CONFIG_BANNER.match(line)]
 
 
-def bgpd_running_config(state: LabState, node: Node) -> list[str]:
+def bgpd_running_config(lab: Lab, node: Node) -> list[str]:
     """bgpd's running configuration, line by line."""
-    return vty.run(state.node_dir(node.name) / "bgpd.vty", ["show running-config"],
+    return vty.run(lab.state.node_dir(node.name) / "bgpd.vty", ["show running-config"],
                    what=f"bgpd on {node.name}").splitlines()
 
 
-def release_sessions(runtime: Runtime, state: LabState, fabric: Fabric, nodes: list[Node], deadline: float,
-                     on_ready: Callable[[], None] = lambda: None) -> None:
+def release_sessions(lab: Lab, nodes: list[Node], deadline: float, on_ready: Callable[[], None] = lambda: None) -> None:
     """Open the fabric sessions of `nodes`, held shut by their configs (render.py, `held`).
 
     A switch's sessions open once its bgpd has learnt its interfaces from zebra: one that connected
@@ -197,7 +198,8 @@ def release_sessions(runtime: Runtime, state: LabState, fabric: Fabric, nodes: l
     4,096 of pod128 at once saturated the machine, hold timers expired and connections collided,
     and the backoff after those resets kept sessions coming up for 40 s. A lab of at most
     TIERED_SESSIONS sessions opens them all at once (rail4's tiers cost 2 s of waiting)."""
-    _wait_interfaces(runtime, state, nodes, deadline, on_ready)
+    fabric = lab.fabric
+    _wait_interfaces(lab, nodes, deadline, on_ready)
     waves: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))  # tier -> node -> peers
     sessions = [(node, peer) for node in nodes for peer in bgp_neighbors(fabric, node)]
     tiered = len(sessions) > 2 * TIERED_SESSIONS  # each session has two ends
@@ -206,21 +208,20 @@ def release_sessions(runtime: Runtime, state: LabState, fabric: Fabric, nodes: l
         waves[tier if tiered else 0][node.name].append(peer["address"])
     for number, tier in enumerate(sorted(waves)):
         for name, addresses in waves[tier].items():
-            configure_bgp(runtime, state, fabric.nodes[name], *(f"no neighbor {a} shutdown" for a in addresses))
+            configure_bgp(lab, fabric.nodes[name], *(f"no neighbor {a} shutdown" for a in addresses))
         if number < len(waves) - 1:
-            wait_established(runtime, state, waves[tier], deadline)
+            wait_established(lab, waves[tier], deadline)
 
 
-def _wait_interfaces(runtime: Runtime, state: LabState, nodes: list[Node], deadline: float,
-                     on_ready: Callable[[], None]) -> None:
+def _wait_interfaces(lab: Lab, nodes: list[Node], deadline: float, on_ready: Callable[[], None]) -> None:
     """Until each bgpd holds its own loopback: a connected route zebra sends after the interfaces."""
     waiting = list(nodes)
     while waiting:
         still = []
         for node in waiting:
             try:
-                ready = knows_prefix(vtysh_json(runtime, state, node.name,
-                                                f"show bgp ipv4 unicast {node.loopback}/32 json", timeout=2))
+                ready = knows_prefix(vtysh_json(lab, node.name, f"show bgp ipv4 unicast {node.loopback}/32 json",
+                                                timeout=2))
             except RuntimeBackendError:  # not in its table yet ("% Network not in table")
                 ready = False
             if ready:
@@ -231,37 +232,37 @@ def _wait_interfaces(runtime: Runtime, state: LabState, nodes: list[Node], deadl
         if waiting and time.monotonic() > deadline:
             raise RuntimeBackendError(f"bgpd on {waiting[0].name} did not learn its interfaces from zebra in time "
                                       f"({len(waiting)} switches waiting)",
-                                      hint=f"see {state.node_dir(waiting[0].name) / 'frr.log'}")
+                                      hint=f"see {lab.state.node_dir(waiting[0].name) / 'frr.log'}")
         if waiting:
             time.sleep(0.05)
 
 
-def session_marks(runtime: Runtime, state: LabState, sessions: dict[str, list[str]]) -> dict[tuple[str, str], tuple]:
+def session_marks(lab: Lab, sessions: dict[str, list[str]]) -> dict[tuple[str, str], tuple]:
     """(node, peer address) -> (messages read, connections established) of every session now, for
     wait_established to tell a session that has heard from its peer since from one that has not."""
     marks = {}
     for name, addresses in sessions.items():
-        peers = _bgp_peers(runtime, state, name) or {}
+        peers = _bgp_peers(lab, name) or {}
         marks |= {(name, a): heard(peers.get(a, {})) for a in addresses}
     return marks
 
 
-def _bgp_peers(runtime: Runtime, state: LabState, name: str) -> dict | None:
+def _bgp_peers(lab: Lab, name: str) -> dict | None:
     """Peer address -> its row of `show bgp summary json`; None while bgpd cannot say."""
     try:
-        return bgp_peers(vtysh_json(runtime, state, name, "show bgp summary json"))
+        return bgp_peers(vtysh_json(lab, name, "show bgp summary json"))
     except RuntimeBackendError:
         return None
 
 
-def wait_established(runtime: Runtime, state: LabState, sessions: dict[str, list[str]], deadline: float,
+def wait_established(lab: Lab, sessions: dict[str, list[str]], deadline: float,
                      heard_since: dict[tuple[str, str], tuple] | None = None) -> None:
     """Until every session in `sessions` (node -> peer addresses) is Established; with
     `heard_since` (session_marks taken earlier), also until each has read a message since then."""
     waiting = dict(sessions)
     while waiting:
         for name in list(waiting):
-            peers = _bgp_peers(runtime, state, name)
+            peers = _bgp_peers(lab, name)
             if peers is None:
                 continue
             if all(established(peers.get(a, {}), (heard_since or {}).get((name, a))) for a in waiting[name]):
@@ -270,14 +271,15 @@ def wait_established(runtime: Runtime, state: LabState, sessions: dict[str, list
             name = next(iter(waiting))
             raise RuntimeBackendError(f"BGP sessions of {name} did not come up in time "
                                       f"({len(waiting)} switches waiting)",
-                                      hint=f"see {state.node_dir(name) / 'frr.log'}")
+                                      hint=f"see {lab.state.node_dir(name) / 'frr.log'}")
         if waiting:
             time.sleep(0.1)
 
 
-def wait_sockets(state: LabState, nodes: list[str], daemons: tuple[FrrDaemon, ...], timeout_s: float = 10) -> None:
+def wait_sockets(lab: Lab, nodes: list[str], daemons: tuple[FrrDaemon, ...], timeout_s: float = 10) -> None:
     """Wait until each daemon has created its socket (it is listening), or fail naming it."""
     deadline = time.monotonic() + timeout_s
+    state = lab.state
     missing = [(n, d) for n in nodes for d in daemons]
     while missing:
         missing = [(n, d) for n, d in missing if not (state.node_dir(n) / d.ready_socket).exists()]
@@ -289,42 +291,43 @@ def wait_sockets(state: LabState, nodes: list[str], daemons: tuple[FrrDaemon, ..
 
 
 
-def bind_bfd(runtime: Runtime, state: LabState, node: Node) -> None:
+def bind_bfd(lab: Lab, node: Node) -> None:
     """Bind BFD to the switch's BGP sessions (after they are up; see templates/frr/bgpd.conf.j2)."""
     try:
-        vty.run(state.node_dir(node.name) / "bgpd.vty", render_bfd_binding(node), what=f"bgpd on {node.name}")
+        vty.run(lab.state.node_dir(node.name) / "bgpd.vty", render_bfd_binding(node), what=f"bgpd on {node.name}")
     except RuntimeBackendError as exc:
         raise RuntimeBackendError(f"cannot bind BFD: {exc}") from None
 
 
-def node_pids(state: LabState, node: str) -> list[int]:
-    marker = str(state.node_dir(node))
-    return [r.pid for r in state.daemons() if r.node == node and r.pid and alive(r.pid)
+def node_pids(lab: Lab, node: str) -> list[int]:
+    marker = str(lab.state.node_dir(node))
+    return [r.pid for r in lab.state.daemons() if r.node == node and r.pid and alive(r.pid)
             and marker in cmdline(r.pid)]
 
 
-def stop_node(state: LabState, node: str) -> None:
+def stop_node(lab: Lab, node: str) -> None:
     """Stop every FRR daemon of a switch (by recorded pid) and remove its stale sockets."""
-    terminate(node_pids(state, node))
+    terminate(node_pids(lab, node))
     for socket_name in {name for daemon in DAEMONS for name in daemon.sockets()}:
-        (state.node_dir(node) / socket_name).unlink(missing_ok=True)
+        (lab.state.node_dir(node) / socket_name).unlink(missing_ok=True)
 
 
-def restart_node(runtime: Runtime, state: LabState, fabric: Fabric, node: Node, timeout_s: float = 30) -> None:
+def restart_node(lab: Lab, node: Node, timeout_s: float = 30) -> None:
     """Start a stopped switch's daemons from its configs, wait for BGP, then bind BFD."""
+    state = lab.state
     directory = state.node_dir(node.name)
     for group in start_groups():
         for daemon in group:
             resource = next(r for r in state.daemons() if r.name == f"{node.name}/{daemon.name}")
-            resource.pid = spawn_daemon(runtime, node.name, daemon, directory)
+            resource.pid = spawn_daemon(lab.runtime, node.name, daemon, directory)
             state.save()
-        wait_sockets(state, [node.name], group)
+        wait_sockets(lab, [node.name], group)
     deadline = time.monotonic() + timeout_s
-    release_sessions(runtime, state, fabric, [node], deadline)
+    release_sessions(lab, [node], deadline)
     while True:
-        if all_established(_bgp_peers(runtime, state, node.name)):
+        if all_established(_bgp_peers(lab, node.name)):
             break
         if time.monotonic() > deadline:
             raise RuntimeBackendError(f"BGP on {node.name} did not come back within {timeout_s:.0f} s")
         time.sleep(0.2)
-    bind_bfd(runtime, state, node)
+    bind_bfd(lab, node)

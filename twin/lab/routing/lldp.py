@@ -25,8 +25,8 @@ from functools import cache
 from pathlib import Path
 
 from twin.errors import MissingDependencyError, RuntimeBackendError
-from twin.lab.runtime import Runtime
-from twin.lab.state import LabState, Resource
+from twin.lab.handle import Lab
+from twin.lab.state import Resource
 from twin.model.fabric import Fabric, Node
 from twin.procs import alive, working_dir
 
@@ -54,14 +54,14 @@ def check_installed() -> None:
                                           "in the lab file")
 
 
-def directory(state: LabState, node: str) -> Path:
+def directory(lab: Lab, node: str) -> Path:
     """Its own folder in the node's: FRR's setup hands the node's files to the frr user, and lldpcli
     (set-uid _lldpd) must still reach the socket lldpd gave it."""
-    return state.node_dir(node) / "lldp"
+    return lab.state.node_dir(node) / "lldp"
 
 
-def socket_path(state: LabState, node: str) -> Path:
-    return directory(state, node) / "lldpd.socket"
+def socket_path(lab: Lab, node: str) -> Path:
+    return directory(lab, node) / "lldpd.socket"
 
 
 def config(fabric: Fabric, node: Node) -> str:
@@ -80,8 +80,9 @@ def argv(fabric: Fabric, node: Node, folder: Path) -> list[str]:
             "-I", ",".join(ports)]
 
 
-def start(runtime: Runtime, state: LabState, fabric: Fabric, on_started: Callable[[], None] = lambda: None) -> None:
+def start(lab: Lab, on_started: Callable[[], None] = lambda: None) -> None:
     """lldpd on every node, in parallel; every one recorded in the state file before it starts."""
+    state, fabric = lab.state, lab.fabric
     nodes = [node for node in fabric.nodes.values() if fabric.links_of(node.name)]
     resources = [Resource(kind=RESOURCE_KIND, name=f"{node.name}/lldpd", node=node.name) for node in nodes]
     state.resources.extend(resources)
@@ -89,11 +90,12 @@ def start(runtime: Runtime, state: LabState, fabric: Fabric, on_started: Callabl
 
     def spawn(pair: tuple[Node, Resource]) -> None:
         node, resource = pair
-        folder = directory(state, node.name)
+        folder = directory(lab, node.name)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "lldpd.conf").write_text(config(fabric, node))
         with open(folder / "lldpd.log", "ab") as log:
-            proc = subprocess.Popen(["nsenter", f"--net={runtime.netns_path(node.name)}", *argv(fabric, node, folder)],
+            netns = lab.runtime.netns_path(node.name)
+            proc = subprocess.Popen(["nsenter", f"--net={netns}", *argv(fabric, node, folder)],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                                     cwd=folder)
         # nsenter execs lldpd: the pid is lldpd's monitor, which overwrites its command line; its
@@ -108,26 +110,26 @@ def start(runtime: Runtime, state: LabState, fabric: Fabric, on_started: Callabl
         state.save()
 
 
-def health(state: LabState, node: str) -> dict[str, bool]:
+def health(lab: Lab, node: str) -> dict[str, bool]:
     """{"lldpd": running} for a node that runs one (judged as teardown judges it: the recorded pid is
     alive and works in the node's LLDP folder), {} for one that does not."""
-    marker = str(directory(state, node))
-    recorded = next((r for r in state.resources if r.kind == RESOURCE_KIND and r.node == node), None)
+    marker = str(directory(lab, node))
+    recorded = next((r for r in lab.state.resources if r.kind == RESOURCE_KIND and r.node == node), None)
     if recorded is None:
         return {}
     return {"lldpd": bool(recorded.pid) and alive(recorded.pid) and working_dir(recorded.pid).startswith(marker)}
 
 
-def lldpcli_argv(state: LabState, node: str) -> list[str]:
-    return [LLDPCLI, "-u", str(socket_path(state, node))]
+def lldpcli_argv(lab: Lab, node: str) -> list[str]:
+    return [LLDPCLI, "-u", str(socket_path(lab, node))]
 
 
-def neighbors(state: LabState, node: str) -> dict[str, Neighbor]:
+def neighbors(lab: Lab, node: str) -> dict[str, Neighbor]:
     """Port name -> what LLDP hears on it now, from the node's lldpd ({} before its first frame).
     Asked through lldpd's own client library (what lldpcli uses): about 0.1 ms a switch, where
     running lldpcli cost 3 ms of CPU, most of a config-audit sweep."""
     lib = _lib()
-    conn = lib.lldpctl_new_name(str(socket_path(state, node)).encode(), None, None, None)
+    conn = lib.lldpctl_new_name(str(socket_path(lab, node)).encode(), None, None, None)
     if not conn:
         raise RuntimeBackendError(f"cannot talk to lldpd of {node}: out of memory")
     try:
@@ -135,7 +137,7 @@ def neighbors(state: LabState, node: str) -> dict[str, Neighbor]:
         if not interfaces:
             error = lib.lldpctl_strerror(lib.lldpctl_last_error(conn)).decode()
             raise RuntimeBackendError(f"lldpd of {node} did not answer: {error}",
-                                      hint=f"is it running? its log: {directory(state, node) / 'lldpd.log'}")
+                                      hint=f"is it running? its log: {directory(lab, node) / 'lldpd.log'}")
         try:
             heard = dict(_each(lib, interfaces, lambda interface: _port_heard(lib, interface)))
         finally:
