@@ -119,7 +119,7 @@ class PauseClock:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _pauses(self) -> int:
-        from twin.lab.pfc import counters as pfc_counters
+        from twin.lab.pfc import published as pfc_counters
         return sum(c.rx_pause for c in (pfc_counters.ports(pfc_counters.read(self.root)) or {}).values())
 
     def _run(self) -> None:
@@ -151,7 +151,7 @@ def measured_incast(lab_path: Path, send) -> dict:
     returned."""
     from twin.lab import deploy
     from twin.lab.files import open_lab
-    from twin.lab.pfc import counters as pfc_counters
+    from twin.lab.pfc import published as pfc_counters
     from twin.lab.ports.counters import CounterReader
     from twin.model.nics import fabric_nics
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from twin.collectives.bench import run_bench
 from twin.lab import deploy
 from twin.lab.files import open_lab
-from twin.lab.pfc import counters as pfc_counters
+from twin.lab.pfc import published as pfc_counters
 from twin.lab.ports.counters import CounterReader
 from twin.model.balance import uplinks
 from twin.progress import NullProgress

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from twin.lab import deploy
 from twin.lab.files import open_lab
-from twin.probes.plan import PATHS_PER_LINK, cover_plan, plan, probe_load
 from twin.probes.run import run_probe_mesh
+from twin.probes.selection import PATHS_PER_LINK, cover_plan, plan, probe_load
 from twin.progress import NullProgress
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -99,7 +99,7 @@ def measure(load: str, incasts: int, folder: Path) -> dict:
 
     from twin.lab import deploy
     from twin.lab.files import open_lab
-    from twin.lab.pfc import counters as pfc_counters
+    from twin.lab.pfc import published as pfc_counters
     from twin.lab.ports.counters import CounterReader
     from twin.lab.traffic import tcp_incast
     from twin.model.nics import fabric_nics

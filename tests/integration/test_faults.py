@@ -15,7 +15,7 @@ from twin.faults.base import FaultContext
 from twin.lab import kernel_state as snapshot
 from twin.lab.kernel.shaping import shaped_rate_bps
 from twin.lab.pfc import client as pfc_client
-from twin.lab.pfc import counters as pfc_counters
+from twin.lab.pfc import published as pfc_counters
 from twin.lab.ports import phy
 from twin.lab.ports.counters import CounterReader
 from twin.lab.reach import unreachable_pairs

@@ -9,7 +9,7 @@ import pytest
 from twin.detect.pauses import PauseLocalizer
 from twin.faults import engine
 from twin.faults.base import FaultContext
-from twin.lab.pfc import counters as pfc_counters
+from twin.lab.pfc import published as pfc_counters
 from twin.lab.pfc.client import port_counters_now
 from twin.lab.ports.counters import CounterReader
 from twin.lab.traffic import tcp_incast

@@ -136,7 +136,7 @@ def test_miswire_crosses_two_nics_cables_and_the_leaves_lldp_names_the_host(rail
     from twin.faults import engine
     from twin.faults.base import FaultContext
     from twin.lab import kernel_state as snapshot
-    from twin.lab.pfc import counters as pfc_counters
+    from twin.lab.pfc import published as pfc_counters
     from twin.lab.routing import lldp
     from twin.lab.traffic import udp_burst
     from twin.model.nics import fabric_nics

@@ -292,7 +292,7 @@ def test_diagnose_answers_a_configuration_anomaly_with_the_switch_and_no_loss(la
 
 
 def test_slow_node_search_finds_the_slowed_host(lab):
-    from twin.detect.slow_node import find_slow_node
+    from twin.detect.slow_node_search import find_slow_node
 
     timing, params = engine.parse({"id": "slow", "kind": "slow_node", "node": "host-g2-h2", "rate_pct": 25})
     engine.inject(FaultContext(lab, seed=3), timing, params)

@@ -1,7 +1,7 @@
 """`twin e2e --generated`: the drills it writes are valid lab and scenario files of every kind,
 reproducible from the seed, with faults where probed traffic goes."""
 
-from twin.probes.plan import cover_plan
+from twin.probes.selection import cover_plan
 from twin.run.generate import KINDS, generate, score
 from twin.run.plan import load_scenario
 

@@ -219,7 +219,7 @@ def test_a_planted_room_violation_is_caught(tmp_path):
 def test_the_pure_planners_load_no_kernel_or_container_library():
     """Planning probes or pairs needs the model only: importing it must not pull in the Docker
     SDK or pyroute2 (lab/), which a machine without them could not load."""
-    code = ("import sys, twin.probes.plan, twin.model.nics; "
+    code = ("import sys, twin.probes.selection, twin.model.nics; "
             "print(sorted(m for m in ('docker', 'pyroute2', 'twin.lab') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=TWIN.parent, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr)

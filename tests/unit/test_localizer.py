@@ -11,7 +11,7 @@ from twin.detect.likelihood import LikelihoodLocalizer
 from twin.detect.localizer import Localizer
 from twin.detect.verdicts import Verdict, is_ready_line, names_fault, parse_line
 from twin.model.fabric import link_key
-from twin.probes.plan import cover_plan
+from twin.probes.selection import cover_plan
 
 
 @dataclass

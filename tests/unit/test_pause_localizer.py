@@ -2,7 +2,7 @@
 
 from twin.detect.pauses import STORM_S, PauseLocalizer
 from twin.lab.files import open_lab
-from twin.lab.pfc.counters import PortCounters
+from twin.lab.pfc.published import PortCounters
 
 
 def counters(**held):

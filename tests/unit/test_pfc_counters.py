@@ -1,20 +1,20 @@
-"""The PFC counters file as readers take it (lab/pfc/counters.py)."""
+"""The PFC counters file as readers take it (lab/pfc/published.py)."""
 
 import pytest
 
-from twin.lab.pfc import counters
+from twin.lab.pfc import published
 
 
 def test_the_ports_held_now_are_read_from_the_rows_as_the_counters_say(tmp_path):
     (tmp_path / "pfc").mkdir()
-    rows = {("spine-1", "eth1"): (counters.PortCounters(paused=True, paused_for_s=0.4, rx_pause=3), 1.0),
-            ("spine-1", "eth2"): (counters.PortCounters(rx_pause=9), 2.0),
-            ("leaf-g1-r1", "hs-g1h1"): (counters.PortCounters(paused=True, paused_for_s=0.05), 0.05)}
-    counters.store(tmp_path, counters.encode(12.5, rows, {}))
-    document = counters.read(tmp_path)
-    expected = {port: c.paused_for_s for port, c in counters.ports(document).items() if c.paused_for_s}
-    assert counters.paused_for(document) == expected == {("spine-1", "eth1"): 0.4, ("leaf-g1-r1", "hs-g1h1"): 0.05}
-    assert counters.paused_for(None) == {}
+    rows = {("spine-1", "eth1"): (published.PortCounters(paused=True, paused_for_s=0.4, rx_pause=3), 1.0),
+            ("spine-1", "eth2"): (published.PortCounters(rx_pause=9), 2.0),
+            ("leaf-g1-r1", "hs-g1h1"): (published.PortCounters(paused=True, paused_for_s=0.05), 0.05)}
+    published.store(tmp_path, published.encode(12.5, rows, {}))
+    document = published.read(tmp_path)
+    expected = {port: c.paused_for_s for port, c in published.ports(document).items() if c.paused_for_s}
+    assert published.paused_for(document) == expected == {("spine-1", "eth1"): 0.4, ("leaf-g1-r1", "hs-g1h1"): 0.05}
+    assert published.paused_for(None) == {}
 
 
 def test_the_publisher_stores_the_newest_publication_from_a_thread_of_its_own(tmp_path):
@@ -22,12 +22,13 @@ def test_the_publisher_stores_the_newest_publication_from_a_thread_of_its_own(tm
     the file system in its real-time loop); the newest one replaces one not yet stored, and the one
     submitted last is stored before close() returns."""
     (tmp_path / "pfc").mkdir()
-    publisher = counters.Publisher(tmp_path)
+    publisher = published.Publisher(tmp_path)
     for t in range(50):
-        publisher.submit(counters.encode(float(t), {("spine-1", "eth1"): (counters.PortCounters(rx_pause=t), 0.0)}, {}))
+        rows = {("spine-1", "eth1"): (published.PortCounters(rx_pause=t), 0.0)}
+        publisher.submit(published.encode(float(t), rows, {}))
     publisher.close()
-    document = counters.read(tmp_path)
-    assert document["t_mono"] == 49.0 and counters.ports(document)[("spine-1", "eth1")].rx_pause == 49
+    document = published.read(tmp_path)
+    assert document["t_mono"] == 49.0 and published.ports(document)[("spine-1", "eth1")].rx_pause == 49
     assert not list((tmp_path / "pfc").glob("*.tmp"))
 
 
@@ -37,18 +38,18 @@ def test_the_publisher_stores_the_newest_publication_from_a_thread_of_its_own(tm
     ("SCHED_OTHER", 0, []),  # a creator at normal priority: left as it is
 ])
 def test_the_publishing_thread_stays_real_time_one_step_below_its_creator(monkeypatch, policy, priority, expected):
-    os = counters.os
+    os = published.os
     calls = []
     monkeypatch.setattr(os, "sched_getscheduler", lambda pid: getattr(os, policy))
     monkeypatch.setattr(os, "sched_getparam", lambda pid: os.sched_param(priority))
     monkeypatch.setattr(os, "sched_setscheduler",
                         lambda pid, chosen, param: calls.append((chosen, param.sched_priority)))
-    counters.below_creator()
+    published.below_creator()
     assert calls == [(getattr(os, name), level) for name, level in expected]
 
 
 def test_a_publication_that_cannot_be_stored_is_an_error_not_a_crash(tmp_path):
-    publisher = counters.Publisher(tmp_path / "gone")  # no pfc/ directory: the lab went
-    publisher.submit(counters.encode(1.0, {}, {}))
+    publisher = published.Publisher(tmp_path / "gone")  # no pfc/ directory: the lab went
+    publisher.submit(published.encode(1.0, {}, {}))
     publisher.close()
     assert publisher.errors and "cannot publish the counters" in publisher.errors[0]

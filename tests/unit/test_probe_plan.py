@@ -11,7 +11,7 @@ from twin.lab import runtime
 from twin.model.build import build_fabric
 from twin.probes.cover import Leaves
 from twin.probes.mesh import address_links
-from twin.probes.plan import _all_paths_probability, cover_plan, fewest_flows, plan, ports_needed, probe_load
+from twin.probes.selection import _all_paths_probability, cover_plan, fewest_flows, plan, ports_needed, probe_load
 from twin.spec.labfile import load_lab
 
 

@@ -16,13 +16,13 @@ from twin.collectives.bench import run_bench
 from twin.collectives.groups import ORDERS, RankSpecError
 from twin.collectives.metrics import OPS, human_size, size_sweep
 from twin.detect.diagnose import diagnose
-from twin.detect.slow_node import find_slow_node
+from twin.detect.slow_node_search import find_slow_node
 from twin.errors import TwinError
 from twin.lab.handle import Lab, lab_model
 from twin.lab.ports.counters import interface_rates
 from twin.probes.mesh import cover_load
-from twin.probes.plan import PAIR_MODES, PATHS_PER_LINK, cover_plan
 from twin.probes.run import run_probe_mesh
+from twin.probes.selection import PAIR_MODES, PATHS_PER_LINK, cover_plan
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
 from twin.telemetry import gnmi
 from twin.telemetry.prometheus import registry_for

@@ -23,7 +23,7 @@ from collections import deque
 from twin.errors import TwinError
 from twin.events import JsonlTail
 from twin.lab.handle import Lab
-from twin.lab.pfc import counters as pfc_counters
+from twin.lab.pfc import published as pfc_counters
 from twin.lab.ports.counters import CounterReader
 from twin.lab.status import lab_status
 from twin.model.ports import Port

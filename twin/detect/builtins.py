@@ -24,7 +24,7 @@ from twin.detect.likelihood import DETECTOR as LIKELIHOOD
 from twin.detect.likelihood import LikelihoodLocalizer
 from twin.detect.localizer import DETECTOR, Localizer
 from twin.detect.pauses import PauseLocalizer
-from twin.lab.pfc import counters as pfc_counters
+from twin.lab.pfc import published as pfc_counters
 from twin.probes.mesh import PROBES_FILE
 from twin.registry import Registry
 

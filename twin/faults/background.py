@@ -1,5 +1,5 @@
 """Faults that act over time (flap cycles) run in a fault agent: a detached process the lab
-owns (twin/faults/agent.py). Starting and ending it, and the report it leaves."""
+owns (twin/faults/over_time.py). Starting and ending it, and the report it leaves."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def report_path(state: LabState, fault_id: str) -> Path:
 
 def start(ctx: FaultContext, fault_id: str) -> int:
     lab = ctx.lab
-    argv = python_module("twin.faults.agent", str(lab.paths.root), fault_id)
+    argv = python_module("twin.faults.over_time", str(lab.paths.root), fault_id)
     return lab.spawn_owned(f"fault/{fault_id}", argv, lab.paths.faults / f"{fault_id}.log", kind="agent").pid
 
 

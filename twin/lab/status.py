@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from twin.errors import RuntimeBackendError
 from twin.lab.handle import Lab
 from twin.lab.pfc import client as pfc_client
-from twin.lab.pfc import counters as pfc_counters
+from twin.lab.pfc import published as pfc_counters
 from twin.lab.ports.counters import CounterReader
 from twin.lab.routing import lldp
 from twin.lab.routing.converge import fib_next_hops

@@ -26,7 +26,7 @@ from twin.lab.traffic import bound_udp_socket
 from twin.model.fabric import link_key
 from twin.model.nics import Nic
 from twin.probes.mesh import PathNames
-from twin.probes.plan import equal_cost_paths
+from twin.probes.selection import equal_cost_paths
 from twin.sockopts import report_errors, send, time_exceeded
 
 TRACE_FLOW = 0xFFFF  # flow id in trace datagrams (they expire before the receiver anyway)

@@ -28,11 +28,11 @@ from pathlib import Path
 from twin.errors import TwinError
 from twin.events import JsonlTail
 from twin.lab.handle import Lab, python_module
-from twin.lab.pfc import counters as pfc_counters
+from twin.lab.pfc import published as pfc_counters
 from twin.model.fabric import Fabric
 from twin.probes.agent import TRACE_PPS, TRACE_ROUNDS
-from twin.probes.plan import PATHS_PER_LINK, CoverPlan, PairPlan, cover_plan, plan, probe_load
 from twin.probes.select import Directions, Selection, select
+from twin.probes.selection import PATHS_PER_LINK, CoverPlan, PairPlan, cover_plan, plan, probe_load
 from twin.probes.trace import unless_silent
 from twin.probes.transitions import Transitions
 from twin.procs import alive, terminate

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from twin.lab.handle import Lab
 from twin.model.fabric import Fabric
 from twin.probes.mesh import Interval, ProbeMesh
-from twin.probes.plan import PATHS_PER_LINK
+from twin.probes.selection import PATHS_PER_LINK
 from twin.progress import NullProgress, Progress
 from twin.signals import deferred_interrupts, sigterm_as_interrupt
 

@@ -33,7 +33,7 @@ from twin.faults.registry import FAULTS
 from twin.lab import runtime
 from twin.model.build import build_fabric
 from twin.model.targets import TargetError
-from twin.probes.plan import PATHS_PER_LINK, cover_plan, plan, probe_load
+from twin.probes.selection import PATHS_PER_LINK, cover_plan, plan, probe_load
 from twin.spec.labfile import load_lab
 
 KINDS = ("silent_drop", "bitflip", "blackhole", "switch_down", "two_faults", "flow_subset", "healthy", "misconfig",

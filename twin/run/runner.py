@@ -1,4 +1,4 @@
-"""`twin run SCENARIO`: lab up, the plan's session on it (run/engine.py), results folder written,
+"""`twin run SCENARIO`: lab up, the plan's session on it (run/session.py), results folder written,
 lab torn down. Ctrl-C, SIGTERM or a crash clear the faults and tear down.
 
 The results folder gets run.json and model.json before anything runs (results/record.py), so
@@ -17,8 +17,8 @@ from twin.lab.handle import Lab
 from twin.lab.state import load_state
 from twin.progress import NullProgress, Progress
 from twin.results import record
-from twin.run.engine import Observers, Session
 from twin.run.plan import Plan
+from twin.run.session import Observers, Session
 from twin.signals import sigterm_as_interrupt
 from twin.spec.labfile import load_lab
 

@@ -23,7 +23,7 @@ import time
 from twin.events import EventLog
 from twin.lab.handle import Lab
 from twin.lab.kernel.offload import snmp
-from twin.lab.pfc import counters as pfc_counters
+from twin.lab.pfc import published as pfc_counters
 from twin.lab.ports.counters import CounterReader
 from twin.model.ports import Port, direction
 

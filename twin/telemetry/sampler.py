@@ -16,7 +16,7 @@ from pathlib import Path
 
 from twin.errors import TwinError
 from twin.lab.handle import Lab
-from twin.lab.pfc import counters as pfc_counters
+from twin.lab.pfc import published as pfc_counters
 from twin.lab.ports import optics, phy
 from twin.lab.ports.counters import NET_DEV_FIELDS, CounterReader, Snapshot
 from twin.model.ports import Port

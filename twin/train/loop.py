@@ -1,6 +1,6 @@
 """The trainer: a background process per session (`python -m twin.train.loop LAB_DIR`).
 
-A session of the run engine (run/engine.py) on the session's lab: a training job (gloo allreduce
+A session of the run engine (run/session.py) on the session's lab: a training job (gloo allreduce
 steps) and the probe mesh with the built-in likelihood detector, the session's hidden faults applied after
 a seeded random delay, everything kept running until SIGTERM; then the engine stops the
 workloads and clears the faults. Its event log is sealed (it holds the ground truth and the
@@ -19,8 +19,8 @@ from twin.detect.specs import DetectorSpec
 from twin.events import EventLog
 from twin.faults import engine
 from twin.lab.handle import Lab
-from twin.run.engine import Session
 from twin.run.plan import PlannedWorkload, ScheduledFault
+from twin.run.session import Session
 from twin.seal import key_of, seal
 from twin.signals import sigterm_as_interrupt
 from twin.train.pools import onset_delay_s

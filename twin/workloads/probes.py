@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from twin.probes.mesh import PROBES_FILE, Interval, ProbeMesh
-from twin.probes.plan import (
+from twin.probes.selection import (
     MAX_PLANNED_PATHS,
     PATHS_PER_LINK,
     fewest_flows,

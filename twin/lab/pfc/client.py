@@ -10,7 +10,7 @@ from pathlib import Path
 
 from twin.errors import TwinError
 from twin.lab.handle import Lab, python_module
-from twin.lab.pfc import counters
+from twin.lab.pfc import published
 from twin.lab.pfc.controller import SOCKET
 from twin.lab.state import LabState
 from twin.model.ports import Port
@@ -22,7 +22,7 @@ START_S_PER_PORT = 0.01  # programs, gates and sockets per port: pod128 (4,608 p
 
 
 def request(lab_dir: Path, message: dict, timeout_s: float = 5.0) -> dict:
-    path = counters.directory(lab_dir) / SOCKET
+    path = published.directory(lab_dir) / SOCKET
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
         sock.settimeout(timeout_s)
         try:
@@ -31,14 +31,14 @@ def request(lab_dir: Path, message: dict, timeout_s: float = 5.0) -> dict:
             reply = json.loads(sock.recv(1 << 20))
         except (TimeoutError, FileNotFoundError, ConnectionError) as exc:
             raise TwinError(f"the lab's PFC controller does not answer ({exc.__class__.__name__})",
-                            hint=f"see {counters.directory(lab_dir) / 'controller.log'}; "
+                            hint=f"see {published.directory(lab_dir) / 'controller.log'}; "
                                  "`twin lab status` shows whether it runs") from None
     if not reply.get("ok"):
         raise TwinError(f"PFC controller: {reply.get('error')}")
     return reply
 
 
-def port_counters_now(lab_dir: Path, timeout_s: float = 5.0) -> dict[tuple[str, str], counters.PortCounters]:
+def port_counters_now(lab_dir: Path, timeout_s: float = 5.0) -> dict[tuple[str, str], published.PortCounters]:
     """Every port's counters as of this call: the controller publishes at once on request and its
     publisher stores the file soon after. A reader that waits for the next periodic publication
     cannot tell one still coming from none (nothing moved, nothing is published): two equal reads
@@ -46,12 +46,12 @@ def port_counters_now(lab_dir: Path, timeout_s: float = 5.0) -> dict[tuple[str, 
     packets in the unmarked one), a fixed sleep the same."""
     at = request(lab_dir, {"op": "publish"}, timeout_s)["t_mono"]
     deadline = time.monotonic() + timeout_s
-    while (document := counters.read(lab_dir)) is None or document["t_mono"] < at:
+    while (document := published.read(lab_dir)) is None or document["t_mono"] < at:
         if time.monotonic() > deadline:
             raise TwinError("the PFC controller published its counters but they were not stored in time",
-                            hint=f"is {counters.directory(lab_dir)} writable? see its controller.log")
+                            hint=f"is {published.directory(lab_dir)} writable? see its controller.log")
         time.sleep(0.01)
-    return counters.ports(document)
+    return published.ports(document)
 
 
 def hold(lab_dir: Path, fault_id: str, ports: list[Port], pause_ms: float | None = None,
@@ -87,7 +87,7 @@ def thresholds(lab_dir: Path) -> dict[tuple[str, str], tuple[int, int]]:
 def start(lab: Lab) -> int:
     """Start the controller (a host process the lab owns) and wait until its programs are
     attached and it answers."""
-    directory = counters.directory(lab.paths.root)
+    directory = published.directory(lab.paths.root)
     log = directory / "controller.log"
     proc = lab.spawn_owned(RESOURCE, python_module("twin.lab.pfc.controller", str(lab.paths.root)), log,
                            kind="controller").proc

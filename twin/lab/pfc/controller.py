@@ -45,7 +45,7 @@ from pathlib import Path
 from twin.lab import nft
 from twin.lab.ebpf.layout import EVENT, XOFF, XON
 from twin.lab.handle import Lab
-from twin.lab.pfc import counters as published
+from twin.lab.pfc import published as published
 from twin.lab.pfc.backlog import BacklogReader
 from twin.lab.pfc.gate import Gates
 from twin.lab.pfc.queues import Queues

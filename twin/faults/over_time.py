@@ -2,7 +2,7 @@
 process the lab owns. Its command line carries the lab directory, so `twin lab down` ends it
 like any process of the lab.
 
-    python -m twin.faults.agent <lab-dir> <fault-id>
+    python -m twin.faults.over_time <lab-dir> <fault-id>
 """
 
 from __future__ import annotations
