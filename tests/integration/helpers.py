@@ -48,9 +48,9 @@ def lab_running(ref: str, runtime: str | None = None):
     lab_file, fabric = open_lab(ref)
     fabric = fabric.with_runtime(runtime)
     try:
-        yield deploy.up(lab_file, fabric, timeout_s=90)
+        with deploy.running(lab_file, fabric, timeout_s=90) as lab:
+            yield lab
     finally:
-        deploy.down(fabric.name)
         assert leftovers(fabric.name) == [], f"teardown left: {leftovers(fabric.name)}"
 
 

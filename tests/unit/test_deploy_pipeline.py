@@ -125,3 +125,24 @@ def test_down_kills_only_processes_of_this_lab(fake_lab):
         for proc in (ours, foreign):
             proc.kill()
             proc.wait()
+
+
+def test_running_takes_the_lab_down_however_the_block_ends(fake_lab, monkeypatch):
+    """`with deploy.running(...)`: down after the block, also when it raises (a test's assertion,
+    Ctrl-C); a bring-up that fails rolls itself back and the block never runs."""
+    lab, fabric = fake_lab
+    downs = []
+    monkeypatch.setattr(deploy, "up", lambda *args, **kwargs: "the lab")
+    monkeypatch.setattr(deploy, "down", lambda name, progress=None: downs.append(name))
+    with pytest.raises(KeyboardInterrupt), deploy.running(lab, fabric) as running:
+        assert running == "the lab"
+        raise KeyboardInterrupt
+    assert downs == ["fakelab"]
+
+    def refused(*args, **kwargs):
+        raise LabStateError("already up")
+
+    monkeypatch.setattr(deploy, "up", refused)
+    with pytest.raises(LabStateError), deploy.running(lab, fabric):
+        pytest.fail("the block ran without a lab")
+    assert downs == ["fakelab"]  # nothing of another's taken down

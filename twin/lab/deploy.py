@@ -248,6 +248,18 @@ class TeardownReport:
     had_state: bool
 
 
+@contextmanager
+def running(lab_file: LabFile, fabric: Fabric, progress: Progress | None = None, timeout_s: float = 60.0,
+            all_pairs: bool = False) -> Iterator[Lab]:
+    """`with running(lab_file, fabric) as lab:` the lab up (as `up`) for the block and down after it,
+    however the block ends. (Not `Lab.up`: the handle sits below its own bring-up in lab/'s rooms.)"""
+    lab = up(lab_file, fabric, progress, timeout_s, all_pairs)
+    try:
+        yield lab
+    finally:
+        down(fabric.name, progress)
+
+
 def down(lab: str, progress: Progress | None = None) -> TeardownReport:
     """Remove everything lab `lab` owns; idempotent, works from a partial or missing state.
     Ctrl-C and SIGTERM wait until it is done."""
