@@ -13,7 +13,7 @@ from twin.lab.state import LabState, load_state
 from twin.seal import key_of, new_key, seal, unseal
 from twin.train import hints, pools
 from twin.train.briefing import briefing
-from twin.train.session import TrainingSession, grade, load_scores, record_score
+from twin.train.trainee import TrainingSession, grade, load_scores, record_score
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from twin.lab.handle import Lab
 from twin.lab.state import known_labs
 from twin.model.targets import resolve
 from twin.train import hints, lifecycle, pools
-from twin.train.session import (
+from twin.train.trainee import (
     HINT_COST,
     active_session,
     grade,
@@ -190,7 +190,7 @@ def train_stop(lab: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def train_scores(trainee: str | None, as_json: bool) -> None:
     """Score history per trainee."""
-    from twin.train.session import load_scores, scores_dir
+    from twin.train.trainee import load_scores, scores_dir
     history = load_scores(trainee)
     if as_json:
         out.print_json(json.dumps(history))

@@ -20,7 +20,7 @@ from twin.seal import new_key
 from twin.spec.labfile import LabFile
 from twin.train import pools
 from twin.train.briefing import briefing
-from twin.train.session import TrainingSession, read_sealed_events, require_session, seal_answer, training_dir
+from twin.train.trainee import TrainingSession, read_sealed_events, require_session, seal_answer, training_dir
 
 READY_TIMEOUT_S = 180
 SYMPTOMS_S = 10  # of fault before the briefing: long enough for the job and the pingmesh to show it

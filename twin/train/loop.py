@@ -24,7 +24,7 @@ from twin.run.session import Session
 from twin.seal import key_of, seal
 from twin.signals import sigterm_as_interrupt
 from twin.train.pools import onset_delay_s
-from twin.train.session import hidden_faults, training_dir
+from twin.train.trainee import hidden_faults, training_dir
 from twin.workloads.registry import WORKLOADS
 
 JOB = {"kind": "train", "size": "1MiB", "compute_ms": 150, "timeout_s": 4}

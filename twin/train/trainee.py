@@ -49,7 +49,7 @@ class Attempt:
 @dataclass
 class TrainingSession:
     """A trainee's session on a lab (session.json): what they were briefed, asked and answered. Not
-    the run engine's `run.engine.Session`, which runs the session's job, probes and faults."""
+    the run's `run.session.Session`, which runs the session's job, probes and faults."""
     lab: str
     trainee: str
     level: int
