@@ -3,9 +3,9 @@ the same daemons in a lab's argv and in the containerlab export."""
 
 from pathlib import Path
 
-from twin.lab.export import _daemon
 from twin.lab.routing.frr import daemon_argv
 from twin.model.daemons import DAEMONS, answering, start_groups
+from twin.model.export import _daemon
 
 
 def test_zebra_starts_alone_before_the_daemons_that_connect_to_it():

@@ -12,7 +12,7 @@ import pytest
 from ruamel.yaml import YAML
 from test_model import fabric_of
 
-from twin.lab.export import VXLAN_PORT, problems, topology, write, write_split
+from twin.model.export import VXLAN_PORT, problems, topology, write, write_split
 from twin.model.fabric import IFNAMSIZ
 from twin.model.host_routing import host_routing, ip_commands
 from twin.model.partition import split

@@ -178,7 +178,7 @@ LAB_ROOMS = {
     "ebpf": 3, "pfc": 4,
     "ports": 5,
     "routing": 6,
-    "deploy": 7, "status": 7, "capacity": 7, "idle": 7, "neigh": 7, "kernel_state": 7, "export": 7,
+    "deploy": 7, "status": 7, "capacity": 7, "idle": 7, "neigh": 7, "kernel_state": 7,
 }
 
 

@@ -397,7 +397,7 @@ def export_cmd(lab_ref: str, fmt: str, folder: Path, machines: int, addresses: t
     one folder per machine (machine-1 ...): its nodes, and its links to the others as vxlan-stitch."""
     from ipaddress import ip_address
 
-    from twin.lab.export import DOC_ADDRESSES, problems, topology, write, write_split
+    from twin.model.export import DOC_ADDRESSES, problems, topology, write, write_split
     from twin.model.partition import split
     _lab, fabric = open_lab(lab_ref)
     if addresses and len(addresses) != machines:

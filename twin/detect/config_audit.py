@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from twin.detect.verdicts import Verdict
 from twin.errors import RuntimeBackendError, TwinError
-from twin.lab.kernel.netconf import HASH_POLICY_SYSCTL, node_sysctls
 from twin.lab.kernel.nsutil import interface_mtus, read_sysctl
 from twin.lab.pfc import client as pfc_client
 from twin.lab.routing import lldp
@@ -29,6 +28,7 @@ from twin.model.buffers import for_port
 from twin.model.fabric import Fabric, link_key
 from twin.model.ports import ports
 from twin.model.render import bgp_neighbors, multipath_width
+from twin.model.sysctls import HASH_POLICY_SYSCTL, node_sysctls
 
 DETECTOR = "config-audit"
 FRR_DEFAULT_MAXIMUM_PATHS = 64  # FRR's `maximum-paths` when the running config has no line

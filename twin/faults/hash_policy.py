@@ -10,8 +10,8 @@ from typing import Literal
 from pydantic import Field
 
 from twin.faults.base import FaultContext, OnNode, Params
-from twin.lab.kernel.netconf import HASH_POLICIES, HASH_POLICY_SYSCTL
 from twin.lab.kernel.nsutil import read_sysctl, write_sysctls
+from twin.model.sysctls import HASH_POLICIES, HASH_POLICY_SYSCTL
 
 
 class HashPolicyParams(Params):

@@ -17,6 +17,6 @@ before it (tests/unit/test_layers.py, LAB_ROOMS):
   checks before a bring-up (`preflight`).
 - the lab's life: bring-up and teardown (`deploy`), `twin lab status` (`status`), whether this
   machine runs a lab (`capacity`, `idle`), the machine-wide ARP table book (`neigh`), the
-  snapshot that proves a fault's clear restores everything (`kernel_state`), the containerlab
-  export (`export`).
+  snapshot that proves a fault's clear restores everything (`kernel_state`).
+(The containerlab export is the model's: model/export.py.)
 """

@@ -13,11 +13,11 @@ from pyroute2 import IPRoute
 from twin.errors import RuntimeBackendError
 from twin.lab import nft
 from twin.lab.handle import Lab
-from twin.lab.kernel.netconf import HASH_POLICY_SYSCTL
 from twin.lab.kernel.nsutil import read_sysctl
 from twin.lab.pfc.queues import CLSACT_EGRESS, CLSACT_INGRESS, CLSACT_PARENTS
 from twin.lab.ports import phy
 from twin.lab.routing.frr import CONFIG_BANNER, vtysh_argv, vtysh_json
+from twin.model.sysctls import HASH_POLICY_SYSCTL
 
 RTPROT_BGP = 186
 CLSACT_HOOKS = {CLSACT_PARENTS[CLSACT_INGRESS]: "ingress", CLSACT_PARENTS[CLSACT_EGRESS]: "egress"}

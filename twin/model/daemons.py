@@ -2,7 +2,7 @@
 `<name>.conf`, its vty socket `<name>.vty`), when it starts, the socket whose existence says it
 listens, its control socket if it has one, and the show commands it answers. Bring-up, restart,
 teardown, the vty shortcut and the containerlab export all read them from here (lab/routing/frr.py,
-lab/export.py, model/render.py).
+model/export.py, model/render.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A host's per-NIC routing, as data: traffic sourced from NIC r leaves through NIC r, as on a real
 multi-rail server. The bring-up sends it as netlink (lab/kernel/netconf.py), the containerlab export
-writes it as `ip` commands (lab/export.py): one plan, two spellings.
+writes it as `ip` commands (model/export.py): one plan, two spellings.
 
 - rule `from <NIC r address> lookup 100+r`, table 100+r: default via leaf (g, r)
 - rule `uidrange RANK_UID_BASE+r lookup 100+r`: collective ranks of rail r use their NIC

@@ -1,6 +1,6 @@
 """A port's queue tree, as data: what every link direction's egress holds. The bring-up sends it to
 the kernel as netlink (lab/kernel/shaping.py), the containerlab export writes it as tc commands
-(lab/export.py): one tree, two spellings, so an exported lab's ports are the twin's.
+(model/export.py): one tree, two spellings, so an exported lab's ports are the twin's.
 
     1:    htb root, default class 1:10
     1:1   the link: rate = ceil = line rate

@@ -19,7 +19,6 @@ from pathlib import Path
 from ruamel.yaml import YAML
 
 from twin import __version__
-from twin.lab.kernel.netconf import node_sysctls
 from twin.model import queue_tree
 from twin.model.buffers import port_shaping
 from twin.model.daemons import FrrDaemon, start_groups
@@ -28,6 +27,7 @@ from twin.model.host_routing import host_routing, ip_commands
 from twin.model.partition import split
 from twin.model.ports import Port
 from twin.model.render import render_bfd_binding, render_switch
+from twin.model.sysctls import node_sysctls
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")  # container names (containerlab's node names)
 SWITCH_IMAGE = f"fabric-twin-switch:{__version__}"
