@@ -36,8 +36,9 @@ from twin.detect import config_audit  # noqa: E402
 from twin.faults import engine  # noqa: E402
 from twin.faults.base import FaultContext  # noqa: E402
 from twin.faults.registry import FAULTS  # noqa: E402
-from twin.lab import deploy, idle, lldp  # noqa: E402
+from twin.lab import deploy, idle  # noqa: E402
 from twin.lab.files import open_lab  # noqa: E402
+from twin.lab.routing import lldp  # noqa: E402
 from twin.procs import children  # noqa: E402
 
 BEGIN, END = "<!-- config-audit:begin -->", "<!-- config-audit:end -->"

@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from lab_lifecycle import machine  # noqa: E402
 from sections import emit  # noqa: E402
 
-from twin.lab import phy  # noqa: E402
 from twin.lab.ebpf import layout  # noqa: E402
 from twin.lab.ebpf.frames import ipv4_udp, loopback_phy  # noqa: E402
 from twin.lab.ebpf.libbpf import run_on_packet, update  # noqa: E402
+from twin.lab.ports import phy  # noqa: E402
 
 BEGIN, END = "<!-- phy-cost:begin -->", "<!-- phy-cost:end -->"
 ZERO = struct.pack("<I", 0)
