@@ -35,8 +35,9 @@ from lab_lifecycle import machine  # noqa: E402
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc  # noqa: E402
 from sections import emit  # noqa: E402
 
-from twin.lab import deploy, frr  # noqa: E402
+from twin.lab import deploy  # noqa: E402
 from twin.lab.files import open_lab  # noqa: E402
+from twin.lab.routing import frr  # noqa: E402
 
 BEGIN, END = "<!-- gnmi:begin -->", "<!-- gnmi:end -->"
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +59,7 @@ class Collector:
 
     def __init__(self, port: int, interval_ms: int):
         self.arrivals: dict[str, list[float]] = {}  # node -> receive times of its sampled notifications
+        self.stamps: dict[str, list[int]] = {}  # node -> the server's timestamps of the same (ns)
         self.values: list[tuple[str, str, int]] = []  # node, ifname, in-octets
         self.sessions: list[tuple[float, str, str, str]] = []  # received, node, address, state
         self.synced = threading.Event()
@@ -92,6 +94,7 @@ class Collector:
                         self.sessions.append((now, node, address, update.val.string_val))
                 if sampled and self.synced.is_set():
                     self.arrivals.setdefault(node, []).append(now)
+                    self.stamps.setdefault(node, []).append(note.timestamp)
         except grpc.RpcError:
             pass  # cancelled at the end
 
@@ -169,6 +172,13 @@ def run(name: str, seconds: float, interval_ms: int, scratch: Path) -> dict:
         stop.set()
         deploy.down(fabric.name)
     gaps = [b - a for times in collector.arrivals.values() for a, b in zip(times, times[1:], strict=False)]
+    # Where a long gap comes from: the sampler's reads (the timestamps the server sent, the time of
+    # the read each value is from) or the delivery (the gap in arrival beyond the gap in stamps).
+    late = sorted(((b - a, (sb - sa) / 1e9) for node, times in collector.arrivals.items()
+                   for (a, b), (sa, sb) in zip(zip(times, times[1:], strict=False),
+                                              zip(collector.stamps[node], collector.stamps[node][1:], strict=False),
+                                              strict=True)), reverse=True)[:10]
+    print("longest arrival gaps (arrival s, stamp s):", [(round(x, 3), round(y, 3)) for x, y in late], flush=True)
     stored = metrics_values(metrics)
     equal = sum(1 for node, ifname, value in collector.values if value in stored.get((node, ifname), ()))
     delays = []

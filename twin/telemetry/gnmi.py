@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent import futures
+from functools import lru_cache
 
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
@@ -67,7 +68,10 @@ def _path(*parts: gnmi_pb2.Path) -> Path:
     return tuple(openconfig.elem(e.name, **dict(e.key)) for part in parts for e in part.elem)
 
 
+@lru_cache(maxsize=1 << 16)
 def _proto_path(path: Path) -> gnmi_pb2.Path:
+    """Made once per leaf (a stream sends the same leaves every tick); never changed after: a
+    message that takes it copies it."""
     return gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=name, key=dict(keys)) for name, keys in path])
 
 
