@@ -97,8 +97,11 @@ class LabState:
                 mine = own.get(key(item))
                 if isinstance(mine, dict):
                     _update_in_place(mine, item)
-                elif mine is None or _plain(mine) != item:
-                    mine = Resource(**item) if name == "resources" else item
+                elif name == "resources":
+                    fresh = Resource(**item)
+                    mine = mine if mine == fresh else fresh
+                elif mine != item:
+                    mine = item
                 items.append(mine)
             getattr(self, name)[:] = items
         for name in merged.keys() - LIST_KEYS.keys():
