@@ -174,11 +174,13 @@ def run(name: str, seconds: float, interval_ms: int, scratch: Path) -> dict:
     gaps = [b - a for times in collector.arrivals.values() for a, b in zip(times, times[1:], strict=False)]
     # Where a long gap comes from: the sampler's reads (the timestamps the server sent, the time of
     # the read each value is from) or the delivery (the gap in arrival beyond the gap in stamps).
-    late = sorted(((b - a, (sb - sa) / 1e9) for node, times in collector.arrivals.items()
+    start = min(times[0] for times in collector.arrivals.values())
+    late = sorted(((b - a, (sb - sa) / 1e9, a - start) for node, times in collector.arrivals.items()
                    for (a, b), (sa, sb) in zip(zip(times, times[1:], strict=False),
                                               zip(collector.stamps[node], collector.stamps[node][1:], strict=False),
                                               strict=True)), reverse=True)[:10]
-    print("longest arrival gaps (arrival s, stamp s):", [(round(x, 3), round(y, 3)) for x, y in late], flush=True)
+    print(f"longest arrival gaps (arrival s, stamp s, at s; the link down from {seconds / 2:g} s for 5 s):",
+          [(round(x, 3), round(y, 3), round(at, 1)) for x, y, at in late], flush=True)
     stored = metrics_values(metrics)
     equal = sum(1 for node, ifname, value in collector.values if value in stored.get((node, ifname), ()))
     delays = []

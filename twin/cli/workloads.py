@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -289,6 +290,10 @@ def _serve(lab: Lab, sampler: Sampler, http_port: int | None, gnmi_port: int | N
             stops.append(lambda: grpc_server.stop(grace=1).wait())
             out.print(f"serving gNMI on 127.0.0.1:{bound}, a target per node (e.g. {source.nodes[0]})")
         out.print("Ctrl-C to stop")
+        # What is alive now (the model, the sampler's sockets and caches, gRPC) lives as long as
+        # the servers: out of the collector's way. Its full collections scanned it all, 63-71 ms
+        # with every thread stopped, every 12 s (rail8): a gNMI tick behind one came 0.3 s late.
+        gc.freeze()
         until_interrupted()
     finally:
         for stop in reversed(stops):

@@ -3,8 +3,9 @@ peers and the ECMP width of its host routes, as `twin lab status` reads them (la
 
 From the first time a server asks: every switch every FULL_EVERY_S, and a switch at once when
 its FRR log says a BGP session or BFD peer changed, or its kernel's host routes did (the run's
-RoutingMonitor, routes.py, watches both). A full read is three requests to every switch's daemons,
-too many to repeat each second on a big lab for a change that a log line announces anyway.
+RoutingMonitor, routes.py, watches both), and every UNSETTLED_EVERY_S while one of its sessions
+is not Established. A full read is three requests to every switch's daemons, too many to repeat
+each second on a big lab for a change that a log line announces anyway.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ from twin.model.ecmp import expected_next_hops
 from twin.telemetry.routes import RoutingMonitor
 
 FULL_EVERY_S = 2.0
+# A switch with a BGP session not Established (or that did not answer) is read this often until it
+# settles: the states between Down and Up (Idle, Connect, Active, OpenSent) are in no log line FRR
+# writes at its default level, and at FULL_EVERY_S a gNMI subscriber saw Active 1.9 s after bgpd
+# did. (Logging every state machine step, `debug bgp neighbor-events`, also logs every keepalive
+# timer: a line a second per session, 8,192 a second at pod128, into the lab's tmpfs.)
+UNSETTLED_EVERY_S = 0.5
 READERS = 8  # switches read at once
 
 
@@ -76,11 +83,18 @@ class RoutingState:
                     self._read.set()
                     full_at = time.monotonic() + self.full_every_s
                     while not self._stop.is_set() and (left := full_at - time.monotonic()) > 0:
-                        if self._wake.wait(left):
+                        unsettled = self._unsettled()
+                        if self._wake.wait(min(left, UNSETTLED_EVERY_S) if unsettled else left):
                             self._wake.clear()
                             self._refresh(pool, sorted(self._changes.take()))
+                        elif unsettled:
+                            self._refresh(pool, unsettled)
         finally:
             monitor.stop()
+
+    def _unsettled(self) -> list[str]:
+        return sorted(name for name, status in self.latest.items()
+                      if status.error or any(state != "Established" for state in status.bgp.values()))
 
     def _refresh(self, pool: ThreadPoolExecutor, switches: list[str]) -> None:
         read = pool.map(lambda name: switch_status(self.lab, name, self._expected), switches)
