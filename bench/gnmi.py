@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import socket
 import statistics
@@ -58,8 +59,8 @@ class Collector:
     """One STREAM subscription over every node; what arrived, when."""
 
     def __init__(self, port: int, interval_ms: int):
-        self.arrivals: dict[str, list[float]] = {}  # node -> receive times of its sampled notifications
-        self.stamps: dict[str, list[int]] = {}  # node -> the server's timestamps of the same (ns)
+        # node -> (receive time, the server's timestamp in ns) of each of its sampled notifications
+        self.arrivals: dict[str, list[tuple[float, int]]] = {}
         self.values: list[tuple[str, str, int]] = []  # node, ifname, in-octets
         self.sessions: list[tuple[float, str, str, str]] = []  # received, node, address, state
         self.synced = threading.Event()
@@ -93,8 +94,7 @@ class Collector:
                         address = update.path.elem[6].key["neighbor-address"]
                         self.sessions.append((now, node, address, update.val.string_val))
                 if sampled and self.synced.is_set():
-                    self.arrivals.setdefault(node, []).append(now)
-                    self.stamps.setdefault(node, []).append(note.timestamp)
+                    self.arrivals.setdefault(node, []).append((now, note.timestamp))
         except grpc.RpcError:
             pass  # cancelled at the end
 
@@ -171,16 +171,15 @@ def run(name: str, seconds: float, interval_ms: int, scratch: Path) -> dict:
     finally:
         stop.set()
         deploy.down(fabric.name)
-    gaps = [b - a for times in collector.arrivals.values() for a, b in zip(times, times[1:], strict=False)]
-    # Where a long gap comes from: the sampler's reads (the timestamps the server sent, the time of
-    # the read each value is from) or the delivery (the gap in arrival beyond the gap in stamps).
-    start = min(times[0] for times in collector.arrivals.values())
-    late = sorted(((b - a, (sb - sa) / 1e9, a - start) for node, times in collector.arrivals.items()
-                   for (a, b), (sa, sb) in zip(zip(times, times[1:], strict=False),
-                                              zip(collector.stamps[node], collector.stamps[node][1:], strict=False),
-                                              strict=True)), reverse=True)[:10]
+    # Each gap with the gap in the server's timestamps (the sampler's reads the values are from)
+    # beside it, and when it began: a long gap with a short stamp gap was lost in delivery.
+    start = min(seen[0][0] for seen in collector.arrivals.values())
+    spans = [(b - a, (sb - sa) / 1e9, a - start) for seen in collector.arrivals.values()
+             for (a, sa), (b, sb) in itertools.pairwise(seen)]
+    gaps = [gap for gap, _, _ in spans]
     print(f"longest arrival gaps (arrival s, stamp s, at s; the link down from {seconds / 2:g} s for 5 s):",
-          [(round(x, 3), round(y, 3), round(at, 1)) for x, y, at in late], flush=True)
+          [(round(gap, 3), round(stamp, 3), round(at, 1)) for gap, stamp, at in sorted(spans, reverse=True)[:10]],
+          flush=True)
     stored = metrics_values(metrics)
     equal = sum(1 for node, ifname, value in collector.values if value in stored.get((node, ifname), ()))
     delays = []

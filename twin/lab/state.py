@@ -100,7 +100,7 @@ class LabState:
                 elif name == "resources":
                     fresh = Resource(**item)
                     mine = mine if mine == fresh else fresh
-                elif mine != item:
+                else:
                     mine = item
                 items.append(mine)
             getattr(self, name)[:] = items
