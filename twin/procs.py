@@ -35,6 +35,22 @@ def set_priority(nice: int) -> None:
         pass
 
 
+def real_time(priority: int) -> str | None:
+    """Run the calling process at SCHED_FIFO `priority` (the lab's emulated hardware: the PFC
+    controller, the BFD data plane); the reason when it cannot (no CAP_SYS_NICE in a container)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except OSError as exc:
+        return f"no real-time priority ({exc.strerror})"
+    return None
+
+
+def stop_on_signals(stop) -> None:
+    """SIGTERM and SIGINT call `stop` (a service ends its loop and cleans up) instead of killing."""
+    signal.signal(signal.SIGTERM, lambda *_args: stop())
+    signal.signal(signal.SIGINT, lambda *_args: stop())
+
+
 @contextmanager
 def ahead_of_the_load(nice: int = URGENT_NICE) -> Iterator[None]:
     """Run the calling thread at a higher priority (never a lower one) until the block ends, so

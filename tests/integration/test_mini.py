@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from twin.lab.bfd import client as bfd_client
 from twin.lab.deploy import wait_converged
 from twin.lab.kernel import netconf, shaping
 from twin.lab.kernel.nsutil import interface_indexes, netlink_in
@@ -212,6 +213,47 @@ def test_frr_runs_with_its_fixes_and_sessions_survive_a_reset(mini):
     vty.run(mini.state.node_dir("spine-1") / "bgpd.vty", ["clear bgp *"])
     wait_converged(mini, timeout_s=60)
     assert unreachable_pairs(mini) == []
+
+
+def _bfd_states(lab, node: str) -> dict[str, str]:
+    return {peer["peer"]: peer["status"] for peer in vtysh_json(lab, node, "show bfd peers json")}
+
+
+def test_bfd_packets_are_the_data_planes_and_a_one_way_loss_downs_that_links_sessions_only(mini):
+    """bfdd hands its sessions to the lab's BFD data plane (lab/bfd/): it holds no BFD socket, the
+    data plane sends and receives for every switch. A link that loses BFD one way takes its two
+    sessions down within the detection time (the deaf end by expiry, the other by hearing it), no
+    other session, and they come back when it heals."""
+    if not mini.fabric.bfd_offload:
+        pytest.skip("bfdd sends its own packets on this runtime")
+    fabric = mini.fabric
+    bfdd = next(r for r in mini.state.daemons() if r.name == "spine-1/bfdd")
+    sockets = subprocess.run(["nsenter", f"--net={mini.netns('spine-1')}", "ss", "-uanpH"],
+                             capture_output=True, text=True, check=True).stdout
+    assert ":3784 " in sockets and f"pid={bfdd.pid}," not in sockets, sockets
+    stats = bfd_client.stats_after(mini, time.monotonic())
+    assert stats["sessions"] == stats["up"] == 2 * len([link for link in fabric.links if link.kind == "fabric"])
+    link = next(link for link in fabric.links if {link.a.node, link.b.node} == {"leaf-g1-r1", "spine-1"})
+    leaf_end, spine_end = (link.a, link.b) if link.a.node == "leaf-g1-r1" else (link.b, link.a)
+    before = {node: _bfd_states(mini, node) for node in ("leaf-g1-r1", "spine-1", "spine-2")}
+    assert all(state == "up" for states in before.values() for state in states.values())
+    drop = ["nsenter", f"--net={mini.netns('leaf-g1-r1')}", "nft"]
+    subprocess.run([*drop, f"add table inet bfdcut; add chain inet bfdcut in {{ type filter hook input priority 0; }}; "
+                    f"add rule inet bfdcut in iifname {leaf_end.ifname} udp dport 3784 drop"], check=True)
+    try:
+        cut = {("leaf-g1-r1", str(spine_end.address.ip)), ("spine-1", str(leaf_end.address.ip))}
+        deadline = time.monotonic() + 3 * fabric.bfd_interval_ms * fabric.bfd_multiplier / 1000
+        while True:
+            now = {node: _bfd_states(mini, node) for node in before}
+            down = {(node, peer) for node, states in now.items() for peer, state in states.items() if state != "up"}
+            if down >= cut or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert down == cut, now
+    finally:
+        subprocess.run([*drop, "delete table inet bfdcut"], check=True)
+    wait_converged(mini, timeout_s=60)
+    assert {node: _bfd_states(mini, node) for node in before} == before
 
 
 def test_dead_daemon_is_reported(mini):

@@ -3,6 +3,7 @@ the same daemons in a lab's argv and in the containerlab export."""
 
 from pathlib import Path
 
+from twin.lab.bfd.paths import DPLANE_SOCKET
 from twin.lab.routing.frr import daemon_argv
 from twin.model.daemons import DAEMONS, answering, start_groups
 from twin.model.export import _daemon
@@ -27,3 +28,15 @@ def test_only_bfdd_gets_a_control_socket_in_the_lab_and_in_the_export():
         argv, exported = daemon_argv(daemon, Path("/run/x")), _daemon(daemon)
         assert argv[0].endswith(f"/{daemon.name}") and f"/run/x/{daemon.name}.conf" in argv
         assert ("--bfdctl" in argv) == ("--bfdctl" in exported) == (daemon.name == "bfdd")
+
+
+def test_an_offloaded_bfdd_listens_for_the_data_plane_in_its_node_directory_and_the_export_does_not():
+    """A netns lab's bfdd hands its sessions to the lab's BFD data plane (lab/bfd/), listening where
+    the data plane connects; bgpd and zebra are unchanged, and a containerlab node's bfdd sends its own."""
+    for daemon in DAEMONS:
+        argv = daemon_argv(daemon, Path("/run/x"), bfd_offload=True)
+        offloaded = "--dplaneaddr" in argv
+        assert offloaded == (daemon.name == "bfdd")
+        if offloaded:
+            assert argv[argv.index("--dplaneaddr") + 1] == f"unix:/run/x/{DPLANE_SOCKET}"
+        assert "--dplaneaddr" not in daemon_argv(daemon, Path("/run/x")) and "--dplaneaddr" not in _daemon(daemon)

@@ -164,3 +164,17 @@ def test_a_switchs_uplinks_are_its_ports_toward_the_tier_above():
     assert far_ends("superspine-1") == []
     # lossless: XOFF (100 KB at 200 Mbit/s) drains in 4 ms
     assert flowlet_gap_s(fabric) == pytest.approx(0.004, rel=0.01)
+
+
+def test_bfd_is_offloaded_on_a_netns_lab_unless_the_file_says_not_and_never_on_docker(tmp_path):
+    """routing.bfd.offload (default true) puts BFD in the lab's data plane (lab/bfd/); a docker lab's
+    bfdd cannot reach it, also when `--runtime docker` overrides the file."""
+    mini = fabric_of("mini")
+    assert mini.runtime == "netns" and mini.bfd_offload
+    assert not mini.with_runtime("docker").bfd_offload
+    text = (LABS / "mini.yaml").read_text().replace("multiplier: 3}", "multiplier: 3, offload: false}")
+    (tmp_path / "mini.yaml").write_text(text)
+    assert not build_fabric(load_lab(tmp_path / "mini.yaml", runtime.names())).bfd_offload
+    (tmp_path / "mini.yaml").write_text(text.replace("offload: false", "offload: true").replace("runtime: netns",
+                                                                                               "runtime: docker"))
+    assert not build_fabric(load_lab(tmp_path / "mini.yaml", runtime.names())).bfd_offload

@@ -51,6 +51,7 @@ def test_bfd_cost_and_the_interval_that_fits():
     fabric = fabric_of("pod64")
     assert idle.bfd_sessions(fabric) == 2 * (640 - 128)
     cost = idle.bfd_cores(fabric, 300)
-    assert cost == pytest.approx(1024 * (1000 / 300) * idle.BFD_CPU_S_PER_PACKET)
-    interval = idle.bfd_interval_that_fits(fabric, 0.5)
-    assert idle.bfd_cores(fabric, interval) <= 0.5 < idle.bfd_cores(fabric, interval - 100)
+    assert cost == pytest.approx(1024 * (1000 / 300) / idle.MEAN_JITTER * idle.bfd_cpu_s_per_packet(fabric))
+    assert fabric.bfd_offload and idle.bfd_cpu_s_per_packet(fabric) == idle.DATA_PLANE_CPU_S_PER_PACKET
+    interval = idle.bfd_interval_that_fits(fabric, 0.1)
+    assert interval > 100 and idle.bfd_cores(fabric, interval) <= 0.1 < idle.bfd_cores(fabric, interval - 100)

@@ -17,6 +17,7 @@ from rich.table import Table
 from twin.cli.tools import RUNTIME_OPTION, out, progress, write_output
 from twin.errors import TwinError
 from twin.lab import deploy, idle
+from twin.lab.bfd import client as bfd_client
 from twin.lab.files import open_lab
 from twin.lab.handle import Lab, lab_model
 from twin.lab.kernel.nsutil import interface_indexes
@@ -131,9 +132,11 @@ def lab_status_cmd(name: str, as_json: bool, idle_window: float) -> None:
     cost = idle.measure(state, idle_window) if idle_window else None  # before vtysh adds its own load
     statuses = lab_status(lab)
     queues = queue_status(lab)
+    bfd_plane = bfd_client.status(lab)
     if as_json:
         out.print_json(json.dumps({"switches": as_dict(statuses),
                                    "queues": asdict(queues) | {"healthy": queues.healthy},
+                                   "bfd_data_plane": bfd_plane,
                                    "idle": asdict(cost) if cost else None}))
     else:
         table = Table(title=f"lab {name} ({state.status})")
@@ -154,10 +157,23 @@ def lab_status_cmd(name: str, as_json: bool, idle_window: float) -> None:
         if state.drains:
             out.print(f"drained on purpose (BGP shut; `twin lab undrain {name} --all`): {', '.join(state.drains)}")
         print_queues(queues)
+        print_bfd_data_plane(bfd_plane)
         if cost:
             print_idle(cost)
-    if not all(s.healthy for s in statuses) or not queues.healthy:
+    if not all(s.healthy for s in statuses) or not queues.healthy or (bfd_plane and not bfd_plane["running"]):
         sys.exit(1)
+
+
+def print_bfd_data_plane(plane: dict | None) -> None:
+    if plane is None:
+        out.print("BFD: each switch's bfdd sends its own packets (routing.bfd.offload: false, or a docker lab)")
+    elif not plane["running"]:
+        out.print("BFD: [red]the lab's BFD data plane is not running[/]: no switch sends or hears BFD, every "
+                  "session goes down (`twin lab down` and up again)")
+    else:
+        out.print(f"BFD: offloaded to the lab's data plane: {plane['up']}/{plane['sessions']} sessions up, "
+                  f"{plane['tx_packets']} packets sent and {plane['rx_packets']} received since it started, "
+                  f"{plane['cpu_s']:.1f} s of CPU")
 
 
 def print_idle(cost: idle.IdleCost) -> None:
@@ -456,7 +472,7 @@ def plan_cmd(lab_ref: str, machines: int, as_json: bool) -> None:
         raise TwinError(f"{machines} machines for {len(fabric.switches)} switches", hint="fewer --hosts")
     where = split(fabric, machines)
     if as_json:
-        out.print_json(json.dumps([asdict(e) for e in idle.machine_estimates(fabric, where, machines)]))
+        out.print_json(json.dumps([asdict(e) for e in idle.machine_estimates(fabric, where, machines, offload=False)]))
         return
     print_plan(fabric, where, machines)
 
@@ -466,7 +482,7 @@ def print_plan(fabric, where: dict[str, int], machines: int) -> None:
     for column in ("machine", "switches", "hosts", "local links", "VXLAN links", "BFD sessions", "CPU at rest (cores)",
                    "FRR memory (MiB)"):
         table.add_column(column)
-    for e in idle.machine_estimates(fabric, where, machines):
+    for e in idle.machine_estimates(fabric, where, machines, offload=False):  # the export runs bfdd's own
         table.add_row(str(e.machine), str(e.switches), str(e.hosts), str(e.local_links), str(e.vxlan_links),
                       str(e.bfd_sessions), f"{e.cores:.2f}", f"{e.memory_mib:.0f}")
     out.print(table)

@@ -47,7 +47,7 @@ def machines_needed(fabric: Fabric, machine: Machine) -> tuple[int, float, bool]
     busy, and False."""
     best = None
     for count in range(2, min(MAX_MACHINES, len(fabric.switches)) + 1):
-        estimates = idle.machine_estimates(fabric, split(fabric, count), count)
+        estimates = idle.machine_estimates(fabric, split(fabric, count), count, offload=False)  # the export's
         busiest = max(e.cores for e in estimates)
         if all(fits(e, machine) for e in estimates):
             return count, busiest, True

@@ -1,7 +1,7 @@
 """Bring a lab up (ordered steps, each recorded before it acts) and tear it down.
 
 up:   neighbour-table reservation -> namespaces -> sysctls -> links -> interfaces, routing, shaping
-      -> PFC controller -> FRR -> convergence
+      -> PFC controller -> BFD data plane -> FRR -> convergence
 down: daemons by recorded pid -> every node carrying this lab's prefix -> the lab directory
 A failure or Ctrl-C during `up` tears down whatever was built.
 """
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from twin.errors import LabStateError, RuntimeBackendError
 from twin.lab import capacity, idle, neigh
+from twin.lab.bfd import client as bfd_client
 from twin.lab.handle import Lab
 from twin.lab.kernel import netconf, nlbatch, offload, shaping
 from twin.lab.kernel.nsutil import interface_indexes
@@ -162,6 +163,11 @@ def _lldp(build: Build) -> None:
     lldp.start(lab, build.progress.advance)
 
 
+def _bfd_data_plane(build: Build) -> None:
+    build.progress.phase("BFD data plane (every switch's BFD packets and timers)", None)
+    bfd_client.start(build.lab)
+
+
 def _frr_start(build: Build) -> None:
     lab, switches = build.lab, build.lab.fabric.switches
     build.progress.phase("FRR daemons", len(switches) * len(DAEMONS))
@@ -213,6 +219,7 @@ PHASES = (
     Phase("pfc", _queue_programs, wanted=lambda fabric: fabric.queue_programs),
     Phase("phy", _physical_layer),
     Phase("lldp", _lldp, wanted=lambda fabric: fabric.lldp),
+    Phase("bfd-dataplane", _bfd_data_plane, wanted=lambda fabric: fabric.bfd_offload),
     Phase("frr-start", _frr_start),
     Phase("bgp-release", _bgp_release),
     Phase("bgp-ecmp", _bgp_ecmp),

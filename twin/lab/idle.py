@@ -2,11 +2,13 @@
 controller, agents), sampled from /proc, against what the machine has; and what its BFD timers
 will cost before it is built.
 
-BFD dominates a big lab at rest: FRR's bfdd wakes for every packet it sends or receives and polls
-all its sockets each time. Measured on this 2-core machine (pod64, 1,024 sessions at 300 ms):
-1.26 cores, about 0.37 ms of CPU per BFD packet sent (its reception included), flat per session
-from leaves (4 sessions) to superspines (32). bgpd at rest takes a quarter to a third of that
-(keepalives: 0.15 core for pod64's 1,024 sessions at 1 s).
+BFD dominates a big lab at rest. Its cost per packet sent (its reception included), measured on
+this 2-core machine at rest on pod64 (1,024 sessions at 300 ms x 3; bench/bfd_offload.py,
+docs/benchmarks.md "BFD data plane", 2026-11-30): 104 us when each switch's bfdd sends its own,
+41 us when the lab's BFD data plane sends for all (lab/bfd/). About half of either is the
+kernel forwarding the packet through the twin's ports (it runs in the sender's system call).
+(Issue 18 measured 0.37 ms for bfdd, before FRR's daemons ran with the ppoll fix of native/.)
+bgpd at rest: keepalives, 0.15 core for pod64's 1,024 sessions at 1 s.
 """
 
 from __future__ import annotations
@@ -21,7 +23,11 @@ from twin.lab.state import LabState
 from twin.model.fabric import Fabric
 from twin.procs import alive
 
-BFD_CPU_S_PER_PACKET = 0.37e-3
+BFDD_CPU_S_PER_PACKET = 104e-6
+DATA_PLANE_CPU_S_PER_PACKET = 41e-6
+# RFC 5880's jitter sends each packet after 75-100 % of the interval: on average 1/0.875 packets
+# per interval
+MEAN_JITTER = 0.875
 # A lab at rest may take this share of the machine's cores; past it, workloads (collectives, probes,
 # the PFC controller's reactions) compete with the fabric's own chatter.
 REST_SHARE = 0.3
@@ -32,15 +38,26 @@ def bfd_sessions(fabric: Fabric) -> int:
     return 2 * sum(1 for link in fabric.links if link.kind == "fabric")
 
 
+def bfd_cpu_s_per_packet(fabric: Fabric, offload: bool | None = None) -> float:
+    """offload: whether the lab's BFD data plane sends (default: as the fabric says)."""
+    offload = fabric.bfd_offload if offload is None else offload
+    return DATA_PLANE_CPU_S_PER_PACKET if offload else BFDD_CPU_S_PER_PACKET
+
+
+def bfd_packets_per_s(sessions: int, interval_ms: int) -> float:
+    return sessions * 1000.0 / interval_ms / MEAN_JITTER
+
+
 def bfd_cores(fabric: Fabric, interval_ms: int | None = None) -> float:
-    """Cores FRR's bfdd processes of this fabric take at rest (the measured cost per packet)."""
+    """Cores BFD of this fabric takes at rest (bfdd's processes, or the data plane), from the
+    measured cost per packet."""
     interval_ms = interval_ms or fabric.bfd_interval_ms
-    return bfd_sessions(fabric) * (1000.0 / interval_ms) * BFD_CPU_S_PER_PACKET
+    return bfd_packets_per_s(bfd_sessions(fabric), interval_ms) * bfd_cpu_s_per_packet(fabric)
 
 
 def bfd_interval_that_fits(fabric: Fabric, cores: float) -> int:
     """The shortest BFD interval (ms, rounded up to 100) whose cost stays within `cores`."""
-    needed = bfd_sessions(fabric) * 1000.0 * BFD_CPU_S_PER_PACKET / cores
+    needed = bfd_packets_per_s(bfd_sessions(fabric), 1) * bfd_cpu_s_per_packet(fabric) / cores
     return max(100, int(-(-needed // 100) * 100))
 
 
@@ -105,7 +122,9 @@ def measure(state: LabState, window_s: float = 2.0) -> IdleCost:
     for pid, resource in processes.items():
         if before[pid] is None or after[pid] is None:
             continue
-        program = resource.name.split("/")[-1] if resource.kind == "daemon" else resource.kind
+        # a daemon by its name (bfdd, ...), the lab's own processes by theirs (pfc/controller, bfd/dataplane)
+        program = resource.name.split("/")[-1] if resource.kind == "daemon" else \
+            resource.name if resource.kind == "controller" else resource.kind
         by_program[program] = by_program.get(program, 0.0) + (after[pid] - before[pid]) / hz / window_s
     total, idle = (a - b for a, b in zip(machine_after, machine_before))
     cores = machine_cores()
@@ -152,15 +171,19 @@ class MachineEstimate:
     memory_mib: float
 
 
-def machine_estimates(fabric: Fabric, where: dict[str, int], machines: int) -> list[MachineEstimate]:
-    """Per machine of a split lab: what runs there and what it costs at rest, from the measured costs."""
+def machine_estimates(fabric: Fabric, where: dict[str, int], machines: int,
+                      offload: bool | None = None) -> list[MachineEstimate]:
+    """Per machine of a split lab: what runs there and what it costs at rest, from the measured costs.
+    offload: BFD in the lab's data plane (default: as the fabric says); a containerlab export's
+    switches run bfdd's own (model/export.py)."""
     estimates = []
     for machine in range(machines):
         switches = [n for n in fabric.switches if where[n.name] == machine]
         sessions = sum(1 for n in switches for link in fabric.links_of(n.name) if link.kind == "fabric")
         touching = [link for link in fabric.links if machine in (where[link.a.node], where[link.b.node])]
         crossing = sum(1 for link in touching if where[link.a.node] != where[link.b.node])
-        cores = sessions * (1000.0 / fabric.bfd_interval_ms * BFD_CPU_S_PER_PACKET + BGP_CORES_PER_SESSION)
+        cores = (bfd_packets_per_s(sessions, fabric.bfd_interval_ms) * bfd_cpu_s_per_packet(fabric, offload)
+                 + sessions * BGP_CORES_PER_SESSION)
         estimates.append(MachineEstimate(machine + 1, len(switches),
                                          sum(1 for n in fabric.hosts if where[n.name] == machine),
                                          len(touching) - crossing, crossing, sessions, round(cores, 2),

@@ -194,6 +194,7 @@ def build_fabric(lab: LabFile) -> Fabric:
         flowlet_gap_s=parse_time_s(spec.routing.flowlet_gap) if spec.routing.flowlet_gap else None,
         hash_offset=spec.routing.hash_offset,
         lldp=spec.lldp,
+        bfd_offload=spec.routing.bfd.offload and spec.runtime == "netns",
     )
     for _name, step in STEPS:
         step(fabric, lab)

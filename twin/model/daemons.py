@@ -34,12 +34,13 @@ class FrrDaemon:
 
 
 ZSERV_SOCKET = "zserv.api"  # zebra's API socket, which every daemon is told (-z)
+BFDD = "bfdd"
 BFDD_SOCKET = "bfdd.sock"  # bfdd's control socket (--bfdctl), made once it listens
 # No staticd: no fault or mitigation adds static routes (black holes are nftables rules), and a
 # daemon per switch that serves nothing cost 208 processes and their memory at pod128.
 DAEMONS = (
     FrrDaemon("zebra", 0, ZSERV_SOCKET, answers=("show ip route",)),
-    FrrDaemon("bfdd", 1, BFDD_SOCKET, answers=("show bfd",), control_socket=BFDD_SOCKET),
+    FrrDaemon(BFDD, 1, BFDD_SOCKET, answers=("show bfd",), control_socket=BFDD_SOCKET),
     FrrDaemon("bgpd", 1, "bgpd.vty", answers=("show bgp", "show ip bgp")),
 )
 

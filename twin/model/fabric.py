@@ -126,6 +126,9 @@ class Fabric(_Freezable):
     # every node runs lldpd (lab/routing/lldp.py), so config-audit sees who is cabled to whom; False in
     # models saved before it existed
     lldp: bool = False
+    # BFD's packets and timers in the lab's data plane process (lab/bfd/), bfdd the control plane;
+    # netns labs only (a container's bfdd cannot reach it); False in models saved before it existed
+    bfd_offload: bool = False
     nodes: Mapping[str, Node] = field(default_factory=dict)  # a read-only view once frozen
     links: Sequence[Link] = field(default_factory=list)  # a tuple once frozen
     graph: nx.Graph = field(default_factory=nx.Graph)  # nx.freeze()d
@@ -163,7 +166,7 @@ class Fabric(_Freezable):
         """The same fabric on another runtime (`--runtime`); None keeps the lab file's."""
         if not runtime or runtime == self.runtime:
             return self
-        return dataclasses.replace(self, runtime=runtime).freeze()
+        return dataclasses.replace(self, runtime=runtime, bfd_offload=self.bfd_offload and runtime == "netns").freeze()
 
     def by_role(self, role: Role) -> list[Node]:
         return [n for n in self.nodes.values() if n.role == role]

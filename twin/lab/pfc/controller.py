@@ -33,7 +33,6 @@ import json
 import math
 import os
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -52,6 +51,7 @@ from twin.lab.pfc.queues import Queues
 from twin.model import queue_tree
 from twin.model.buffers import frame_bytes, switch_queue_limit
 from twin.model.ports import Port, ports
+from twin.procs import real_time, stop_on_signals
 
 SOCKET = "control.sock"
 FLUSH_S = 0.1
@@ -588,15 +588,9 @@ def main() -> None:
     published.directory(lab.paths.root).mkdir(parents=True, exist_ok=True)
     controller = Controller(lab)
     controller.start()  # forks the kicker, which stays at normal priority
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
-    except OSError as exc:
-        controller.errors.append(f"no real-time priority ({exc.strerror}): reactions may be slower under load")
-
-    def stop(*_args) -> None:
-        controller.stopping = True
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    if (refused := real_time(RT_PRIORITY)) is not None:
+        controller.errors.append(f"{refused}: reactions may be slower under load")
+    stop_on_signals(lambda: setattr(controller, "stopping", True))
     try:
         controller.run()
     finally:

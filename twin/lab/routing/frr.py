@@ -19,12 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from twin.errors import MissingDependencyError, RuntimeBackendError
+from twin.lab.bfd.paths import DPLANE_SOCKET, dplane_option
 from twin.lab.handle import Lab
 from twin.lab.routing import vty
 from twin.lab.routing.frr_answers import all_established, bgp_peers, established, heard, knows_prefix
 from twin.lab.runtime import Runtime
 from twin.lab.state import Resource
-from twin.model.daemons import DAEMONS, ZSERV_SOCKET, FrrDaemon, answering, start_groups
+from twin.model.daemons import BFDD, DAEMONS, ZSERV_SOCKET, FrrDaemon, answering, start_groups
 from twin.model.fabric import SWITCH_ROLES, Fabric, Node
 from twin.model.render import bgp_neighbors, render_bfd_binding, render_switch
 from twin.procs import alive, cmdline, terminate
@@ -66,12 +67,16 @@ def write_configs(fabric: Fabric, node: Node, directory: Path) -> None:
         os.chown(path, frr.pw_uid, frr.pw_gid)
 
 
-def daemon_argv(daemon: FrrDaemon, directory: Path) -> list[str]:
+def daemon_argv(daemon: FrrDaemon, directory: Path, bfd_offload: bool = False) -> list[str]:
+    """The daemon's command line; bfd_offload: bfdd hands its sessions' packets and timers to the
+    lab's BFD data plane (lab/bfd/dataplane.py) instead of sending them itself."""
     argv = [str(FRR_DIR / daemon.name), "-P", "0", "--limit-fds", str(FD_LIMIT), "-f", str(directory / daemon.config),
             "-i", str(directory / f"{daemon.name}.pid"), "-z", str(directory / ZSERV_SOCKET),
             "--vty_socket", str(directory), "--log", f"file:{directory / 'frr.log'}"]
     if daemon.control_socket:
         argv += ["--bfdctl", str(directory / daemon.control_socket)]
+    if daemon.name == BFDD and bfd_offload:
+        argv += ["--dplaneaddr", dplane_option(directory)]
     return argv
 
 
@@ -100,8 +105,10 @@ def preloads_missing(runtime: Runtime) -> str | None:
         "; run `make deps`"
 
 
-def spawn_daemon(runtime: Runtime, node: str, daemon: FrrDaemon, directory: Path) -> int:
-    return runtime.spawn(node, daemon_argv(daemon, directory), directory / "daemons.out", env=daemon_env(runtime))
+def spawn_daemon(lab: Lab, node: str, daemon: FrrDaemon) -> int:
+    directory = lab.state.node_dir(node)
+    return lab.runtime.spawn(node, daemon_argv(daemon, directory, lab.fabric.bfd_offload), directory / "daemons.out",
+                             env=daemon_env(lab.runtime))
 
 
 def start_daemons(lab: Lab, nodes: list[str], daemon: FrrDaemon, on_started: Callable[[], None] = lambda: None) -> None:
@@ -112,8 +119,7 @@ def start_daemons(lab: Lab, nodes: list[str], daemon: FrrDaemon, on_started: Cal
     state.save()
 
     def spawn(resource: Resource) -> None:
-        directory = state.node_dir(resource.node)
-        resource.pid = spawn_daemon(lab.runtime, resource.node, daemon, directory)
+        resource.pid = spawn_daemon(lab, resource.node, daemon)
         on_started()
 
     try:
@@ -308,18 +314,17 @@ def node_pids(lab: Lab, node: str) -> list[int]:
 def stop_node(lab: Lab, node: str) -> None:
     """Stop every FRR daemon of a switch (by recorded pid) and remove its stale sockets."""
     terminate(node_pids(lab, node))
-    for socket_name in {name for daemon in DAEMONS for name in daemon.sockets()}:
+    for socket_name in {name for daemon in DAEMONS for name in daemon.sockets()} | {DPLANE_SOCKET}:
         (lab.state.node_dir(node) / socket_name).unlink(missing_ok=True)
 
 
 def restart_node(lab: Lab, node: Node, timeout_s: float = 30) -> None:
     """Start a stopped switch's daemons from its configs, wait for BGP, then bind BFD."""
     state = lab.state
-    directory = state.node_dir(node.name)
     for group in start_groups():
         for daemon in group:
             resource = next(r for r in state.daemons() if r.name == f"{node.name}/{daemon.name}")
-            resource.pid = spawn_daemon(lab.runtime, node.name, daemon, directory)
+            resource.pid = spawn_daemon(lab, node.name, daemon)
             state.save()
         wait_sockets(lab, [node.name], group)
     deadline = time.monotonic() + timeout_s
