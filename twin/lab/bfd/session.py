@@ -99,7 +99,7 @@ class Session:
                 self._go(State.DOWN, Diag.NEIGHBOR_DOWN, now)
         elif self.state == State.DOWN:
             if packet.state == State.DOWN:
-                self._go(State.INIT, Diag.NONE, now)
+                self._go(State.INIT, self.diag, now)  # the reason it went down stands until Up
             elif packet.state == State.INIT:
                 self._go(State.UP, Diag.NONE, now)
         elif self.state == State.INIT:
