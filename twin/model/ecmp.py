@@ -21,17 +21,16 @@ def host_prefixes(fabric: Fabric) -> dict[IPv4Network, str]:
 
 def expected_next_hops(fabric: Fabric) -> dict[str, dict[IPv4Network, int]]:
     """switch -> host prefix -> number of ECMP next hops (connected prefixes left out)."""
-    switches = fabric.switch_graph()
+    switches = nx.Graph(fabric.switch_graph())  # a copy: 128 searches over the view took 0.16 s, 0.01 here
     distance = {leaf.name: nx.single_source_shortest_path_length(switches, leaf.name)
                 for leaf in fabric.by_role("leaf")}
+    prefixes = host_prefixes(fabric)
     expected: dict[str, dict[IPv4Network, int]] = {}
     for switch in fabric.switches:
-        per_prefix = {}
-        for prefix, leaf in host_prefixes(fabric).items():
-            if leaf == switch.name:
-                continue
-            dist = distance[leaf]
-            per_prefix[prefix] = sum(1 for peer in switches.neighbors(switch.name)
-                                     if dist.get(peer) == dist[switch.name] - 1)
-        expected[switch.name] = per_prefix
+        peers = list(switches.neighbors(switch.name))
+        # a prefix's width depends on its leaf only: counted once per leaf, not per prefix (pod128:
+        # 26,000 counts instead of 577,000, which took half of `twin lab status`)
+        width = {leaf: sum(1 for peer in peers if dist.get(peer) == dist[switch.name] - 1)
+                 for leaf, dist in distance.items() if leaf != switch.name}
+        expected[switch.name] = {prefix: width[leaf] for prefix, leaf in prefixes.items() if leaf != switch.name}
     return expected
