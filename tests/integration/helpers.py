@@ -54,9 +54,13 @@ def lab_running(ref: str, runtime: str | None = None):
         assert leftovers(fabric.name) == [], f"teardown left: {leftovers(fabric.name)}"
 
 
+def twin_argv(*args: str) -> list[str]:
+    """argv of `twin ARGS` with this interpreter (the tests' checkout, not an installed twin)."""
+    return [sys.executable, "-c", "from twin.cli import main; main()", *args]
+
+
 def twin_cli(*args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from twin.cli import main; main()", *args],
-                          capture_output=True, text=True, cwd=ROOT, **kwargs)
+    return subprocess.run(twin_argv(*args), capture_output=True, text=True, cwd=ROOT, **kwargs)
 
 
 def lab_name(ref: str) -> str:

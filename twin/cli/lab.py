@@ -33,6 +33,7 @@ from twin.model import pathhash
 from twin.model.describe import describe
 from twin.model.nics import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs
 from twin.model.ports import peer, ports
+from twin.names import is_lab_name
 from twin.text import shown
 
 
@@ -48,29 +49,83 @@ def lab() -> None:
               help=f"Check that every host NIC reaches every NIC of the other hosts (NICs squared: 63,488 "
                    f"pairs at pod128), not a sample of {SAMPLE_PER_NIC} destinations per NIC (the same on small labs).")
 @RUNTIME_OPTION
-def lab_up(lab_ref: str, timeout: float, all_pairs: bool, runtime: str | None) -> None:
-    """Bring LAB (a name from labs/ or a path) up and wait until it has converged."""
+@click.option("--machines", type=click.IntRange(2, 64), default=None,
+              help="Split LAB over this many machines (the split `twin export --hosts N` writes) and bring up "
+                   "one machine's share, a lab named LAB-mK; with --machine and --address.")
+@click.option("--machine", type=click.IntRange(1, 64), default=None, help="Which machine this is (1 ... --machines).")
+@click.option("--address", "addresses", multiple=True, metavar="IP[,IP...]",
+              help="Every machine's underlay address, in machine order (repeat, or separate with commas): "
+                   "the links to other machines are VXLAN tunnels between these.")
+@click.option("--underlay", metavar="NETNS", default=None,
+              help="The network namespace holding this machine's address (default: this machine's own); "
+                   "on one box, each machine of a split can be a namespace.")
+def lab_up(lab_ref: str, timeout: float, all_pairs: bool, runtime: str | None, machines: int | None,
+           machine: int | None, addresses: tuple[str, ...], underlay: str | None) -> None:
+    """Bring LAB (a name from labs/ or a path) up and wait until it has converged. With --machines,
+    --machine and --address: this machine's share of LAB split over machines, converged with the others."""
     lab_file, fabric = open_lab(lab_ref)
     fabric = fabric.with_runtime(runtime)
+    if machines or machine or addresses or underlay:
+        fabric = _share(fabric, machines, machine, addresses, underlay)
     started = time.monotonic()
     with progress() as bar:
         lab = deploy.up(lab_file, fabric, bar, timeout_s=timeout, all_pairs=all_pairs)
     elapsed = time.monotonic() - started
-    pairs = len(fabric.host_nics())
     nics = fabric_nics(fabric)
-    checked, every = len(checked_pairs(nics, all_pairs)), len(fabric_pairs(nics))
-    reached = ("all host NIC pairs reachable" if checked == every else
+    checked = sum(1 for src, _dst in checked_pairs(nics, all_pairs) if fabric.runs_here(nics[src].host))
+    every = sum(1 for src, _dst in fabric_pairs(nics) if fabric.runs_here(nics[src].host))
+    reached = ("no hosts on this machine" if not every else "all host NIC pairs reachable" if checked == every else
                f"{checked:,} of {every:,} host NIC pairs reachable ({SAMPLE_PER_NIC} from each NIC; "
                "--all-pairs for all)")
-    out.print(f"[green]lab {fabric.name} is up[/] and converged in [bold]{elapsed:.1f} s[/]: "
-              f"{len(fabric.switches)} switches, {len(fabric.hosts)} hosts ({pairs} NICs), "
-              f"{len(fabric.links)} links; all ECMP next hops installed, {reached}.")
+    hosts = [n for n in fabric.local_nodes if not n.is_switch]
+    what = (f"{len(fabric.local_switches)} switches, {len(hosts)} hosts, {len(fabric.local_links)} links and "
+            f"{len(fabric.seam_links)} VXLAN links to the other machines (machine {fabric.machine} of "
+            f"{fabric.machines} of lab {fabric.split_of})" if fabric.machine else
+            f"{len(fabric.switches)} switches, {len(fabric.hosts)} hosts ({len(nics)} NICs), {len(fabric.links)} links")
+    out.print(f"[green]lab {fabric.name} is up[/] and converged in [bold]{elapsed:.1f} s[/]: {what}; "
+              f"all ECMP next hops installed, {reached}.")
     out.print("  phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in lab.state.timings_s.items() if k != "total"))
-    first, last = fabric.host_nics()[0], fabric.host_nics()[-1]
-    out.print(f"  next: twin lab status {fabric.name}\n"
-              f"        twin lab exec {fabric.name} {first[0]} -- ping -c 3 -I {first[1].address.ip} "
-              f"{last[1].address.ip}\n"
-              f"        twin lab down {fabric.name}")
+    local = [nic for nic in nics if fabric.runs_here(nic.host)]
+    ping = (f"        twin lab exec {fabric.name} {local[0].host} -- ping -c 3 -I {local[0].address} "
+            f"{nics[-1].address if nics[-1] is not local[0] else nics[0].address}\n" if local else "")
+    out.print(f"  next: twin lab status {fabric.name}\n{ping}        twin lab down {fabric.name}")
+
+
+def _share(fabric, machines: int | None, machine: int | None, addresses: tuple[str, ...], underlay: str | None):
+    """This machine's share of the lab split over --machines (model/partition.share), its options checked."""
+    from twin.model.partition import share
+    if not machines or not machine:
+        raise TwinError("a split lab needs --machines, --machine and --address together",
+                        hint="e.g. --machines 2 --machine 1 --address 10.0.0.1,10.0.0.2")
+    if machine > machines:
+        raise TwinError(f"--machine {machine} is not one of the {machines} machines", hint=f"1 ... {machines}")
+    if machines > len(fabric.switches):
+        raise TwinError(f"{machines} machines for {len(fabric.switches)} switches", hint="fewer --machines")
+    listed = machine_addresses(addresses, machines)
+    if not is_lab_name(f"{fabric.name}-m{machine}"):
+        raise TwinError(f"lab {fabric.name}'s share would be named {fabric.name}-m{machine}, longer than a lab "
+                        f"name may be", hint="shorten the lab's name (at most 9 characters for a split)")
+    if fabric.load_balance != "ecmp" or fabric.hash_offset:
+        raise TwinError("a split lab routes by ECMP only: adaptive routing and hash offsets need every queue's "
+                        "depth, and the machines' programs see only their own",
+                        hint="routing.load_balance: ecmp and no routing.hash_offset in the lab file")
+    return share(fabric, machines, machine, listed, underlay)
+
+
+def machine_addresses(addresses: tuple[str, ...], machines: int) -> list[str]:
+    """--address values (repeated, or comma-separated) as one IPv4 address per machine, checked."""
+    listed = [part.strip() for value in addresses for part in value.split(",") if part.strip()]
+    if len(listed) != machines:
+        raise TwinError(f"{len(listed)} --address for {machines} machines", hint="give one per machine, in order")
+    for address in listed:
+        try:
+            if ip_address(address).version != 4:
+                raise ValueError
+        except ValueError:
+            raise TwinError(f"--address {address!r} is not an IPv4 address", hint="e.g. --address 10.0.1.11") from None
+    if len(set(listed)) != len(listed):
+        raise TwinError("two machines have the same --address", hint="each machine has its own underlay address")
+    return listed
 
 
 @lab.command("down")
@@ -139,7 +194,10 @@ def lab_status_cmd(name: str, as_json: bool, idle_window: float) -> None:
                                    "bfd_data_plane": bfd_plane,
                                    "idle": asdict(cost) if cost else None}))
     else:
-        table = Table(title=f"lab {name} ({state.status})")
+        fabric = lab.fabric
+        share = (f", machine {fabric.machine} of {fabric.machines} of lab {fabric.split_of}: "
+                 f"{len(fabric.seam_links)} VXLAN links to the others" if fabric.machine else "")
+        table = Table(title=f"lab {name} ({state.status}{share})")
         for column in ("switch", "daemons", "BGP established", "BFD up", "ECMP complete", "problems"):
             table.add_column(column)
         for s in statuses:
@@ -156,7 +214,7 @@ def lab_status_cmd(name: str, as_json: bool, idle_window: float) -> None:
         out.print(table)
         if state.drains:
             out.print(f"drained on purpose (BGP shut; `twin lab undrain {name} --all`): {', '.join(state.drains)}")
-        print_queues(queues)
+        print_queues(queues, split=bool(fabric.machine))
         print_bfd_data_plane(bfd_plane)
         if cost:
             print_idle(cost)
@@ -185,14 +243,15 @@ def print_idle(cost: idle.IdleCost) -> None:
         out.print(f"[yellow]warning:[/] {warning}")
 
 
-def print_queues(queues) -> None:
+def print_queues(queues, split: bool = False) -> None:
     marking = (f"; ECN marking from {queues.marking[0]} to {queues.marking[1]} bytes (p {queues.marking[2]:g})"
                if queues.marking else "; no ECN marking")
     if (queues.lossless or queues.marking) and not queues.controller:
         out.print("queues: [red]the PFC controller is not running[/]: ports are neither paused nor resumed, "
                   "marks are not counted (`twin lab down` and up again)")
     elif not queues.lossless:
-        out.print("queues: lossy (links.pfc: false): a full queue drops" + marking)
+        why = "a split lab's share" if split else "links.pfc: false"
+        out.print(f"queues: lossy ({why}): a full queue drops" + marking)
     else:
         reaction = queues.reaction
         out.print(f"queues: lossless (PFC){marking}; controller reaction p50 {reaction.get('p50_us', '-')} us, "
@@ -405,24 +464,17 @@ MACHINES_OPTION = click.option("--hosts", "machines", type=click.IntRange(1, 64)
 @click.option("--format", "fmt", type=click.Choice(["containerlab"]), default="containerlab", show_default=True)
 @click.option("--out", "folder", type=click.Path(path_type=Path), required=True, help="Folder to write (created).")
 @MACHINES_OPTION
-@click.option("--address", "addresses", multiple=True, metavar="IP",
-              help="Each machine's address for the VXLAN links, in machine order (default: 192.0.2.1, ...).")
+@click.option("--address", "addresses", multiple=True, metavar="IP[,IP...]",
+              help="Each machine's address for the VXLAN links, in machine order (repeat, or separate with "
+                   "commas; default: 192.0.2.1, ...).")
 def export_cmd(lab_ref: str, fmt: str, folder: Path, machines: int, addresses: tuple[str, ...]) -> None:
     """Write LAB as a containerlab topology (<lab>.clab.yml, one folder of FRR configs per switch),
     for a twin larger than one machine: containerlab's multi-host mode or clabernetes. With --hosts N,
     one folder per machine (machine-1 ...): its nodes, and its links to the others as vxlan-stitch."""
-    from ipaddress import ip_address
-
     from twin.model.export import DOC_ADDRESSES, problems, topology, write, write_split
     from twin.model.partition import split
     _lab, fabric = open_lab(lab_ref)
-    if addresses and len(addresses) != machines:
-        raise TwinError(f"{len(addresses)} --address for {machines} machines", hint="give one per machine, in order")
-    for address in addresses:
-        try:
-            ip_address(address)
-        except ValueError:
-            raise TwinError(f"--address {address!r} is not an IP address", hint="e.g. --address 10.0.1.11") from None
+    addresses = tuple(machine_addresses(addresses, machines)) if addresses else ()
     if machines > len(fabric.switches):
         raise TwinError(f"{machines} machines for {len(fabric.switches)} switches", hint="fewer --hosts")
     _check_export_folder(folder, fabric.name)

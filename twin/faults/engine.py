@@ -13,6 +13,7 @@ from twin.faults.base import COMMON_KEYS, FaultContext, Timing
 from twin.faults.change import Change
 from twin.faults.overlap import clash_with_active
 from twin.faults.registry import FAULTS, get_kind
+from twin.model.targets import TargetError
 from twin.text import key_note, shown_name
 
 CHANGE = Change.name
@@ -72,9 +73,26 @@ def targets(timing: Timing, params: Any, fabric) -> list[str]:
     return get_kind(timing.kind).targets(fabric, params)
 
 
+def _on_this_machine(fabric, kind, targets: list[str]) -> None:
+    """A split lab's share injects only where it runs: every node a fault touches is here, or, for
+    a kind that acts on a link's ends one by one (`link_down`), one end of the link."""
+    if not fabric.machine:
+        return
+    for target in targets:
+        nodes = [name for name in (part.strip() for part in target.split("--")) if name in fabric.nodes]
+        here = [fabric.runs_here(name) for name in nodes]
+        if not (any(here) if getattr(kind, "one_end_suffices", False) else all(here)):
+            away = [name for name in nodes if not fabric.runs_here(name)]
+            raise TargetError(f"{kind.name} on {target} acts on {', '.join(away)}, not on this machine "
+                              f"({fabric.name} is machine {fabric.machine} of lab {fabric.split_of})",
+                              hint=f"inject it from the share of machine {fabric.machine_of(away[0])}: "
+                                   f"twin fault inject {fabric.split_of}-m{fabric.machine_of(away[0])} ...")
+
+
 def inject(ctx: FaultContext, timing: Timing, params: Any) -> dict:
     kind = get_kind(timing.kind)
     targets = kind.targets(ctx.lab.fabric, params)  # resolves names: errors before anything changes
+    _on_this_machine(ctx.lab.fabric, kind, targets)
     problems = kind.check(ctx.lab.fabric, params, None)
     if problems:
         key, message, hint = problems[0]

@@ -16,6 +16,7 @@ class LinkDown(OnLink):
     name = "link_down"
     params = LinkParams
     training_level = 1
+    one_end_suffices = True  # on a split lab's crossing link, this machine's end (engine._on_this_machine)
 
     def check(self, fabric, params, lasts_s):
         if params.direction != "both":
@@ -30,7 +31,7 @@ class LinkDown(OnLink):
 
     def apply(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         link, _a, _b = resolve_link(ctx.lab.fabric, params.link)
-        ends = [link.a, link.b]
+        ends = _ends_here(ctx, link)
         # Admin-down flushes routes through the device; host per-NIC routes must come back on clear.
         record["routes"] = {end.node: static_routes(ctx, end.node, end.ifname) for end in ends}
         for end in ends:
@@ -38,7 +39,13 @@ class LinkDown(OnLink):
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         link, _a, _b = resolve_link(ctx.lab.fabric, params.link)
-        for end in (link.a, link.b):
+        for end in _ends_here(ctx, link):
             set_link_state(ctx, end.node, end.ifname, up=True)
         for node, routes in record.get("routes", {}).items():
             restore_routes(ctx, node, routes)
+
+
+def _ends_here(ctx: FaultContext, link) -> list:
+    """The link's ends this machine runs: both, but one on a split lab's link to another machine,
+    whose far end then stops hearing it (BFD takes that end's session down, as after a cut fibre)."""
+    return [end for end in (link.a, link.b) if ctx.lab.fabric.runs_here(end.node)]

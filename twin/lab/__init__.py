@@ -4,7 +4,8 @@ before it (tests/unit/test_layers.py, LAB_ROOMS):
 - `state`: the lab's record on disk: what it owns, its faults, merged between processes.
 - `kernel/`: plumbing inside one network namespace, given its path: netlink (`nsutil`, batches in
   `nlbatch`), links, addresses, sysctls and host routing (`netconf`), a port's queue tree
-  (`shaping`), offloads, the FIB's ECMP widths (`fib`). Knows no lab.
+  (`shaping`), offloads, the FIB's ECMP widths (`fib`), a split lab's VXLAN tunnels to the other
+  machines (`vxlan`). Knows no lab.
 - `runtime/`: what a node runs in (netns, docker) and how a command runs there.
 - the handle: `Lab` (`handle`: the model, the state, the runtime, owned processes), lab files by
   name (`files`), nftables in a node (`nft`), who a rank runs as (`identity`), real packets

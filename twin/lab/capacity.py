@@ -59,7 +59,8 @@ def machines_needed(fabric: Fabric, machine: Machine) -> tuple[int, float, bool]
 def refusal(fabric: Fabric, machine: Machine | None = None) -> TwinError | None:
     """Why this machine cannot run the lab (None when it can)."""
     machine = machine or this_machine()
-    estimate = idle.machine_estimates(fabric, {name: 0 for name in fabric.nodes}, 1)[0]
+    here = {name: 0 if fabric.runs_here(name) else 1 for name in fabric.nodes}  # a split lab's share: its own
+    estimate = idle.machine_estimates(fabric, here, 2)[0]
     if fits(estimate, machine):
         return None
     costs = []

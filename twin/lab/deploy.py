@@ -20,7 +20,7 @@ from twin.errors import LabStateError, RuntimeBackendError
 from twin.lab import capacity, idle, neigh
 from twin.lab.bfd import client as bfd_client
 from twin.lab.handle import Lab
-from twin.lab.kernel import netconf, nlbatch, offload, shaping
+from twin.lab.kernel import netconf, nlbatch, offload, shaping, vxlan
 from twin.lab.kernel.nsutil import interface_indexes
 from twin.lab.pfc import client as pfc_client
 from twin.lab.ports import phy
@@ -61,7 +61,12 @@ def up(lab_file: LabFile, fabric: Fabric, progress: Progress | None = None, time
     too_big = capacity.refusal(fabric)
     if too_big is not None:
         raise too_big
-    runtime.preflight(list(fabric.nodes.values()))
+    if fabric.machine:
+        if runtime.kind != "netns":
+            raise LabStateError(f"a split lab runs on network namespaces, not {runtime.kind}",
+                                hint="--runtime netns; containerlab runs a split on containers: twin export --hosts N")
+        vxlan.check_underlay(fabric)
+    runtime.preflight(fabric.local_nodes)
     for warning in (idle.bfd_warning(fabric), frr.preloads_missing(runtime)):
         if warning:
             progress.note(f"warning: {warning}")
@@ -102,7 +107,7 @@ class Build:
 
 def _namespaces(build: Build) -> None:
     lab, progress = build.lab, build.progress
-    nodes = list(lab.fabric.nodes.values())
+    nodes = lab.fabric.local_nodes
     neigh.reserve(lab.name, neigh.entries_needed(lab.fabric))  # released by down()
     progress.phase("namespaces", len(nodes))
     for node in nodes:
@@ -120,21 +125,26 @@ def _namespaces(build: Build) -> None:
 
 def _sysctls(build: Build) -> None:
     lab = build.lab
-    build.progress.phase("sysctls", len(lab.fabric.nodes))
-    for node in lab.fabric.nodes.values():
+    nodes = lab.fabric.local_nodes
+    build.progress.phase("sysctls", len(nodes))
+    for node in nodes:
         netconf.configure_sysctls(lab.netns(node.name), lab.fabric, node)
         build.progress.advance()
 
 
 def _links(build: Build) -> None:
-    build.progress.phase("links", len(build.lab.fabric.links))
-    build.lab.runtime.create_links(list(build.lab.fabric.links), build.progress.advance)
+    lab, fabric = build.lab, build.lab.fabric
+    build.progress.phase("links", len(fabric.local_links) + len(fabric.seam_links))
+    lab.runtime.create_links(fabric.local_links, build.progress.advance)
+    if fabric.machine:  # a share of a split lab: its links to the other machines
+        vxlan.create_tunnels(fabric, lab.netns, build.progress.advance)
 
 
 def _addresses_and_shaping(build: Build) -> None:
     lab, fabric = build.lab, build.lab.fabric
-    build.progress.phase("addresses, routes, shaping", len(fabric.nodes))
-    for node in fabric.nodes.values():
+    nodes = fabric.local_nodes
+    build.progress.phase("addresses, routes, shaping", len(nodes))
+    for node in nodes:
         with nlbatch.Sender(lab.netns(node.name), node.name) as sender:
             indexes = netconf.configure_interfaces(sender, interface_indexes(lab.netns(node.name)), fabric, node)
             for ifname, index in indexes.items():
@@ -159,7 +169,7 @@ def _physical_layer(build: Build) -> None:
 
 def _lldp(build: Build) -> None:
     lab = build.lab
-    build.progress.phase("LLDP (lldpd on every node)", len(lab.fabric.nodes))
+    build.progress.phase("LLDP (lldpd on every node)", len(lab.fabric.local_nodes))
     lldp.start(lab, build.progress.advance)
 
 
@@ -169,7 +179,7 @@ def _bfd_data_plane(build: Build) -> None:
 
 
 def _frr_start(build: Build) -> None:
-    lab, switches = build.lab, build.lab.fabric.switches
+    lab, switches = build.lab, build.lab.fabric.local_switches
     build.progress.phase("FRR daemons", len(switches) * len(DAEMONS))
     for node in switches:
         frr.write_configs(lab.fabric, node, lab.state.node_dir(node.name))
@@ -180,7 +190,7 @@ def _frr_start(build: Build) -> None:
 
 
 def _bgp_release(build: Build) -> None:
-    lab, switches = build.lab, build.lab.fabric.switches
+    lab, switches = build.lab, build.lab.fabric.local_switches
     build.deadline = time.monotonic() + build.timeout_s
     build.progress.phase("BGP sessions opened, tier by tier, once bgpd knows its interfaces", len(switches))
     frr.release_sessions(lab, switches, build.deadline, build.progress.advance)
@@ -191,7 +201,7 @@ def _bgp_ecmp(build: Build) -> None:
 
 
 def _bfd(build: Build) -> None:
-    lab, switches = build.lab, build.lab.fabric.switches
+    lab, switches = build.lab, build.lab.fabric.local_switches
     build.progress.phase("binding BFD to BGP sessions", len(switches))
     with ThreadPoolExecutor(max_workers=8) as pool:
         for _ in pool.map(lambda node: frr.bind_bfd(lab, node), switches):

@@ -104,6 +104,15 @@ class Lab:
                             "during it", hint="find the fault with the fabric's own tools; `twin train hint`, "
                             "`twin train reveal`")
 
+    def refuse_split(self, what: str) -> None:
+        """For what needs every node of the lab on this machine: a split lab's share has only its own."""
+        fabric = self.fabric
+        if fabric.machine:
+            raise TwinError(f"{self.name} is machine {fabric.machine}'s share of lab {fabric.split_of}, split over "
+                            f"{fabric.machines} machines: {what} needs the whole lab on one machine",
+                            hint="bring the lab up whole (without --machines) for it; status, faults and down "
+                                 "work on each share")
+
     def visible_faults(self) -> list[dict] | None:
         """The active faults (engine records), or None while a training session hides them: the
         one place readers (lists, counters, the dashboard) learn what is injected."""

@@ -76,10 +76,10 @@ def take(lab: Lab) -> dict:
     receive_faults, blackholes, crossed = phy.faults(lab), phy.blackholes(lab), phy.crossed(lab)
     # Asking FRR is two vtysh processes a switch, waited on: a few threads overlap them (the
     # netlink dumps below decode in Python, which threads would not speed up).
-    switches = [name for name, node in lab.fabric.nodes.items() if node.is_switch]
+    switches = [node.name for node in lab.fabric.local_switches]
     with ThreadPoolExecutor(max_workers=FRR_READERS) as pool:
         frr = dict(zip(switches, pool.map(lambda name: _frr_or_silence(lab, name), switches)))
-    for name in sorted(lab.fabric.nodes):
+    for name in sorted(node.name for node in lab.fabric.local_nodes):
         with lab.netlink(name) as ipr:
             entry = _kernel(ipr)
         entry["sysctls"] = {key: read_sysctl(lab.netns(name), key) for key in FAULT_SYSCTLS}

@@ -63,9 +63,10 @@ def unreachable_pairs(lab: Lab, timeout_s: float = 2.0, resend_s: float = 0.25,
     sockets = {}
     try:
         for number, nic in enumerate(nics):
-            sockets[number] = _open_socket(lab, nic)
+            if lab.fabric.runs_here(nic.host):  # a split lab's share sends from its own hosts
+                sockets[number] = _open_socket(lab, nic)
         base_id = os.getpid() & 0x7FFF
-        pending = set(fabric_pairs(nics) if pairs is None else pairs)
+        pending = {pair for pair in (fabric_pairs(nics) if pairs is None else pairs) if pair[0] in sockets}
         by_fd = {sock.fileno(): number for number, sock in sockets.items()}
         deadline = time.monotonic() + timeout_s
         next_send = 0.0

@@ -68,7 +68,7 @@ def switch_status(lab: Lab, name: str, expected: dict) -> SwitchStatus:
 
 def lab_status(lab: Lab) -> list[SwitchStatus]:
     expected = expected_next_hops(lab.fabric)
-    names = [n.name for n in lab.fabric.switches]
+    names = [n.name for n in lab.fabric.local_switches]
     with ThreadPoolExecutor(max_workers=8) as pool:
         return list(pool.map(lambda n: switch_status(lab, n, expected), names))
 

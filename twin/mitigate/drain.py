@@ -24,6 +24,7 @@ class DrainError(TwinError):
 def drain(lab: Lab, text: str) -> str:
     """Shut the link's BGP session on both ends; returns the link's name. Refuses a host link and
     a link whose switch would be left without a path toward that tier (a drain never partitions)."""
+    lab.refuse_split("a drain (it shuts the session at both ends)")
     link, a, b = resolve_link(lab.fabric, text)
     key = link_key(link.name)
     nodes = lab.fabric.nodes

@@ -22,9 +22,9 @@ from twin import __version__
 from twin.model import queue_tree
 from twin.model.buffers import port_shaping
 from twin.model.daemons import FrrDaemon, start_groups
-from twin.model.fabric import IFNAMSIZ, Fabric, Link, Node
+from twin.model.fabric import IFNAMSIZ, Fabric, Node
 from twin.model.host_routing import host_routing, ip_commands
-from twin.model.partition import split
+from twin.model.partition import VXLAN_PORT, SeamEnd, seam, split
 from twin.model.ports import Port
 from twin.model.render import render_bfd_binding, render_switch
 from twin.model.sysctls import node_sysctls
@@ -35,7 +35,6 @@ HOST_IMAGE = f"fabric-twin-host:{__version__}"
 FRR_DIR_IN_CONTAINER = "/etc/fabric-twin/lab/frr"
 
 
-VXLAN_PORT = 14789  # containerlab's default for vxlan-stitch
 DOC_ADDRESSES = "192.0.2."  # TEST-NET-1: placeholders until the machines' addresses are given
 
 
@@ -43,27 +42,24 @@ def topology(fabric: Fabric, where: dict[str, int] | None = None, machine: int =
              addresses: list[str] | None = None) -> dict:
     """The containerlab topology document for the lab, or for one machine of a split (`where`:
     node -> machine): its nodes, its links as veths, and each link to another machine as a
-    `vxlan-stitch` to that machine's address, with one VNI per link, the same at both ends."""
-    mine = [n for n in fabric.nodes.values() if where is None or where[n.name] == machine]
+    `vxlan-stitch` to that machine's address, with one VNI per link, the same at both ends (the
+    wiring a share of `twin lab up --machines` makes: partition.seam)."""
+    where = where or dict.fromkeys(fabric.nodes, machine)
+    mine = [n for n in fabric.nodes.values() if where[n.name] == machine]
     nodes = {node.name: _node(fabric, node) for node in mine}
-    links = []
-    for number, link in enumerate(fabric.links):
-        ends = [where[link.a.node], where[link.b.node]] if where else [machine, machine]
-        vars_ = {"rate_bps": fabric.rate_bps, "kind": link.kind}
-        if ends == [machine, machine]:
-            links.append({"endpoints": [f"{link.a.node}:{link.a.ifname}", f"{link.b.node}:{link.b.ifname}"],
-                          "mtu": fabric.mtu, "vars": vars_})
-        elif machine in ends:
-            links.append(_vxlan(link, number, ends, machine, addresses or [], fabric.mtu, vars_))
+    links = [{"endpoints": [f"{link.a.node}:{link.a.ifname}", f"{link.b.node}:{link.b.ifname}"],
+              "mtu": fabric.mtu, "vars": {"rate_bps": fabric.rate_bps, "kind": link.kind}}
+             for link in fabric.links if where[link.a.node] == where[link.b.node] == machine]
+    links += [_vxlan(end, addresses or [], fabric) for end in seam(fabric, where, machine)]
     return {"name": fabric.name, "topology": {"nodes": nodes, "links": links}}
 
 
-def _vxlan(link: Link, number: int, ends: list[int], machine: int, addresses: list[str], mtu: int,
-           vars_: dict) -> dict:
-    local, remote = (link.a, ends[1]) if ends[0] == machine else (link.b, ends[0])
-    return {"type": "vxlan-stitch", "endpoint": {"node": local.node, "interface": local.ifname},
+def _vxlan(end: SeamEnd, addresses: list[str], fabric: Fabric) -> dict:
+    remote = end.remote_machine
+    return {"type": "vxlan-stitch", "endpoint": {"node": end.end.node, "interface": end.end.ifname},
             "remote": addresses[remote] if remote < len(addresses) else f"{DOC_ADDRESSES}{remote + 1}",
-            "vni": number + 1, "dst-port": VXLAN_PORT, "mtu": mtu, "vars": vars_}
+            "vni": end.vni, "dst-port": VXLAN_PORT, "mtu": fabric.mtu,
+            "vars": {"rate_bps": fabric.rate_bps, "kind": end.link.kind}}
 
 
 def _node(fabric: Fabric, node: Node) -> dict:

@@ -129,6 +129,16 @@ class Fabric(_Freezable):
     # BFD's packets and timers in the lab's data plane process (lab/bfd/), bfdd the control plane;
     # netns labs only (a container's bfdd cannot reach it); False in models saved before it existed
     bfd_offload: bool = False
+    # One machine's share of a lab split over machines (`twin lab up --machines N --machine K`,
+    # model/partition.py): this machine runs the nodes the partition puts on machine K, and a link
+    # to a node elsewhere is its local end only, a VXLAN tunnel to that machine's address.
+    # machine 0: the whole lab runs here.
+    machines: int = 1
+    machine: int = 0  # 1-based
+    machine_addresses: Sequence[str] = ()  # the underlay address of each machine, in order
+    underlay: str | None = None  # the network namespace holding this machine's address; None: the root one
+    split_of: str | None = None  # the whole lab's name (a share is named <lab>-m<K>)
+    placement: Mapping[str, int] = field(default_factory=dict)  # node -> its 1-based machine (a share's)
     nodes: Mapping[str, Node] = field(default_factory=dict)  # a read-only view once frozen
     links: Sequence[Link] = field(default_factory=list)  # a tuple once frozen
     graph: nx.Graph = field(default_factory=nx.Graph)  # nx.freeze()d
@@ -149,6 +159,8 @@ class Fabric(_Freezable):
             by_node.setdefault(link.b.node, []).append(link)
         object.__setattr__(self, "_by_node", {node: tuple(links) for node, links in by_node.items()})
         nx.freeze(self.graph)
+        if self.machine:
+            object.__setattr__(self, "_here", frozenset(n for n, m in self.placement.items() if m == self.machine))
         self._freeze()
         return self
 
@@ -167,6 +179,34 @@ class Fabric(_Freezable):
         if not runtime or runtime == self.runtime:
             return self
         return dataclasses.replace(self, runtime=runtime, bfd_offload=self.bfd_offload and runtime == "netns").freeze()
+
+    def runs_here(self, node: str) -> bool:
+        """Whether this machine runs the node (always, unless the lab is a share of a split)."""
+        here = self.__dict__.get("_here")
+        return here is None or node in here
+
+    def machine_of(self, node: str) -> int:
+        """The 1-based machine that runs the node (1 unless the lab is split)."""
+        return self.placement.get(node, 1)
+
+    @property
+    def local_nodes(self) -> list[Node]:
+        """The nodes this machine runs (all of them unless the lab is a share of a split)."""
+        return [n for n in self.nodes.values() if self.runs_here(n.name)]
+
+    @property
+    def local_switches(self) -> list[Node]:
+        return [n for n in self.local_nodes if n.is_switch]
+
+    @property
+    def local_links(self) -> list[Link]:
+        """Links with both ends on this machine (veth pairs)."""
+        return [link for link in self.links if self.runs_here(link.a.node) and self.runs_here(link.b.node)]
+
+    @property
+    def seam_links(self) -> list[Link]:
+        """Links with one end on this machine and the other on another (VXLAN tunnels)."""
+        return [link for link in self.links if self.runs_here(link.a.node) != self.runs_here(link.b.node)]
 
     def by_role(self, role: Role) -> list[Node]:
         return [n for n in self.nodes.values() if n.role == role]

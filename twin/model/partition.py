@@ -10,9 +10,11 @@ every spine, go one by one to the lightest machine; a host goes where most of it
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+from dataclasses import dataclass
 
-from twin.model.fabric import Fabric, Node
+from twin.model.fabric import Endpoint, Fabric, Link, Node
 
 
 def _planes(fabric: Fabric) -> list[list[Node]]:
@@ -61,3 +63,42 @@ def split(fabric: Fabric, machines: int) -> dict[str, int]:
 def crossing_links(fabric: Fabric, where: dict[str, int]) -> list:
     """Links whose ends run on different machines (VXLAN in the export)."""
     return [link for link in fabric.links if where[link.a.node] != where[link.b.node]]
+
+
+VXLAN_PORT = 14789  # containerlab's default for vxlan-stitch; the export and a share use the same
+
+
+@dataclass(frozen=True)
+class SeamEnd:
+    """This machine's end of a link to another machine: a VXLAN tunnel, one VNI per link, the
+    same at both ends (the link's number in the model, plus one)."""
+    link: Link
+    end: Endpoint  # the local end
+    remote_machine: int  # 0-based
+    vni: int
+
+
+def seam(fabric: Fabric, where: dict[str, int], machine: int) -> list[SeamEnd]:
+    """Machine `machine`'s (0-based) ends of the links that cross to other machines, in model order."""
+    ends = []
+    for number, link in enumerate(fabric.links):
+        a, b = where[link.a.node], where[link.b.node]
+        if a != b and machine in (a, b):
+            local, remote = (link.a, b) if a == machine else (link.b, a)
+            ends.append(SeamEnd(link, local, remote, number + 1))
+    return ends
+
+
+def share(fabric: Fabric, machines: int, machine: int, addresses: list[str], underlay: str | None = None) -> Fabric:
+    """Machine `machine`'s (1-based) share of the lab split over `machines`, as a lab of its own named
+    <lab>-m<K> (the shares of one lab on one box must not collide in state or names). Its queues
+    are lossy, as an exported lab's are: the PFC controller and ECN see one machine's queues, and a
+    queue whose far end is elsewhere could never be drained in its count."""
+    if not 1 <= machine <= machines:
+        raise ValueError(f"machine {machine} is not one of 1..{machines}")
+    if len(addresses) != machines:
+        raise ValueError(f"{len(addresses)} addresses for {machines} machines")
+    placement = {node: where + 1 for node, where in split(fabric, machines).items()}
+    return dataclasses.replace(fabric, name=f"{fabric.name}-m{machine}", machines=machines, machine=machine,
+                               machine_addresses=tuple(addresses), underlay=underlay, split_of=fabric.name,
+                               placement=placement, pfc=False, ecn=False).freeze()

@@ -204,6 +204,7 @@ class ProbeMesh:
             self._thread.join(timeout=5)
 
     def start(self) -> None:
+        self.lab.refuse_split("the probe mesh (its agents count what every host receives)")
         if self.directory.exists():
             raise TwinError(f"a probe mesh named {self.name} already runs on lab {self.state.lab}",
                             hint="stop it first, or `twin lab down` the lab")

@@ -24,7 +24,7 @@ def start(lab: Lab) -> int:
     log = base / "dataplane.log"
     proc = lab.spawn_owned(RESOURCE, python_module("twin.lab.bfd.dataplane", str(lab.paths.root)), log,
                            kind="controller").proc
-    timeout_s = START_TIMEOUT_S + START_S_PER_SWITCH * len(lab.fabric.switches)
+    timeout_s = START_TIMEOUT_S + START_S_PER_SWITCH * len(lab.fabric.local_switches)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if (base / READY).exists():

@@ -76,7 +76,7 @@ class DataPlane:
     def open(self) -> None:
         base = directory(self.lab.paths.root)
         base.mkdir(parents=True, exist_ok=True)
-        for node in self.lab.fabric.switches:
+        for node in self.lab.fabric.local_switches:
             with in_netns(self.lab.netns(node.name)):
                 rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 rx.setsockopt(socket.IPPROTO_IP, IP_RECVTTL, 1)  # IP_MINTTL is TCP's only
@@ -299,7 +299,7 @@ class DataPlane:
 def main() -> None:
     lab = Lab.open(Path(sys.argv[1]).name)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = 3 * len(lab.fabric.switches) + 64  # two UDP sockets and bfdd's connection each
+    wanted = 3 * len(lab.fabric.local_switches) + 64  # two UDP sockets and bfdd's connection each
     if soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, hard), hard))
     plane = DataPlane(lab)

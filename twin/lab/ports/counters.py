@@ -39,7 +39,7 @@ class CounterReader:
 
     def __init__(self, lab: Lab, nodes: list[str] | None = None):
         self.lab, self.fabric = lab, lab.fabric
-        self.nodes = nodes or sorted(self.fabric.nodes)
+        self.nodes = nodes or sorted(n.name for n in self.fabric.local_nodes)
         self._roots: dict[str, BacklogReader] = {}
         self._link_cache: dict[str, dict[int, str]] = {}
         self._phy = phy.CountReader(lab)

@@ -76,7 +76,7 @@ def _filter_request(hook: str) -> list[bytes]:
 
 def indexes(lab: Lab) -> dict[Port, int]:
     """Every fabric port's element in the maps, from the model: the same in every process."""
-    return {port: i for i, port in enumerate(ports(lab.fabric))}
+    return {port: i for i, port in enumerate(p for p in ports(lab.fabric) if lab.fabric.runs_here(p.node))}
 
 
 def attach(lab: Lab) -> None:
@@ -194,7 +194,7 @@ def _keys(fd: int, size: int) -> list[bytes]:
 
 def blackholes(lab: Lab) -> dict[str, list[str]]:
     """node -> the prefixes its forwarding chip discards (the restoration snapshot's view)."""
-    cookies = {node_cookie(lab, node.name): node.name for node in lab.fabric.switches}
+    cookies = {node_cookie(lab, node.name): node.name for node in lab.fabric.local_switches}
     with _maps(lab, "phy_blackholes") as (holes,):
         found: dict[str, list[str]] = {}
         for key in _keys(holes, BLACKHOLE_KEY.size):
@@ -224,7 +224,7 @@ def uncross(lab: Lab, node: str, ifnames: list[str]) -> None:
 
 def crossed(lab: Lab) -> dict[str, list[str]]:
     """node -> its ports whose cables are swapped (the restoration snapshot's view)."""
-    cookies = {node_cookie(lab, name): name for name in lab.fabric.nodes}
+    cookies = {node_cookie(lab, name): name for name in lab.fabric.nodes if lab.fabric.runs_here(name)}
     names: dict[str, dict[int, str]] = {}
     found: dict[str, list[str]] = {}
     with _maps(lab, "phy_partners") as (partners,):

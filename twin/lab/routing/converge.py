@@ -72,7 +72,7 @@ def bfd_gaps(lab: Lab, switches: list[str] | None = None) -> dict[str, tuple[int
         return switch, (*bfd_counts(peers), want)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        return {sw: counts for sw, counts in pool.map(check, switches or [n.name for n in fabric.switches])
+        return {sw: counts for sw, counts in pool.map(check, switches or [n.name for n in fabric.local_switches])
                 if counts[0] < counts[2]}
 
 
@@ -84,7 +84,7 @@ def wait_routing(lab: Lab, progress: Progress, deadline: float) -> None:
     busy, and convergence went unseen for that long. Rounds repeat until one finds no gap
     anywhere (a switch may lose a route after it was checked)."""
     expected = expected_next_hops(lab.fabric)
-    switches = sorted(expected)
+    switches = sorted(s for s in expected if lab.fabric.runs_here(s))  # a split lab's share: its own
     progress.phase("BGP/ECMP convergence (switches)", len(switches))
     first_round = True
     while True:
@@ -116,7 +116,7 @@ def wait_sessions(lab: Lab, progress: Progress, deadline: float, heard: bool = F
     on one rail4 link for 1.9-2.7 s, the session reset 0.3-1.0 s after the clear, when the lab had
     already looked converged. One message read restarts the hold timer."""
     progress.phase("BGP sessions established", None)
-    sessions = {n.name: [peer["address"] for peer in bgp_neighbors(lab.fabric, n)] for n in lab.fabric.switches}
+    sessions = {n.name: [peer["address"] for peer in bgp_neighbors(lab.fabric, n)] for n in lab.fabric.local_switches}
     try:
         marks = session_marks(lab, sessions) if heard else None
         wait_established(lab, sessions, deadline, heard_since=marks)
@@ -126,7 +126,7 @@ def wait_sessions(lab: Lab, progress: Progress, deadline: float, heard: bool = F
 
 def wait_bfd(lab: Lab, progress: Progress, deadline: float) -> None:
     """Every BGP session has its BFD peer up (BGP can be Established while BFD is not)."""
-    sessions = sum(len(bgp_neighbors(lab.fabric, n)) for n in lab.fabric.switches)
+    sessions = sum(len(bgp_neighbors(lab.fabric, n)) for n in lab.fabric.local_switches)
     progress.phase("BFD sessions up", sessions)
     done, open_switches = 0, None
     while True:
@@ -153,7 +153,7 @@ def wait_reachable(lab: Lab, progress: Progress, deadline: float, all_pairs: boo
     """A real packet from every host NIC reaches the NICs of other hosts: every pair with
     `all_pairs`, else the sample of model/nics.sample_pairs (the same on small labs)."""
     nics = fabric_nics(lab.fabric)
-    pairs = checked_pairs(nics, all_pairs)
+    pairs = [pair for pair in checked_pairs(nics, all_pairs) if lab.fabric.runs_here(nics[pair[0]].host)]
     progress.phase("all-pairs reachability" if len(pairs) == len(fabric_pairs(nics))
                    else f"reachability ({len(pairs)} NIC pairs, {SAMPLE_PER_NIC} from each NIC)", len(pairs))
     while True:

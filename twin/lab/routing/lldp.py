@@ -83,7 +83,7 @@ def argv(fabric: Fabric, node: Node, folder: Path) -> list[str]:
 def start(lab: Lab, on_started: Callable[[], None] = lambda: None) -> None:
     """lldpd on every node, in parallel; every one recorded in the state file before it starts."""
     state, fabric = lab.state, lab.fabric
-    nodes = [node for node in fabric.nodes.values() if fabric.links_of(node.name)]
+    nodes = [node for node in fabric.local_nodes if fabric.links_of(node.name)]
     resources = [Resource(kind=RESOURCE_KIND, name=f"{node.name}/lldpd", node=node.name) for node in nodes]
     state.resources.extend(resources)
     state.save()
