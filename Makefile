@@ -44,7 +44,7 @@ deps:
 twin/lab/ebpf/vmlinux.h:
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-twin/lab/ebpf/%.bpf.o: twin/lab/ebpf/%.bpf.c twin/lab/ebpf/queues.h twin/lab/ebpf/balance.h twin/lab/ebpf/wire.h twin/lab/ebpf/phy.h twin/lab/ebpf/vmlinux.h
+twin/lab/ebpf/%.bpf.o: twin/lab/ebpf/%.bpf.c twin/lab/ebpf/queues.h twin/lab/ebpf/balance.h twin/lab/ebpf/wire.h twin/lab/ebpf/phy.h twin/lab/ebpf/bfd.h twin/lab/ebpf/vmlinux.h
 	clang $(BPF_CFLAGS) -c $< -o $@
 
 twin/lab/native/frr_%.so: twin/lab/native/frr_%.c

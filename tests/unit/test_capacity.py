@@ -17,12 +17,14 @@ def test_a_shipped_lab_fits_this_kind_of_machine():
         assert refusal(fabric_of(lab), SMALL) is None, lab
 
 
-def test_aipod_is_refused_on_two_cores_with_the_numbers_and_what_would_fit():
+def test_aipod_fits_two_cores_and_is_refused_on_one_with_the_numbers_and_what_would_fit():
+    """BFD's steady packets in the kernel and keepalives every 3 s: 1.6 cores at rest (lab/idle.py)."""
     _lab_file, fabric = open_lab("aipod")
     assert (len(fabric.switches), len(fabric.links)) == (368, 10240)
-    error = refusal(fabric, SMALL)
+    assert refusal(fabric, SMALL) is None
+    error = refusal(fabric, Machine(cores=1, memory_mib=20_000))
     assert error is not None and "cores at rest" in error.message and "14336 sessions" in error.message
-    assert "routing.bfd.interval_ms" in error.hint
+    assert "routing.bfd.interval_ms" in error.hint and "--hosts" in error.hint
 
 
 def test_a_lab_too_big_for_the_memory_is_split_over_the_machines_it_fits():

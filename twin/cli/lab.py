@@ -229,7 +229,9 @@ def print_bfd_data_plane(plane: dict | None) -> None:
         out.print("BFD: [red]the lab's BFD data plane is not running[/]: no switch sends or hears BFD, every "
                   "session goes down (`twin lab down` and up again)")
     else:
-        out.print(f"BFD: offloaded to the lab's data plane: {plane['up']}/{plane['sessions']} sessions up, "
+        kernel = (f" ({plane['in_kernel']} in the kernel's fast path)" if plane["fast_path"] else
+                  " (no fast path: every packet in the data plane)")
+        out.print(f"BFD: offloaded to the lab's data plane: {plane['up']}/{plane['sessions']} sessions up{kernel}, "
                   f"{plane['tx_packets']} packets sent and {plane['rx_packets']} received since it started, "
                   f"{plane['cpu_s']:.1f} s of CPU")
 

@@ -5,10 +5,12 @@ will cost before it is built.
 BFD dominates a big lab at rest. Its cost per packet sent (its reception included), measured on
 this 2-core machine at rest on pod64 (1,024 sessions at 300 ms x 3; bench/bfd_offload.py,
 docs/benchmarks.md "BFD data plane", 2026-11-30): 104 us when each switch's bfdd sends its own,
-41 us when the lab's BFD data plane sends for all (lab/bfd/). About half of either is the
-kernel forwarding the packet through the twin's ports (it runs in the sender's system call).
-(Issue 18 measured 0.37 ms for bfdd, before FRR's daemons ran with the ppoll fix of native/.)
-bgpd at rest: keepalives, 0.15 core for pod64's 1,024 sessions at 1 s.
+15 us when the lab's BFD data plane sends for all (lab/bfd/), its steady packets in the kernel's
+fast path: most of that is the kernel forwarding the packet through the twin's ports (41 us
+before the fast path, when every packet crossed the data plane's sockets). (Issue 18 measured
+0.37 ms for bfdd, before FRR's daemons ran with the ppoll fix of native/.)
+bgpd at rest: keepalives, 0.69 core for pod128's 4,096 sessions at one a second, 0.22 at one
+every 3 s: the cost goes with the keepalive rate (model/render.py, bgp_keepalive_s).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from pathlib import Path
 
 from twin.lab.state import LabState
 from twin.model.fabric import Fabric
+from twin.model.render import bgp_keepalive_s
 from twin.procs import alive
 
 BFDD_CPU_S_PER_PACKET = 104e-6
-DATA_PLANE_CPU_S_PER_PACKET = 41e-6
+DATA_PLANE_CPU_S_PER_PACKET = 15e-6
 # RFC 5880's jitter sends each packet after 75-100 % of the interval: on average 1/0.875 packets
 # per interval
 MEAN_JITTER = 0.875
@@ -151,11 +154,12 @@ def measure(state: LabState, window_s: float = 2.0) -> IdleCost:
     return cost
 
 
-# Measured at rest on this machine (docs/benchmarks.md "Lab lifecycle"): bgpd per session (pod64, 1 s
-# keepalives; pod128's 3 s ones cost half), FRR's PSS per switch (zebra, bfdd and bgpd, shared
+# Measured at rest on this machine (docs/benchmarks.md "BFD data plane" and "Lab lifecycle"): bgpd
+# per session and keepalive a second (pod128: 0.224 core for 4,096 sessions at one keepalive every
+# 3 s, 0.69 at one a second), FRR's PSS per switch (zebra, bfdd and bgpd, shared
 # libraries split among them) of a rail4-size lab: a switch holding more routes and paths takes
 # more (pod64 24.1 MiB, pod128 35.5 MiB), so the plan's memory is a floor.
-BGP_CORES_PER_SESSION = 0.12e-3
+BGP_CORES_PER_SESSION_KEEPALIVE = 0.164e-3  # cores per session at one keepalive a second
 SWITCH_MEMORY_MIB = 18.7
 
 
@@ -183,7 +187,7 @@ def machine_estimates(fabric: Fabric, where: dict[str, int], machines: int,
         touching = [link for link in fabric.links if machine in (where[link.a.node], where[link.b.node])]
         crossing = sum(1 for link in touching if where[link.a.node] != where[link.b.node])
         cores = (bfd_packets_per_s(sessions, fabric.bfd_interval_ms) * bfd_cpu_s_per_packet(fabric, offload)
-                 + sessions * BGP_CORES_PER_SESSION)
+                 + sessions * BGP_CORES_PER_SESSION_KEEPALIVE / bgp_keepalive_s(fabric))
         estimates.append(MachineEstimate(machine + 1, len(switches),
                                          sum(1 for n in fabric.hosts if where[n.name] == machine),
                                          len(touching) - crossing, crossing, sessions, round(cores, 2),

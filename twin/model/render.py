@@ -29,13 +29,17 @@ def bgp_neighbors(fabric: Fabric, node: Node) -> list[dict]:
     return neighbors
 
 
+BGP_KEEPALIVE_S = 3  # FRR's datacenter profile: keepalive 3 s, hold 9 s
+
+
 def bgp_keepalive_s(fabric: Fabric) -> int:
-    """BGP keepalive (hold = 3x): 1 s, or BFD's detection time when that is longer. BFD is bound
-    to every fabric session and sees a failure within its detection time; BGP's hold timer is
-    only the fallback should BFD itself fail. Keepalives at 1 s on pod128's 4,096 sessions took
-    0.6 of a core at rest, at 3 s (a third of BFD's 3 s x 3) 0.29."""
+    """BGP keepalive (hold = 3x): FRR's datacenter profile's 3 s, or BFD's detection time when that
+    is longer. BFD is bound to every fabric session and sees a failure within its detection time;
+    BGP's hold timer is only the fallback should BFD itself fail. Keepalives cost bgpd CPU per
+    session: at 1 s pod128's 4,096 sessions took 0.69 of a core at rest (with BFD at 300 ms, when
+    the floor was 1 s), at 3 s a third of that (lab/idle.py)."""
     detect_s = fabric.bfd_interval_ms * fabric.bfd_multiplier / 1000
-    return max(1, int(detect_s))
+    return max(BGP_KEEPALIVE_S, int(detect_s))
 
 
 def multipath_width(fabric: Fabric, node: Node) -> int:

@@ -47,6 +47,7 @@ def status(lab: Lab) -> dict | None:
     published = stats(lab) or {}
     return {"running": running(lab.state), "sessions": published.get("sessions", 0), "up": published.get("up", 0),
             "tx_packets": published.get("tx_packets", 0), "rx_packets": published.get("rx_packets", 0),
+            "in_kernel": published.get("in_kernel", 0), "fast_path": published.get("fast_path", False),
             "cpu_s": published.get("cpu_s", 0.0)}
 
 
