@@ -16,7 +16,8 @@ from twin.lab.state import load_state
 
 from .helpers import ROOT, leftovers, twin_argv, twin_cli
 
-pytestmark = [pytest.mark.integration, pytest.mark.own_labs]
+# One group: both tests use the same machine namespaces and lab name (xdist would run them at once).
+pytestmark = [pytest.mark.integration, pytest.mark.own_labs, pytest.mark.xdist_group("split")]
 
 LAB = "splitmini"  # a copy of mini: a share is named <lab>-m<K>
 MACHINES = ["ftt-split-m1", "ftt-split-m2"]  # the test's own machine namespaces
