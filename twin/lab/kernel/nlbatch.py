@@ -19,13 +19,19 @@ from pyroute2 import IPBatch
 
 from twin.errors import RuntimeBackendError
 from twin.lab.kernel.nsutil import in_netns
+from twin.sockopts import SO_RCVBUFFORCE
 
 HEADER = struct.Struct("=IHHII")  # nlmsghdr: length, type, flags, sequence, pid
 INDEX = struct.Struct("=i")
 INDEX_OFFSET = HEADER.size + 4  # after the family and padding of tcmsg / ifinfomsg
 NLMSG_ERROR = 2
 ERROR = struct.Struct("=i")
-CHUNK_BYTES = 32 * 1024  # requests per send: their acknowledgements fit the socket's buffer
+CHUNK_BYTES = 32 * 1024  # requests per send
+# ...and at most this many: each acknowledgement is its own skb, charged ~1 KiB of the socket's
+# receive buffer (212 KiB by default) however small, so 32 KiB of small requests (a superspine's
+# 256 addresses) overran it (ENOBUFS) and acknowledgements were lost
+CHUNK_MESSAGES = 128
+RECEIVE_BUFFER = 1 << 20
 
 
 def encode(build: Callable[[IPBatch], object]) -> list[bytes]:
@@ -61,6 +67,7 @@ class Sender:
         self.node = node
         with in_netns(netns_path):
             self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER)
         self.sock.bind((0, 0))
         self.pending: list[tuple[bytes, str, frozenset[int]]] = []
         self.sequence = 0
@@ -78,7 +85,8 @@ class Sender:
         start = 0
         while start < len(pending):
             end, size = start, 0
-            while end < len(pending) and (end == start or size + len(pending[end][0]) <= CHUNK_BYTES):
+            while end < len(pending) and (end == start or (size + len(pending[end][0]) <= CHUNK_BYTES
+                                                           and end - start < CHUNK_MESSAGES)):
                 size += (len(pending[end][0]) + 3) & ~3
                 end += 1
             chunk = pending[start:end]
