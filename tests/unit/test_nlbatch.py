@@ -5,7 +5,6 @@ import struct
 import pytest
 
 from twin.lab.kernel import nlbatch, shaping
-from twin.lab.pfc import queues
 
 RTM_NEWQDISC, RTM_NEWTCLASS, RTM_NEWTFILTER = 36, 40, 44
 
@@ -21,9 +20,9 @@ def test_shaping_is_nine_requests_for_interface_zero():
 
 
 def test_a_program_fd_is_written_where_its_sentinel_was():
-    (message,) = queues._filter_requests(queues.CLSACT_EGRESS, "ftw_enq")
-    patched = nlbatch.patch(message, queues.FD_SENTINEL, 7)
-    assert len(patched) == len(message) and struct.pack("=I", queues.FD_SENTINEL) not in patched
+    (message,) = nlbatch.bpf_filter(nlbatch.CLSACT_EGRESS, "ftw_enq")
+    patched = nlbatch.patch(message, nlbatch.FD_SENTINEL, 7)
+    assert len(patched) == len(message) and struct.pack("=I", nlbatch.FD_SENTINEL) not in patched
     assert sum(a != b for a, b in zip(message, patched)) <= 4
     with pytest.raises(ValueError, match="found 0 times"):
-        nlbatch.patch(patched, queues.FD_SENTINEL, 8)
+        nlbatch.patch(patched, nlbatch.FD_SENTINEL, 8)

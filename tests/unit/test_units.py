@@ -1,6 +1,7 @@
 import pytest
 
-from twin.lab.reach import _checksum, _echo
+from twin.inet import checksum as _checksum
+from twin.lab.reach import _echo
 from twin.units import format_rate, parse_rate_bps, parse_size_bytes, parse_time_s
 
 

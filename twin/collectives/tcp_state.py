@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from twin.inet import checksum
 from twin.roce.paths import STALLED_S, Discovery
 from twin.sockopts import ICMP_TIME_EXCEEDED, SO_RCVBUFFORCE
 
@@ -90,15 +91,6 @@ def own_connections() -> list[tuple[Connection, dict[str, int]]]:
         finally:
             sock.detach()
     return found
-
-
-def checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
 
 
 def probe_segment(connection: Connection, ttl: int) -> bytes:

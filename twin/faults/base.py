@@ -91,6 +91,9 @@ class Kind:
     """What every kind says about itself, read by help text, training and docs."""
 
     training_level: ClassVar[int | None] = None
+    # On a split lab's share: whether acting on the ends of a link this machine runs is the whole
+    # fault (link_down), or every node it touches must run here (faults/engine.py).
+    one_end_suffices: ClassVar[bool] = False
 
     @property
     def summary(self) -> str:

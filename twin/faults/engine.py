@@ -81,7 +81,7 @@ def _on_this_machine(fabric, kind, targets: list[str]) -> None:
     for target in targets:
         nodes = [name for name in (part.strip() for part in target.split("--")) if name in fabric.nodes]
         here = [fabric.runs_here(name) for name in nodes]
-        if not (any(here) if getattr(kind, "one_end_suffices", False) else all(here)):
+        if not (any(here) if kind.one_end_suffices else all(here)):
             away = [name for name in nodes if not fabric.runs_here(name)]
             raise TargetError(f"{kind.name} on {target} acts on {', '.join(away)}, not on this machine "
                               f"({fabric.name} is machine {fabric.machine} of lab {fabric.split_of})",

@@ -13,6 +13,7 @@ import socket
 import struct
 import time
 
+from twin.inet import checksum
 from twin.lab.handle import Lab
 from twin.model.nics import Nic, fabric_nics, fabric_pairs
 from twin.sockopts import SO_RCVBUFFORCE
@@ -23,19 +24,10 @@ ECHO_REPLY = 0
 RCVBUF = 8 << 20
 
 
-def _checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    total = (total >> 16) + (total & 0xFFFF)
-    total += total >> 16
-    return ~total & 0xFFFF
-
-
 def _echo(ident: int, seq: int) -> bytes:
     payload = b"fabric-twin-reach"
     header = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
-    return struct.pack("!BBHHH", 8, 0, _checksum(header + payload), ident, seq) + payload
+    return struct.pack("!BBHHH", 8, 0, checksum(header + payload), ident, seq) + payload
 
 
 def _open_socket(lab: Lab, nic: Nic) -> socket.socket:

@@ -23,13 +23,12 @@ import errno
 import mmap
 import socket
 import struct
-from functools import cache
 from ipaddress import IPv4Address
 from pathlib import Path
 
+from twin.inet import checksum
 from twin.lab.ebpf.libbpf import BpfObject, delete, update
 from twin.lab.kernel import nlbatch
-from twin.lab.pfc.queues import CLSACT_EGRESS, CLSACT_INGRESS, FD_SENTINEL
 
 OBJECT = Path(__file__).resolve().parents[1] / "ebpf" / "bfd.bpf.o"
 # struct bfd_key, bfd_rx, bfd_tx, bfd_switch (bfd.h); tests/unit/test_bpf_layout.py checks them
@@ -53,13 +52,6 @@ RX_OFFSET = dict(zip(RX_FIELDS, (0, 24, 30, 36, 40, 48, 56, 64), strict=True))  
 TX_OFFSET = dict(zip(TX_FIELDS, (0, 4, 8, 16, 82), strict=True))
 
 
-def _checksum(header: bytes) -> int:
-    total = sum(struct.unpack(f"!{len(header) // 2}H", header))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
-
-
 def frame(peer_mac: bytes, local_mac: bytes, src: str, dst: str, control: bytes) -> bytes:
     """A single-hop BFD control packet as the wire carries it: Ethernet, IPv4 (TTL 255, CS6, DF),
     UDP from port 49152 to 3784 without a checksum (IPv4 allows none), the control packet."""
@@ -68,20 +60,9 @@ def frame(peer_mac: bytes, local_mac: bytes, src: str, dst: str, control: bytes)
     udp_len = 8 + CONTROL_LEN
     header = struct.pack("!BBHHHBBH4s4s", 0x45, TOS_CS6, 20 + udp_len, 0, 0x4000, TTL, socket.IPPROTO_UDP, 0,
                          IPv4Address(src).packed, IPv4Address(dst).packed)
-    header = header[:10] + struct.pack("!H", _checksum(header)) + header[12:]
+    header = header[:10] + struct.pack("!H", checksum(header)) + header[12:]
     return (peer_mac + local_mac + struct.pack("!H", ETH_P_IP) + header
             + struct.pack("!HHHH", UDP_SOURCE, UDP_DEST, udp_len, 0) + control)
-
-
-@cache
-def _clsact_request() -> list[bytes]:
-    return nlbatch.encode(lambda batch: batch.tc("add", "clsact", 0))
-
-
-@cache
-def _filter_request(hook: str, priority: int, name: str) -> list[bytes]:
-    return nlbatch.encode(lambda batch: batch.tc("add-filter", "bpf", 0, ":1", fd=FD_SENTINEL, name=name,
-                                                 parent=hook, prio=priority, classid=1, direct_action=True))
 
 
 class FastPath:
@@ -106,13 +87,11 @@ class FastPath:
         receive, tick = self.bpf.program_fd("bfd_receive"), self.bpf.program_fd("bfd_tick")
         with nlbatch.Sender(netns, node) as sender:
             for ifname, index in sorted(ports.items()):
-                sender.add(_clsact_request(), index, f"clsact on {ifname}", frozenset({errno.EEXIST}))
-                sender.add([nlbatch.patch(m, FD_SENTINEL, receive)
-                            for m in _filter_request(CLSACT_INGRESS, RECEIVE_PRIORITY, "bfd")],
-                           index, f"BFD receive on {ifname}")
-            sender.add(_clsact_request(), loopback, "clsact on lo", frozenset({errno.EEXIST}))
-            sender.add([nlbatch.patch(m, FD_SENTINEL, tick) for m in _filter_request(CLSACT_EGRESS, TICK_PRIORITY,
-                                                                                      "bfd-tick")],
+                sender.add(nlbatch.clsact(), index, f"clsact on {ifname}", frozenset({errno.EEXIST}))
+                sender.add(nlbatch.with_program(nlbatch.bpf_filter(nlbatch.CLSACT_INGRESS, "bfd", RECEIVE_PRIORITY),
+                                                receive), index, f"BFD receive on {ifname}")
+            sender.add(nlbatch.clsact(), loopback, "clsact on lo", frozenset({errno.EEXIST}))
+            sender.add(nlbatch.with_program(nlbatch.bpf_filter(nlbatch.CLSACT_EGRESS, "bfd-tick", TICK_PRIORITY), tick),
                        loopback, "BFD tick on lo")
             sender.flush()
 

@@ -14,6 +14,7 @@ import os
 import socket
 import struct
 from collections.abc import Callable
+from functools import cache
 
 from pyroute2 import IPBatch
 
@@ -48,6 +49,31 @@ def encode(build: Callable[[IPBatch], object]) -> list[bytes]:
         messages.append(data[offset:offset + length])
         offset += (length + 3) & ~3
     return messages
+
+
+CLSACT_INGRESS, CLSACT_EGRESS = "ffff:fff2", "ffff:fff3"  # a clsact qdisc's two hooks, as filters name them
+FD_SENTINEL = 0x7EADBEEF  # where a program's fd goes in an encoded filter request
+
+
+@cache
+def clsact(command: str = "add") -> list[bytes]:
+    """A clsact qdisc added (or "del"eted), the hooks the lab's BPF programs attach to."""
+    return encode(lambda batch: batch.tc(command, "clsact", 0))
+
+
+@cache
+def bpf_filter(hook: str, name: str, priority: int | None = None) -> list[bytes]:
+    """A direct-action BPF filter on a clsact hook, named `name` (what `tc filter show` calls it),
+    its program's fd left as FD_SENTINEL for `with_program`. Without a priority the kernel gives it
+    49152."""
+    extra = {} if priority is None else {"prio": priority}
+    return encode(lambda batch: batch.tc("add-filter", "bpf", 0, ":1", fd=FD_SENTINEL, name=name, parent=hook,
+                                         classid=1, direct_action=True, **extra))
+
+
+def with_program(messages: list[bytes], fd: int) -> list[bytes]:
+    """Filter requests of `bpf_filter` for the program behind `fd`."""
+    return [patch(message, FD_SENTINEL, fd) for message in messages]
 
 
 def patch(message: bytes, sentinel: int, value: int) -> bytes:

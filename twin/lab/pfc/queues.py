@@ -16,7 +16,6 @@ import mmap
 import socket
 import struct
 from dataclasses import dataclass
-from functools import cache
 
 from twin.lab.ebpf import layout
 from twin.lab.ebpf.libbpf import BpfObject, update
@@ -28,27 +27,15 @@ from twin.model import balance, pathhash
 from twin.model.buffers import Thresholds, for_port
 from twin.model.ports import Port, peer, ports
 
-CLSACT_INGRESS, CLSACT_EGRESS = "ffff:fff2", "ffff:fff3"
+CLSACT_INGRESS, CLSACT_EGRESS = nlbatch.CLSACT_INGRESS, nlbatch.CLSACT_EGRESS
 CLSACT_PARENTS = {CLSACT_INGRESS: 0xFFFFFFF2, CLSACT_EGRESS: 0xFFFFFFF3}  # the same hooks as tcm_parent
 PROGRAMS = {CLSACT_EGRESS: "enqueue", CLSACT_INGRESS: "dequeue"}  # the programs' names in the object
 PORT_MAPS = {CLSACT_EGRESS: "enqueue_ports", CLSACT_INGRESS: "dequeue_ports"}
 
-FD_SENTINEL = 0x7EADBEEF  # where a program's fd goes in an encoded filter request
 NO_QDISC = frozenset({errno.ENOENT, errno.EINVAL})  # deleting a clsact that is not there
 # Adaptive routing weighs the kernel's uplink against this many drawn at random: two random
 # choices balance load nearly as well as weighing every uplink (Mitzenmacher), at two map reads.
 BALANCE_CHOICES = 2
-
-
-@cache
-def _requests(command: str) -> list[bytes]:
-    return nlbatch.encode(lambda batch: batch.tc(command, "clsact", 0))
-
-
-@cache
-def _filter_requests(hook: str, name: str) -> list[bytes]:  # name: what `tc filter show` calls it
-    return nlbatch.encode(lambda batch: batch.tc("add-filter", "bpf", 0, ":1", fd=FD_SENTINEL, name=name,
-                                                 parent=hook, classid=1, direct_action=True))
 
 
 @dataclass
@@ -183,11 +170,11 @@ class Queues:
                            layout.ecmp_group(members, pathhash.seed(self.fabric, node)))
             with nlbatch.Sender(netns, node) as sender:
                 for ifname in sorted({h[0] for h in hooks}):
-                    sender.add(_requests("del"), index[ifname], f"removing {ifname}'s clsact", NO_QDISC)
-                    sender.add(_requests("add"), index[ifname], f"clsact on {ifname}")
+                    sender.add(nlbatch.clsact("del"), index[ifname], f"removing {ifname}'s clsact", NO_QDISC)
+                    sender.add(nlbatch.clsact(), index[ifname], f"clsact on {ifname}")
                 for ifname, hook, _queue_id in hooks:
                     name = PROGRAMS[hook]
-                    sender.add([nlbatch.patch(m, FD_SENTINEL, fds[hook]) for m in _filter_requests(hook, name)],
+                    sender.add(nlbatch.with_program(nlbatch.bpf_filter(hook, name), fds[hook]),
                                index[ifname], f"{name} program on {ifname}")
                 sender.flush()
 

@@ -23,7 +23,6 @@ import os
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
 from ipaddress import IPv4Network
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from twin.lab.ebpf.libbpf import BpfObject, delete, lookup, map_by_id, map_id, n
 from twin.lab.handle import Lab
 from twin.lab.kernel import nlbatch
 from twin.lab.kernel.nsutil import interface_indexes
-from twin.lab.pfc.queues import CLSACT_EGRESS, CLSACT_INGRESS, FD_SENTINEL, netns_cookie
+from twin.lab.pfc.queues import CLSACT_EGRESS, CLSACT_INGRESS, netns_cookie
 from twin.lab.state import locked
 from twin.model.ports import Port, ports
 
@@ -63,17 +62,6 @@ def ppm(percent: float) -> int:
     return round(percent * ONE / 100)
 
 
-@cache
-def _clsact_request() -> list[bytes]:
-    return nlbatch.encode(lambda batch: batch.tc("add", "clsact", 0))
-
-
-@cache
-def _filter_request(hook: str) -> list[bytes]:
-    return nlbatch.encode(lambda batch: batch.tc("add-filter", "bpf", 0, ":1", fd=FD_SENTINEL, name=FILTER_NAME,
-                                                 parent=hook, prio=HOOKS[hook][1], classid=1, direct_action=True))
-
-
 def indexes(lab: Lab) -> dict[Port, int]:
     """Every fabric port's element in the maps, from the model: the same in every process."""
     return {port: i for i, port in enumerate(p for p in ports(lab.fabric) if lab.fabric.runs_here(p.node))}
@@ -100,10 +88,11 @@ def attach(lab: Lab) -> None:
                 update(ports_fd, layout.port_key(cookie, index[ifname]), struct.pack("<I", table[Port(node, ifname)]))
             with nlbatch.Sender(netns, node) as sender:
                 for ifname in sorted(ifnames):
-                    sender.add(_clsact_request(), index[ifname], f"clsact on {ifname}", frozenset({errno.EEXIST}))
+                    sender.add(nlbatch.clsact(), index[ifname], f"clsact on {ifname}", frozenset({errno.EEXIST}))
                     for hook, fd in programs.items():
-                        sender.add([nlbatch.patch(m, FD_SENTINEL, fd) for m in _filter_request(hook)], index[ifname],
-                                   f"physical layer ({HOOKS[hook][0]}) on {ifname}")
+                        program, priority = HOOKS[hook]
+                        sender.add(nlbatch.with_program(nlbatch.bpf_filter(hook, FILTER_NAME, priority), fd),
+                                   index[ifname], f"physical layer ({program}) on {ifname}")
                 sender.flush()
     finally:
         bpf.close()  # the filters hold the program, the program its maps
