@@ -8,6 +8,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -88,6 +89,8 @@ class OnRanks(OnNode):
 
     roles = ("host",)
     training_level = 5  # not the network: the job's timeouts and slow steps point at it all the same
+    # the workload kinds whose ranks it can act on; None: any collective (a scenario's check)
+    workload_kinds: ClassVar[frozenset[str] | None] = None
 
     def training_entry(self, fabric, rng, links: list[str]) -> dict:
         host, end = rng.choice(sorted(fabric.host_nics(), key=lambda pair: (pair[0], pair[1].ifname)))

@@ -17,6 +17,7 @@ class SlowComputeParams(RankParams):
 class SlowCompute(OnRanks):
     name = "slow_compute"
     params = SlowComputeParams
+    workload_kinds = frozenset({"train"})  # the one kind that computes between collectives
 
     def training_entry(self, fabric, rng, links: list[str]) -> dict:
         return {**super().training_entry(fabric, rng, links), "factor": 1.5}  # a throttling GPU

@@ -43,6 +43,17 @@ def switches_between(fabric: Fabric, nics: list[Nic]) -> dict[str, dict[str, int
                    if other in leaves} for leaf in sorted(leaves)}
 
 
+class NoFabricPairsError(ValueError):
+    """A lab of one host: no traffic of a flows or probes workload would cross the fabric."""
+    hint = "a lab with two hosts or more (groups x hosts_per_group >= 2)"
+
+
+def require_fabric_pairs(fabric: Fabric, what: str) -> None:
+    if len(fabric.hosts) < 2:
+        raise NoFabricPairsError(f"{what} runs between NICs of different hosts, and lab {fabric.name} has "
+                                 f"{len(fabric.hosts)} host: there would be nothing to send")
+
+
 def fabric_pairs(nics: list[Nic]) -> list[tuple[int, int]]:
     """Index pairs of NICs on different hosts: the pairs whose traffic crosses the fabric."""
     return [(s, d) for s in range(len(nics)) for d in range(len(nics)) if nics[s].host != nics[d].host]

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from twin.collectives.groups import select_nics
 from twin.collectives.metrics import OPS
 from twin.detect.builtins import BUILTINS
 from twin.detect.specs import DetectorSpec
@@ -25,6 +26,7 @@ from twin.faults import engine
 from twin.faults.base import Timing
 from twin.faults.change import Change
 from twin.faults.overlap import Span, clashes
+from twin.faults.ranks import OnRanks
 from twin.faults.registry import get_kind
 from twin.lab import runtime
 from twin.lab.files import search_dirs
@@ -112,6 +114,7 @@ def load_scenario(path: Path, quick: bool = False, parsed: tuple[dict, SourceMap
     lab_path, fabric = _lab(spec, path, source)
     faults = _faults(spec, fabric, problem)
     workloads = _workloads(spec, fabric, problem)
+    _rank_faults(spec, fabric, faults, workloads, problem)
     detectors = _detectors(spec, problem)
     expectations = _expectations(spec, detectors, problem)
     if problems:
@@ -238,6 +241,29 @@ def _faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]
                 "are active", "two faults on one link or node (or a node and one of its links) cannot both "
                 "apply: move one in time")
     return sorted(faults, key=lambda f: f.timing.at_s)
+
+
+def _rank_faults(spec: ScenarioSpec, fabric: Fabric, faults: list[ScheduledFault],
+                 workloads: list[PlannedWorkload], problem) -> None:
+    """A fault on a training rank (rank_hang, rank_crash, slow_compute) needs a collective workload
+    of the scenario with a rank on its host (its NIC, if named): refused when the file loads, not
+    found missing at the fault's onset."""
+    where = {entry.get("id"): loc for loc, entry in timeline_entries(spec) if isinstance(entry, dict)}
+    for fault in faults:
+        kind = get_kind(fault.timing.kind)
+        if not isinstance(kind, OnRanks):
+            continue
+        kinds = kind.workload_kinds or COLLECTIVE_KINDS
+        host, nic = fault.targets[0], fault.params.nic
+        if any(workload.kind in kinds and any(n.host == host and nic in (None, n.ifname)
+                                              for n in select_nics(fabric, workload.params.ranks))
+               for workload in workloads):
+            continue
+        place = f"{host}:{nic}" if nic else host
+        needed = " or ".join(f"`kind: {k}`" for k in sorted(kinds)) if kind.workload_kinds else "collective"
+        problem(where[fault.timing.id] + ("node",), f"{fault.timing.kind} acts on a training rank, and no "
+                f"{'train' if kind.workload_kinds else 'collective'} workload of this scenario has a rank on {place}",
+                f"add a {needed} workload with ranks there (e.g. `ranks: all`)")
 
 
 def _detectors(spec: ScenarioSpec, problem) -> list[DetectorSpec]:

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from twin.model.nics import require_fabric_pairs
 from twin.probes.mesh import PROBES_FILE, Interval, ProbeMesh
 from twin.probes.selection import (
     MAX_PLANNED_PATHS,
@@ -80,6 +81,7 @@ def planning_work(fabric) -> int:
 
 
 def check_load(params: ProbesParams, fabric) -> None:
+    require_fabric_pairs(fabric, "the probe mesh")
     least = fewest_flows(fabric, params.pairs, params.paths_per_link) * 1000 / params.interval_ms
     if least > params.max_pps:
         raise ProbeLoadError(f"the {params.pairs} mesh at interval_ms {params.interval_ms} sends at least "
