@@ -17,6 +17,7 @@ SO_RCVBUFFORCE = 33  # asm-generic/socket.h: root may set a receive buffer past 
 IP_RECVERR = 11  # linux/in.h; not exported by the socket module
 SO_EE_ORIGIN_ICMP = 2
 ICMP_TIME_EXCEEDED = 11
+ICMP_DEST_UNREACH = 3  # a switch with no route for the datagram says so (the lab's switches are not rate limited)
 EXTENDED_ERR = struct.Struct("=IBBBBII")  # struct sock_extended_err
 DEFAULT_TTL = 64
 SEND_ATTEMPTS = 4
@@ -43,8 +44,8 @@ def send(sock: socket.socket, payload: bytes, address: tuple[str, int], ttl: int
     return False
 
 
-def time_exceeded(sock: socket.socket) -> Iterator[tuple[bytes, str]]:
-    """Drain the socket's error queue: (quoted payload, offender address) per time-exceeded answer."""
+def icmp_errors(sock: socket.socket) -> Iterator[tuple[bytes, str, int]]:
+    """Drain the socket's error queue: (quoted payload, offender address, ICMP type) per ICMP answer."""
     while True:
         try:
             data, ancillary, _flags, _addr = sock.recvmsg(512, 512, socket.MSG_ERRQUEUE)
@@ -54,5 +55,12 @@ def time_exceeded(sock: socket.socket) -> Iterator[tuple[bytes, str]]:
             if level != socket.SOL_IP or ctype != IP_RECVERR or len(cdata) < EXTENDED_ERR.size + 8:
                 continue
             _errno, origin, icmp_type, _code, _pad, _info, _data = EXTENDED_ERR.unpack_from(cdata)
-            if origin == SO_EE_ORIGIN_ICMP and icmp_type == ICMP_TIME_EXCEEDED:
-                yield data, socket.inet_ntoa(cdata[EXTENDED_ERR.size + 4:EXTENDED_ERR.size + 8])
+            if origin == SO_EE_ORIGIN_ICMP:
+                yield data, socket.inet_ntoa(cdata[EXTENDED_ERR.size + 4:EXTENDED_ERR.size + 8]), icmp_type
+
+
+def time_exceeded(sock: socket.socket) -> Iterator[tuple[bytes, str]]:
+    """Drain the socket's error queue: (quoted payload, offender address) per time-exceeded answer."""
+    for data, offender, icmp_type in icmp_errors(sock):
+        if icmp_type == ICMP_TIME_EXCEEDED:
+            yield data, offender

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from twin.probes.trace import agrees_where_answered
 from twin.procs import INSTRUMENT_NICE, set_priority
-from twin.sockopts import DEFAULT_TTL, report_errors, send, time_exceeded
+from twin.sockopts import DEFAULT_TTL, ICMP_DEST_UNREACH, ICMP_TIME_EXCEEDED, icmp_errors, report_errors, send
 
 MAGIC = b"FTWp"
 PROBE, ECHO, TRACE = 1, 2, 3
@@ -107,6 +107,7 @@ class Agent:
         self.cursor, self.base = 0, time.monotonic()
         self.trace_queue: list[tuple] = []
         self.trace_answers: dict[tuple[int, int, int], dict[int, str]] = {}
+        self.unroutable: set[tuple[int, int, int]] = set()  # traced ports a switch answered "no route" for
         self.tracing: set[tuple[int, int, int]] | None = None  # a periodic check's ports (None: every one)
         self.published: dict[tuple[int, int, int], list] = {}  # each port's hops as last published
         self.trace_round = 0
@@ -159,6 +160,7 @@ class Agent:
         self.tracing = None if full or self.selected is None else self._probed_ports()
         self.trace_answers = {} if self.tracing is None else \
             {key: answers for key, answers in self.trace_answers.items() if key not in self.tracing}
+        self.unroutable = set() if self.tracing is None else self.unroutable - self.tracing
         self.trace_round = 0
         self._queue_traces()
         self.next_refresh = time.monotonic() + self.config["refresh_s"]
@@ -230,7 +232,8 @@ class Agent:
             active += [(self._sockets(pair["src"], pair["dst"], sport), pair["dst_address"], src, dst,
                         sport) for sport in ports]
             self.emit(type="paths", t=time.monotonic(), src=pair["src"], dst=pair["dst"],
-                      paths={str(sport): hops for sport, hops in sock_paths.items()}, active=ports)
+                      paths={str(sport): hops for sport, hops in sock_paths.items()}, active=ports,
+                      unroutable=[sport for sport in pair["sports"] if (src, dst, sport) in self.unroutable])
         self.active, self.cursor, self.base = active, 0, time.monotonic()
 
     def _find_siblings(self, pair: dict, sock_paths: dict[int, list]) -> None:
@@ -330,12 +333,16 @@ class Agent:
                 self.rtts[self._bucket(sent_at)][(src, dst, sport)].append(now - sent_at)
 
     def _read_errors(self, sock: socket.socket) -> None:
-        for data, offender in time_exceeded(sock):
+        for data, offender, icmp_type in icmp_errors(sock):
             if len(data) < HEADER.size or data[:4] != MAGIC:
                 continue
             _m, kind, ttl, src, dst, sport, _seq, _t = HEADER.unpack_from(data)
-            if kind == TRACE:
+            if kind != TRACE:
+                continue
+            if icmp_type == ICMP_TIME_EXCEEDED:
                 self.trace_answers.setdefault((src, dst, sport), {})[ttl] = offender
+            elif icmp_type == ICMP_DEST_UNREACH:
+                self.unroutable.add((src, dst, sport))
 
     def _flush(self, now: float, read_until: float) -> None:
         """Write the buckets that are final: sent ones once past, received ones (and the mark) once

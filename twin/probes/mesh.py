@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import networkx as nx
+
 from twin.errors import TwinError
 from twin.events import JsonlTail
 from twin.lab.handle import Lab, python_module
@@ -97,8 +99,12 @@ class PathNames:
     discovery past that link too) is named from the model where its neighbours pin it: the switch
     it entered is the far end of the next hop's link (the last one is the destination's leaf), the
     switch before it the near end of the previous one, and two switches share at most one link.
-    Without that, the loss of such a flow was charged to the links around the silent hop. Two
-    silent hops in a row stay None: ECMP could have taken any of several switches."""
+    Without that, the loss of such a flow was charged to the links around the silent hop. A hop
+    every shortest path between the two leaves takes through one switch (the only spine of a
+    plane, the only superspine) is that switch, answered or not: when it dies and its routes go
+    with it, nothing on the way answers, and the silent path named only the two host links, which
+    were blamed for it. Two silent hops in a row with several switches to choose from stay None:
+    ECMP could have taken any of them."""
 
     def __init__(self, fabric: Fabric):
         self.addresses = address_links(fabric)
@@ -107,6 +113,9 @@ class PathNames:
         self.entered = {str(end.address.ip): end.node for link in fabric.links for end in (link.a, link.b)
                         if fabric.nodes[end.node].is_switch and end.address is not None}
         self.between = {frozenset(ends): name for name, ends in self.ends.items()}
+        self.switch_graph = fabric.switch_graph()
+        self._distances: dict[str, dict[str, int]] = {}  # leaf -> switch -> hops, as asked
+        self._only: dict[tuple[str, str, int], list[str | None]] = {}  # _only_switches' answers
 
     def path(self, src: str, offenders: list[str | None], dst: str) -> tuple[str | None, ...]:
         first, last = self.host_link[src], self.host_link[dst]
@@ -116,6 +125,8 @@ class PathNames:
         # switches[i]: the switch the i-th link enters (the first is the source's leaf)
         switches = [self._other(first, src.split(":")[0]), *(self.entered.get(a) if a else None for a in offenders)]
         switches[-1] = switches[-1] or self._other(last, dst.split(":")[0])
+        for i, only in enumerate(self._only_switches(switches[0], switches[-1], len(switches))):
+            switches[i] = switches[i] or only
         for i in range(len(switches) - 2, 0, -1):  # an unanswered hop: the near end of the next link
             if switches[i] is None and switches[i + 1] is not None and names[i + 1] is not None:
                 switches[i] = self._other(names[i + 1], switches[i + 1])
@@ -127,6 +138,27 @@ class PathNames:
     def _other(self, link: str, node: str) -> str:
         a, b = self.ends[link]
         return b if a == node else a
+
+    def _only_switches(self, first: str, last: str, count: int) -> list[str | None]:
+        """Per hop from leaf `first` to leaf `last`, the one switch every shortest path between
+        them crosses there (None where there are several); all None unless the shortest paths
+        have `count` switches."""
+        key = (first, last, count)
+        if key not in self._only:
+            near, far = self._from(first), self._from(last)
+            length = near.get(last)
+            layers: list[set[str]] = [set() for _ in range(count)]
+            if length is not None and length + 1 == count:
+                for node, hops in near.items():
+                    if hops + far.get(node, count) == length:
+                        layers[hops].add(node)
+            self._only[key] = [next(iter(layer)) if len(layer) == 1 else None for layer in layers]
+        return self._only[key]
+
+    def _from(self, leaf: str) -> dict[str, int]:
+        if leaf not in self._distances:
+            self._distances[leaf] = nx.single_source_shortest_path_length(self.switch_graph, leaf)
+        return self._distances[leaf]
 
 
 class ProbeMesh:
@@ -163,6 +195,7 @@ class ProbeMesh:
         self.paths: dict[tuple[str, str, int], tuple[str | None, ...]] = {}  # latest
         self._history: dict[tuple[str, str, int], list[tuple[float, tuple]]] = {}  # (discovered at, links)
         self._complete_at: dict[tuple[str, str, int], float] = {}  # when every hop of it last answered
+        self._complete: dict[tuple[str, str, int], tuple] = {}  # its links then
         self.active: dict[tuple[str, str], list[int]] = {}
         self.listeners: list[Callable[[Interval], None]] = []
         self.path_listeners: list[Callable[[float], None]] = []
@@ -342,13 +375,16 @@ class ProbeMesh:
         kind = record["type"]
         if kind == "paths":
             moved = False
+            unroutable = set(record.get("unroutable", ()))  # ports a switch had no route for
             for sport, hops in record["paths"].items():
                 key = (record["src"], record["dst"], int(sport))
                 found = self.names.path(record["src"], hops, record["dst"])
                 stale = self.transitions.changed_after(self._complete_at.get(key, float("-inf")))
-                links = unless_silent(self.paths.get(key), found, stale)
+                # the last complete path: an earlier rediscovery during the same transition may have
+                # found it silent already (a switch that had routes still, toward a dead one)
+                links = unless_silent(self._complete.get(key), found, stale, unroutable=int(sport) in unroutable)
                 if None not in found:
-                    self._complete_at[key] = record["t"]
+                    self._complete_at[key], self._complete[key] = record["t"], found
                 if links != self.paths.get(key):
                     moved = True
                     self._history.setdefault(key, []).append((record["t"], links))
