@@ -71,7 +71,10 @@ def refusal(fabric: Fabric, machine: Machine | None = None) -> TwinError | None:
         costs.append(f"{estimate.memory_mib / 1024:.1f} GiB for FRR on {estimate.switches} switches against "
                      f"{MEMORY_SHARE:.0%} of the {machine.memory_mib / 1024:.1f} GiB available")
     count, busiest, fitting = machines_needed(fabric, machine)
-    ways = [f"split it: `twin plan {fabric.name} --hosts {count}`, then `twin export {fabric.name} --hosts {count}`"
+    lab = fabric.split_of or fabric.name  # a share's advice is about the whole lab
+    ways = [f"split it: `twin plan {lab} --hosts {count}`, then on each machine K of {count} `twin lab up "
+            f"{lab} --machines {count} --machine K --address A1,...,A{count}` (or `twin export {lab} "
+            f"--hosts {count}` for containerlab)"
             if fitting else f"no split over {MAX_MACHINES} machines like this one fits it (the closest, {count} "
                             f"machines, takes {busiest:.1f} cores at rest on the busiest)"]
     if estimate.cores > machine.cores:
