@@ -17,14 +17,15 @@ import gzip
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from twin.errors import TwinError
 from twin.results import record
-from twin.results.analysis import analyse
+from twin.results.analysis import analyse, recovered_by
 from twin.results.publish import publish
-from twin.results.workloads import collectives
+from twin.results.workloads import collectives, probes
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "results"
 RUNS = sorted(p.name for p in DATA.iterdir() if (p / "report.json").is_file())  # folders of older versions
@@ -140,6 +141,20 @@ def test_a_step_that_stalled_across_the_onset_is_the_faults():
     (window,) = result["fault_windows"]
     assert window["iterations"] == 1 and window["max_step_s"] == 13.0 and window["slowdown"] == 13.0
     assert result["baseline"]["max_step_s"] == 1.0
+
+
+def test_the_loss_while_a_clear_s_routes_settle_is_not_healthy():
+    """A switch brought back at 11 s: its routes settle 2.5 s later, and the probes lose until
+    then. Those intervals are the fault's recovery, not the healthy baseline; the ones after it are."""
+    rows = [{"kind": "probe", "t": 0.5 * i, "span_s": 0.5, "sent": 100, "lost": 50 if 10 <= 0.5 * i < 13.5 else 0}
+            for i in range(40)]
+    assert probes(rows, [(5.0, 11.0)])["baseline"]["lost"] == 50  # 13-13.5 s, after the fixed 2 s
+    fault = SimpleNamespace(restored_after_s=2.5)
+    settled = [recovered_by(11.0, fault)]
+    assert settled == [14.5]
+    assert probes(rows, [(5.0, 11.0)], settled)["baseline"] == {"intervals": 21, "sent": 2100, "lost": 0,
+                                                                "loss_pct": 0.0}
+    assert recovered_by(11.0, SimpleNamespace(restored_after_s=None)) == 13.0
 
 
 @pytest.mark.parametrize("name", RUNS)

@@ -87,6 +87,13 @@ def _fault_window(timing: FaultTiming, records: list[dict], flows: list[dict], d
                                if r["kind"] == "bfd" and r["state"] == "down"), None))
 
 
+def recovered_by(end: float, fault: FaultWindow) -> float:
+    """When a fault's traffic is healthy again: workloads.SETTLE_S after its clear, or after the routes its
+    clear changed settled (a switch back up: FRR restarts and BGP re-converges for seconds, and
+    the traffic lost meanwhile is the fault's, not the healthy baseline's)."""
+    return end + max(workloads.SETTLE_S, (fault.restored_after_s or 0.0) + workloads.SETTLE_S / 2)
+
+
 def analyse(run: RunFolder) -> Report:
     """The report of the run in `run`, graded."""
     records, record = run.records, run.record
@@ -94,14 +101,17 @@ def analyse(run: RunFolder) -> Report:
     flows = [r for r in records if r["kind"] == "flow"]
     windows = [_window(t, duration) for t in run.faults]
     free = _engine_free(run.faults)
-    baseline = [r for r in flows if r["t"] >= WARMUP_S and not any(_overlaps(r, s, e + 2) for s, e in windows)]
+    faults = [_fault_window(t, records, flows, duration, free.get(t.id)) for t in run.faults]
+    settled = [recovered_by(end, fault) for (_start, end), fault in zip(windows, faults)]
+    baseline = [r for r in flows if r["t"] >= WARMUP_S
+                and not any(_overlaps(r, s, e) for s, e in workloads.healthy_after(windows, settled))]
     report = Report(
         scenario=record.scenario, scenario_file=record.scenario_file, lab=record.lab, seed=record.seed,
         started_utc=record.started_utc, duration_s=duration, interrupted=record.interrupted, machine=record.machine,
         baseline_flows=_flow_stats(baseline, 0, float("inf")),
-        faults=[_fault_window(t, records, flows, duration, free.get(t.id)) for t in run.faults],
-        collectives=workloads.collectives(records, windows),
-        probes=workloads.probes(records, windows),
+        faults=faults,
+        collectives=workloads.collectives(records, windows, settled),
+        probes=workloads.probes(records, windows, settled),
         telemetry=next((r["stats"] for r in records if r["kind"] == "telemetry"), None),
         mitigation=workloads.mitigation(records),
         fabric=workloads.fabric(records, windows, run.fabric.pfc),

@@ -1,8 +1,11 @@
 """What the report says about collectives and probes, from the run's events only.
 
-Collective iterations outside every fault window (after warm-up) are the run's own healthy
-baseline; inside a window the report gives the median and mean step time, the slowdown against
-the baseline, the busbw, and every hang (how long the ranks waited, and when they came back).
+Collective iterations and probe intervals outside every fault window and its recovery (after
+warm-up) are the run's own healthy baseline. A window's recovery lasts SETTLE_S after its clear,
+or until the route changes its clear made are over (a switch brought back: FRR restarts and BGP
+re-converges for seconds, and that loss counted as healthy). Inside a window the report gives the
+median and mean step time, the slowdown against the baseline, the busbw, and every hang (how long
+the ranks waited, and when they came back).
 
 `slowdown` is the window's mean step time over the healthy median: what the job lost in
 throughput, which is what its owner sees. A go-back-N transport loses a few steps to long
@@ -17,6 +20,8 @@ import statistics
 from collections import defaultdict
 
 from twin.roce.qp import REPORTED_FIELDS
+
+SETTLE_S = 2.0  # after a fault's clear, traffic is the fault's this long at least (the routes it moved return)
 
 COLLECTIVE_WARMUP_ITERS = 1  # the first iteration includes connection set-up
 
@@ -70,8 +75,15 @@ def _transport(records: list[dict], workload: str, start: float, end: float) -> 
     return totals
 
 
-def collectives(records: list[dict], windows: list[tuple[float, float]], settle_s: float = 2.0) -> dict:
-    """Per workload: baseline, per fault window, and hangs; on roce, what the transport did."""
+def healthy_after(windows: list[tuple[float, float]], settled: list[float] | None) -> list[tuple[float, float]]:
+    """Each window from its start to when its traffic is healthy again: `settled`, or its end plus
+    SETTLE_S."""
+    return [(start, settled[number] if settled else end + SETTLE_S) for number, (start, end) in enumerate(windows)]
+
+
+def collectives(records: list[dict], windows: list[tuple[float, float]], settled: list[float] | None = None) -> dict:
+    """Per workload: baseline (steps outside every window and its recovery, until `settled`), per
+    fault window, and hangs; on roce, what the transport did."""
     steps = _step_times(records)
     transports = {r["workload"]: r.get("transport", "tcp") for r in records
                   if r["kind"] == "workload" and r.get("op") == "start" and "op_kind" in r}
@@ -80,7 +92,7 @@ def collectives(records: list[dict], windows: list[tuple[float, float]], settle_
         by_workload[workload].append(step)
     result = {}
     for workload, items in sorted(by_workload.items()):
-        healthy = [s for s in items if not any(_overlaps(s, a, b + settle_s) for a, b in windows)]
+        healthy = [s for s in items if not any(_overlaps(s, a, b) for a, b in healthy_after(windows, settled))]
         base = _summary(healthy)
         per_window = []
         roce = transports.get(workload) == "roce"
@@ -111,7 +123,7 @@ def collectives(records: list[dict], windows: list[tuple[float, float]], settle_
     return result
 
 
-def probes(records: list[dict], windows: list[tuple[float, float]]) -> dict:
+def probes(records: list[dict], windows: list[tuple[float, float]], settled: list[float] | None = None) -> dict:
     rows = [r for r in records if r["kind"] == "probe"]
     if not rows:
         return {}
@@ -124,7 +136,7 @@ def probes(records: list[dict], windows: list[tuple[float, float]]) -> dict:
     def overlaps(r, start, end):
         return r["t"] + r.get("span_s", 0.0) > start and r["t"] < end
 
-    outside = [r for r in rows if not any(overlaps(r, a, b + 2) for a, b in windows)]
+    outside = [r for r in rows if not any(overlaps(r, a, b) for a, b in healthy_after(windows, settled))]
     return {"baseline": loss(outside),
             "fault_windows": [loss([r for r in rows if overlaps(r, a, b)]) for a, b in windows]}
 
