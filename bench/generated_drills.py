@@ -6,7 +6,8 @@ Writes N random labs and drills (twin/run/generate.py), runs each like `twin e2e
 down, graded), and writes per detector and fault kind: drills, faults found, precision, recall,
 time to detect (median, max), and the healthy seconds, with the drills that failed and why.
 `--kinds misconfig gpu` runs only those drills of the same set (the same labs and faults as the
-full run draws), in a section of their own.
+full run draws), in a section of their own. `--shapes hard` draws 2-tier and one-group labs only
+(issue 33: the shapes where few paths cross each link), in a section of its own.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from twin.progress import NullProgress
 from twin.run.drill import run_drill
-from twin.run.generate import DETECTORS, KINDS, generate, score
+from twin.run.generate import DETECTORS, KINDS, SHAPES, generate, score
 from twin.run.plan import load_scenario
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -67,9 +68,12 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=Path("results/bench-generated"))
     parser.add_argument("--kinds", nargs="+", choices=KINDS, help="only the drills of these kinds")
     parser.add_argument("--issue", type=int, default=31, help="with --kinds: the issue the section measures")
+    parser.add_argument("--shapes", choices=SHAPES, default="any",
+                        help="hard: 2-tier or one-group labs only (issue 33), in a section of their own")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    drills = generate(args.count, args.seed, args.results / f"generated-seed{args.seed}")
+    suffix = "" if args.shapes == "any" else f"-{args.shapes}"
+    drills = generate(args.count, args.seed, args.results / f"generated-seed{args.seed}{suffix}", args.shapes)
     if args.kinds:
         drills = [d for d in drills if d.kind.split("<")[0].split(":")[0] in args.kinds]
     plans = [load_scenario(d.scenario) for d in drills]
@@ -82,7 +86,11 @@ def main() -> None:
 
     outcomes = run_drill(plans, args.results, False, lambda: nullcontext(NullProgress()), started, finished)
     command = "python bench/generated_drills.py " + " ".join(sys.argv[1:])
-    if args.kinds:  # a section of its own, beside the full set's
+    if args.shapes != "any":  # a section of its own, beside the full set's
+        begin, end = f"<!-- generated-drills-{args.shapes}:begin -->", f"<!-- generated-drills-{args.shapes}:end -->"
+        section = render(drills, outcomes, command, begin, end,
+                         "Generated drills on 2-tier and one-group labs only, the shapes few paths cross (issue 33")
+    elif args.kinds:  # a section of its own, beside the full set's
         tag = "-".join(args.kinds)
         begin, end = f"<!-- generated-drills-{tag}:begin -->", f"<!-- generated-drills-{tag}:end -->"
         section = render(drills, outcomes, command, begin, end,
