@@ -88,9 +88,10 @@ def _fault_window(timing: FaultTiming, records: list[dict], flows: list[dict], d
 
 
 def recovered_by(end: float, fault: FaultWindow) -> float:
-    """When a fault's traffic is healthy again: workloads.SETTLE_S after its clear, or after the routes its
-    clear changed settled (a switch back up: FRR restarts and BGP re-converges for seconds, and
-    the traffic lost meanwhile is the fault's, not the healthy baseline's)."""
+    """When a fault's traffic is healthy again: SETTLE_S after its clear, or SETTLE_S / 2 after the
+    last route change its clear made (within RESTORE_WINDOW_S), whichever is later. A switch
+    brought back restarts FRR and BGP re-converges for seconds; the traffic lost meanwhile is the
+    fault's, not the healthy baseline's."""
     return end + max(workloads.SETTLE_S, (fault.restored_after_s or 0.0) + workloads.SETTLE_S / 2)
 
 
