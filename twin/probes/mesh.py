@@ -194,8 +194,8 @@ class ProbeMesh:
         self.logs: dict[str, JsonlTail] = {}
         self.paths: dict[tuple[str, str, int], tuple[str | None, ...]] = {}  # latest
         self._history: dict[tuple[str, str, int], list[tuple[float, tuple]]] = {}  # (discovered at, links)
-        self._complete_at: dict[tuple[str, str, int], float] = {}  # when every hop of it last answered
-        self._complete: dict[tuple[str, str, int], tuple] = {}  # its links then
+        # when every hop of it last answered, and its links then
+        self._complete: dict[tuple[str, str, int], tuple[float, tuple]] = {}
         self.active: dict[tuple[str, str], list[int]] = {}
         self.listeners: list[Callable[[Interval], None]] = []
         self.path_listeners: list[Callable[[float], None]] = []
@@ -379,12 +379,13 @@ class ProbeMesh:
             for sport, hops in record["paths"].items():
                 key = (record["src"], record["dst"], int(sport))
                 found = self.names.path(record["src"], hops, record["dst"])
-                stale = self.transitions.changed_after(self._complete_at.get(key, float("-inf")))
+                complete_at, complete = self._complete.get(key, (float("-inf"), None))
+                stale = self.transitions.changed_after(complete_at)
                 # the last complete path: an earlier rediscovery during the same transition may have
                 # found it silent already (a switch that had routes still, toward a dead one)
-                links = unless_silent(self._complete.get(key), found, stale, unroutable=int(sport) in unroutable)
+                links = unless_silent(complete, found, stale, unroutable=int(sport) in unroutable)
                 if None not in found:
-                    self._complete_at[key], self._complete[key] = record["t"], found
+                    self._complete[key] = (record["t"], found)
                 if links != self.paths.get(key):
                     moved = True
                     self._history.setdefault(key, []).append((record["t"], links))

@@ -104,8 +104,8 @@ def analyse(run: RunFolder) -> Report:
     free = _engine_free(run.faults)
     faults = [_fault_window(t, records, flows, duration, free.get(t.id)) for t in run.faults]
     settled = [recovered_by(end, fault) for (_start, end), fault in zip(windows, faults)]
-    baseline = [r for r in flows if r["t"] >= WARMUP_S
-                and not any(_overlaps(r, s, e) for s, e in workloads.healthy_after(windows, settled))]
+    recovering = workloads.healthy_after(windows, settled)
+    baseline = [r for r in flows if r["t"] >= WARMUP_S and not any(_overlaps(r, s, e) for s, e in recovering)]
     report = Report(
         scenario=record.scenario, scenario_file=record.scenario_file, lab=record.lab, seed=record.seed,
         started_utc=record.started_utc, duration_s=duration, interrupted=record.interrupted, machine=record.machine,

@@ -90,9 +90,9 @@ def collectives(records: list[dict], windows: list[tuple[float, float]], settled
     by_workload: dict[str, list[dict]] = defaultdict(list)
     for (workload, _gen, _it), step in steps.items():
         by_workload[workload].append(step)
-    result = {}
+    result, recovering = {}, healthy_after(windows, settled)
     for workload, items in sorted(by_workload.items()):
-        healthy = [s for s in items if not any(_overlaps(s, a, b) for a, b in healthy_after(windows, settled))]
+        healthy = [s for s in items if not any(_overlaps(s, a, b) for a, b in recovering)]
         base = _summary(healthy)
         per_window = []
         roce = transports.get(workload) == "roce"
@@ -136,7 +136,8 @@ def probes(records: list[dict], windows: list[tuple[float, float]], settled: lis
     def overlaps(r, start, end):
         return r["t"] + r.get("span_s", 0.0) > start and r["t"] < end
 
-    outside = [r for r in rows if not any(overlaps(r, a, b) for a, b in healthy_after(windows, settled))]
+    recovering = healthy_after(windows, settled)
+    outside = [r for r in rows if not any(overlaps(r, a, b) for a, b in recovering)]
     return {"baseline": loss(outside),
             "fault_windows": [loss([r for r in rows if overlaps(r, a, b)]) for a, b in windows]}
 
