@@ -4,12 +4,14 @@ for, and what it has not answered is unreported, not lost; probes answered are n
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
 from test_model import fabric_of
 
-from twin.probes.mesh import STUCK_AGENT_S, ProbeMesh
+from twin.probes.mesh import SELECTION, STUCK_AGENT_S, ProbeMesh
+from twin.probes.select import Selection
 
 REPORT_MS = 250
 HOSTS = ("host-g1-h1", "host-g2-h1")
@@ -179,3 +181,20 @@ def test_a_rediscovery_that_moves_nothing_keeps_the_selection_and_is_told_to_nob
         assert (len(told), len(selections)) == (2, 2)
     finally:
         mesh_module.RESELECT_QUIET_S = quiet
+
+
+def test_a_flow_testing_a_route_is_written_with_its_pace_and_written_again_when_that_changes(tmp_path, monkeypatch):
+    """The agents read a route's flow as [src, dst, sport, every] (one report interval: 250 ms at
+    100 ms probing, every 2): a flow that moves from testing a route to covering links keeps its
+    name, and its host is told all the same."""
+    mesh, _ = mesh_on(tmp_path)
+    mesh.paths_per_link, mesh.pids, mesh.plans = 3, {host: 999_999_999 for host in HOSTS}, []
+    flow = (SRC, DST, 5000)
+    picks = iter([Selection([], Counter(), routes=[flow]), Selection([flow], Counter())])
+    monkeypatch.setattr("twin.probes.mesh.select", lambda *_args, **_kwargs: next(picks))
+    written = mesh.directory / f"host-g1-h1{SELECTION}"
+    mesh._select()
+    assert json.loads(written.read_text()) == [[SRC, DST, 5000, 2]]
+    written.unlink()
+    mesh._select()
+    assert json.loads(written.read_text()) == [[SRC, DST, 5000]]

@@ -57,6 +57,24 @@ def test_each_round_probes_a_path_from_the_next_port_discovery_found_on_it(tmp_p
     assert {sock for sock, sport in sent if sport == 10001} == {"socket 10001"}  # alone on its path
 
 
+def test_a_flow_testing_a_route_is_probed_in_one_interval_of_those_the_selection_says(tmp_path):
+    """The mesh lists a route's flow with a fourth number: it is probed in one round of that many,
+    the others every round, and the slots keep their places in the interval."""
+    probe = agent(tmp_path)
+    probe.config["select"] = str(tmp_path / "select.json")
+    probe.pairs = [{"src": "a:nic1", "dst": "b:nic1", "dst_address": "10.0.0.2", "hops": 3, "sports": [10000, 10001]}]
+    probe.senders = {("a:nic1", port): f"socket {port}" for port in (10000, 10001)}
+    (tmp_path / "select.json").write_text(json.dumps([["a:nic1", "b:nic1", 10000], ["a:nic1", "b:nic1", 10001, 5]]))
+    probe.load_selection()
+    sent = []
+    probe._send = lambda _sock, _address, _kind, _ttl, _src, _dst, sport, now: sent.append((round(now, 4), sport))
+    for round_number in range(10):
+        probe._send_due(probe.base + (round_number + 0.99) * probe.interval)
+    assert [sport for _t, sport in sent].count(10000) == 10
+    route = [t for t, sport in sent if sport == 10001]
+    assert len(route) == 2 and round(route[1] - route[0], 4) == round(5 * probe.interval, 4)
+
+
 def test_a_port_whose_probes_a_fault_drops_stays_with_its_siblings(tmp_path):
     """Rediscovered during a fault that drops 10002's 5-tuple (its TTL probes die at the faulty
     link: no hop answers) it keeps probing the path; 10003 now answers from another switch: it
@@ -88,7 +106,7 @@ def test_a_periodic_refresh_traces_the_probed_flows_and_all_again_only_when_one_
     probe.senders = {("a:nic1", port): f"socket {port}" for port in range(10000, 10003)}
     ways = {10000: ["s1", "t1"], 10001: ["s2", "t1"], 10002: ["s1", "t1"]}
     probe.trace_answers = {(0, 1, port): {2: hops[0], 3: hops[1]} for port, hops in ways.items()}
-    probe.selected = {("a:nic1", "b:nic1"): [10000]}
+    probe.selected = {("a:nic1", "b:nic1"): {10000: 1}}
     probe._publish_paths()
     probe.start_discovery(full=False)
     assert {(sport, ttl) for _pair, _s, _d, sport, ttl in probe.trace_queue} == {(10000, 2), (10000, 3)}

@@ -11,6 +11,7 @@ from twin.lab import runtime
 from twin.model.build import build_fabric
 from twin.probes.cover import Leaves
 from twin.probes.mesh import address_links
+from twin.probes.select import routes_of
 from twin.probes.selection import _all_paths_probability, cover_plan, fewest_flows, plan, ports_needed, probe_load
 from twin.spec.labfile import load_lab
 
@@ -79,6 +80,13 @@ def test_cover_crosses_every_reachable_link_direction_k_times(shape, tmp_path):
             assert fabric.nodes[name.split(" -- ")[0]].role in ("spine", "superspine")
         assert all(p.src.host != p.dst.host for p in covering.plans)
         assert sum(p.probed for p in covering.plans) == len(selection.flows)
+        assert sum(p.routes for p in covering.plans) == len(selection.routes)
+        # every leaf's route toward every host is probed from under the leaf, where another host
+        # under it can send toward a NIC of that host under another leaf
+        leaves = Leaves(fabric)
+        routes = {(nic.leaf, host) for nic in leaves.nics for host, nics in leaves.of_host.items()
+                  if host != nic.host and any(other.leaf != nic.leaf for other in nics)}
+        assert routes <= set().union(*(routes_of(covering.drawn[flow]) for flow in selection.flows + selection.routes))
 
 
 def test_cover_probe_load_grows_with_links_not_pairs(tmp_path):
@@ -103,7 +111,9 @@ def test_modes_and_load():
     # per NIC: 1 same-leaf path + 2 hosts x 2 spine paths = 5 paths
     assert load == {"probes_per_s": 16 * 5 * 10, "max_per_nic": 50.0, "discovery_packets": load["discovery_packets"]}
     cover = cover_plan(fabric, 3, seed=3)
-    assert probe_load(cover.plans, 100)["probes_per_s"] == len(cover.expected.flows) * 10
+    # a flow testing a route alone is probed every 0.5 s, not every 100 ms
+    expected = len(cover.expected.flows) * 10 + len(cover.expected.routes) * 2
+    assert probe_load(cover.plans, 100)["probes_per_s"] == expected
     assert plan(fabric, "cover", seed=3) != plan(fabric, "cover", seed=4)
     assert plan(fabric, "cover", seed=3) == plan(fabric, "cover", seed=3)
     assert fewest_flows(fabric, "cover", 3) * 10 <= probe_load(cover.plans, 100)["probes_per_s"]

@@ -2,7 +2,7 @@
 
 from test_model import fabric_of
 
-from twin.probes.select import Directions, select
+from twin.probes.select import Directions, _routes, routes_of, select
 
 
 def hops(*names):
@@ -115,3 +115,29 @@ def test_no_link_lies_on_more_than_half_of_another_links_paths_where_a_flow_can_
     over_f = [flow for flow in chosen.flows if (link("F"), "F'") in paths[flow]]
     assert len(over_f) == 4 and sum(1 for flow in over_f if flow[0] == "a") == 2
     assert len(chosen.flows) == 6
+
+
+def test_every_route_a_candidate_tests_is_tested_by_a_selected_flow_or_a_route_flow():
+    """Flows 1-3 cross every link, but leave the route s2' holds toward down2' untested (the last
+    switch, t2', is the host's own leaf: its route is the link's); flow 4 is the one candidate that
+    tests it: it is added, and nothing else."""
+    paths = {("x", "y", 1): hops("up", "s1", "t", "down"), ("x", "y", 2): hops("up", "s2", "t", "down"),
+             ("x", "z", 3): hops("up", "s1", "t2", "down2"), ("x", "z", 4): hops("up", "s2", "t2", "down2")}
+    links_once = [("x", "y", 1), ("x", "y", 2), ("x", "z", 3)]
+    assert _routes(paths, links_once) == [("x", "z", 4)]
+    assert _routes(paths, list(paths)) == []
+    chosen = select(paths, 1)
+    tested = set().union(*(routes_of(paths[flow]) for flow in chosen.flows + chosen.routes))
+    assert tested == set().union(*(routes_of(path) for path in paths.values()))
+
+
+def test_pairs_for_routes_only_leave_the_links_selection_as_it_was():
+    """A pair planned for a route alone is weighed for routes, never for links: with it the links'
+    flows are those selected without it, and it is probed for the route it alone tests."""
+    links = {("x", "y", 1): hops("up", "s1", "t", "down"), ("x", "y", 2): hops("up", "s2", "t", "down"),
+             ("x", "z", 3): hops("up", "s1", "t2", "down2")}
+    routes = {("w", "z", 4): hops("up3", "s2", "t2", "down2")}  # also the only path over up3 and s2 -> t2
+    alone = select(links, 1)
+    both = select({**links, **routes}, 1, routes_only=frozenset({("w", "z")}))
+    assert both.flows == alone.flows and both.routes == [("w", "z", 4)]
+    assert ("w", "z", 4) in select({**links, **routes}, 1).flows  # let in, it would cover links

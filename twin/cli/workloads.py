@@ -23,7 +23,7 @@ from twin.lab.handle import Lab, lab_model
 from twin.lab.ports.counters import interface_rates
 from twin.probes.mesh import cover_load
 from twin.probes.run import run_probe_mesh
-from twin.probes.selection import PAIR_MODES, PATHS_PER_LINK, cover_plan
+from twin.probes.selection import PAIR_MODES, PATHS_PER_LINK, REPORT_MS, cover_plan
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
 from twin.telemetry import gnmi
 from twin.telemetry.prometheus import registry_for
@@ -206,6 +206,9 @@ def print_plan(ref: str, interval_ms: int, pairs: str, paths_per_link: int, as_j
     out.print(f"{fabric.name}: {summary['flows']} probed flows, {summary['probes_per_s']} probes/s at "
               f"{interval_ms} ms ({summary['max_per_nic']} on the busiest NIC); every link direction crossed by "
               f">= {paths_per_link} paths except {summary['hops_short']} of {summary['hops']}")
+    if summary["route_flows"]:
+        out.print(f"{summary['route_flows']} more flows, probed once per {REPORT_MS} ms report, test the leaves' "
+                  "routes toward hosts no flow above reaches from under them")
     if not summary["ambiguous"]:
         out.print("the plan tells every single lossy link or switch apart from every other")
         return

@@ -17,7 +17,8 @@ For every (src NIC, dst NIC, source port) the agent
   5-tuple per path either lost everything or nothing. Probes carry the path's own port, so
   receivers and the mesh count them as one flow; or, when the config names a `select` file (pairs: cover),
   probes only the flows listed there, which the mesh writes from every agent's paths and
-  announces with SIGUSR2 (nothing is probed before the first selection); the receiving agent
+  announces with SIGUSR2 (nothing is probed before the first selection; a flow listed with a
+  fourth number n, one testing a route, is probed in one interval of n); the receiving agent
   counts it (one-way, the machine has one clock) and echoes it back (round trip): every probe,
   or one in `rtt_every` (an echo is a second packet across the fabric, and at pod128 the
   fabric's forwarding of the probes was most of the mesh's CPU; the one-way delay and the loss
@@ -101,8 +102,9 @@ class Agent:
         self.marked = -1  # the last bucket whose rows are all written
         self.longest_gap = 0.0  # the longest wait between two turns of the loop since the last mark
         self.sent_total = 0
-        # sockets (the flow's own, then its siblings'), address, src, dst, sport
-        self.active: list[tuple[list[socket.socket], str, int, int, int]] = []
+        # sockets (the flow's own, then its siblings'), address, src, dst, sport, probed in one
+        # interval of this many (a flow testing a route: selection.route_every)
+        self.active: list[tuple[list[socket.socket], str, int, int, int, int]] = []
         self.siblings: dict[tuple[str, str, int], list[int]] = {}  # (src, dst label, sport) -> ports on its path
         self.cursor, self.base = 0, time.monotonic()
         self.trace_queue: list[tuple] = []
@@ -116,9 +118,10 @@ class Agent:
         # epoll, not poll: a cover agent holds a socket per candidate source port (1,300 at
         # pod128), and poll walked all of them on every 10 ms tick: 5 % of a core per idle agent.
         self.poller = select.epoll()
-        # pairs: cover: (src label, dst label) -> the source ports the mesh selected; None before
-        # the first selection, and always None without a select file (every distinct path probed)
-        self.selected: dict[tuple[str, str], list[int]] | None = None
+        # pairs: cover: (src label, dst label) -> the source ports the mesh selected, each with the
+        # intervals between its probes; None before the first selection, and always None without a
+        # select file (every distinct path probed, every interval)
+        self.selected: dict[tuple[str, str], dict[int, int]] | None = None
 
     def emit(self, **record) -> None:
         self.out.write(json.dumps(record) + "\n")
@@ -166,7 +169,7 @@ class Agent:
         self.next_refresh = time.monotonic() + self.config["refresh_s"]
 
     def _probed_ports(self) -> set[tuple[int, int, int]]:
-        return {(src, dst, sport) for _sockets, _address, src, dst, sport in self.active}
+        return {(src, dst, sport) for _sockets, _address, src, dst, sport, _every in self.active}
 
     def _traced(self, src: int, dst: int, sport: int) -> bool:
         return self.tracing is None or (src, dst, sport) in self.tracing
@@ -227,12 +230,12 @@ class Agent:
             for sport, hops in sock_paths.items():
                 chosen.setdefault(tuple(hops), sport)
             self._find_siblings(pair, sock_paths)
-            ports = sorted(chosen.values()) if not self.config.get("select") else \
-                (self.selected or {}).get((pair["src"], pair["dst"]), [])
+            ports = dict.fromkeys(sorted(chosen.values()), 1) if not self.config.get("select") else \
+                (self.selected or {}).get((pair["src"], pair["dst"]), {})
             active += [(self._sockets(pair["src"], pair["dst"], sport), pair["dst_address"], src, dst,
-                        sport) for sport in ports]
+                        sport, every) for sport, every in sorted(ports.items())]
             self.emit(type="paths", t=time.monotonic(), src=pair["src"], dst=pair["dst"],
-                      paths={str(sport): hops for sport, hops in sock_paths.items()}, active=ports,
+                      paths={str(sport): hops for sport, hops in sock_paths.items()}, active=sorted(ports),
                       unroutable=[sport for sport in pair["sports"] if (src, dst, sport) in self.unroutable])
         self.active, self.cursor, self.base = active, 0, time.monotonic()
 
@@ -263,14 +266,15 @@ class Agent:
             flows = json.loads(Path(self.config["select"]).read_text())
         except (OSError, ValueError):
             return  # not written yet: the mesh signals again when it is
-        selected: dict[tuple[str, str], list[int]] = defaultdict(list)
-        for src, dst, sport in flows:
+        selected: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
+        for src, dst, sport, *every in flows:  # [src, dst, sport] or, sparser, [src, dst, sport, every]
             if (src, sport) in self.senders:
-                selected[(src, dst)].append(sport)
+                selected[(src, dst)][sport] = max(1, int(every[0])) if every else 1
         self.selected = dict(selected)
         addresses = {(p["src"], p["dst"]): p["dst_address"] for p in self.pairs}
-        self.active = [(self._sockets(src, dst, sport), addresses[(src, dst)], self.index[src], self.index[dst], sport)
-                       for (src, dst), ports in sorted(self.selected.items()) for sport in sorted(ports)
+        self.active = [(self._sockets(src, dst, sport), addresses[(src, dst)], self.index[src], self.index[dst], sport,
+                        every)
+                       for (src, dst), ports in sorted(self.selected.items()) for sport, every in sorted(ports.items())
                        if (src, dst) in addresses]
         self.cursor, self.base = 0, time.monotonic()
         self.emit(type="selected", t=time.monotonic(), flows=len(self.active))
@@ -298,8 +302,12 @@ class Agent:
             if now - due > self.interval:  # fell behind by a whole interval: skip, do not burst
                 self.cursor += count
                 continue
-            sockets, address, src, dst, sport = self.active[self.cursor % count]
-            sock = sockets[(self.cursor // count) % len(sockets)]  # the next sibling each round
+            slot, round_number = self.cursor % count, self.cursor // count
+            sockets, address, src, dst, sport, every = self.active[slot]
+            if (round_number + slot) % every:  # not its round: its slot stays empty (rounds staggered by slot)
+                self.cursor += 1
+                continue
+            sock = sockets[(round_number // every) % len(sockets)]  # the next sibling each time
             self._send(sock, address, PROBE, DEFAULT_TTL, src, dst, sport, now)
             self.sent[self._bucket(now)][(src, dst, sport)] += 1
             self.sent_total += 1

@@ -34,7 +34,16 @@ from twin.lab.pfc import published as pfc_counters
 from twin.model.fabric import Fabric
 from twin.probes.agent import TRACE_PPS, TRACE_ROUNDS
 from twin.probes.select import Directions, Selection, select
-from twin.probes.selection import PATHS_PER_LINK, CoverPlan, PairPlan, cover_plan, plan, probe_load
+from twin.probes.selection import (
+    PATHS_PER_LINK,
+    REPORT_MS,
+    CoverPlan,
+    PairPlan,
+    cover_plan,
+    plan,
+    probe_load,
+    route_every,
+)
 from twin.probes.trace import unless_silent
 from twin.probes.transitions import Transitions
 from twin.procs import alive, terminate
@@ -171,12 +180,13 @@ class ProbeMesh:
         if self.paths_per_link:
             covering = cover_plan(fabric, paths_per_link, seed)
             self.plans: list[PairPlan] = covering.plans
-            self.load = cover_load(covering, paths_per_link, interval_ms)
+            self.load = cover_load(covering, paths_per_link, interval_ms, report_ms)
         else:
             self.plans = plan(fabric, pairs, seed)
             self.load = probe_load(self.plans, interval_ms)
         self.directions = Directions(fabric)
         self.selection: Selection | None = None
+        self._rows: set[tuple] | None = None  # the selection as last written for the agents
         self._selected_at = 0.0  # monotonic time of the last selection (cover)
         self._discovered_at = 0.0  # when the last paths record was read
         self._paths_at = 0.0  # when the last one that changed a flow's path was read
@@ -489,14 +499,19 @@ class ProbeMesh:
         """Select the flows that cross every directed link paths_per_link times from every
         agent's discovered paths, and tell the agents whose selection changed."""
         hops = {key: self.directions.hops(key[0], links, key[1]) for key, links in self.paths.items()}
-        selection = select(hops, self.paths_per_link)
-        before = set(self.selection.flows) if self.selection else None
-        self.selection, self._selected_at = selection, time.monotonic()
+        selection = select(hops, self.paths_per_link,
+                           routes_only=frozenset((p.src.label, p.dst.label) for p in self.plans if p.routes_only))
+        every = route_every(self.interval_ms, self.report_ms)
+        # each flow as the agents read it: a flow testing a route is probed in one interval of `every`
+        rows = [[*flow] for flow in selection.flows] + [[*flow, every] for flow in selection.routes]
+        before = self._rows
+        self.selection, self._selected_at, self._rows = selection, time.monotonic(), {tuple(row) for row in rows}
         self.transitions.selected(self._selected_at)
         by_host: dict[str, list] = defaultdict(list)
-        for flow in selection.flows:
-            by_host[flow[0].split(":")[0]].append(list(flow))
-        changed = {flow[0].split(":")[0] for flow in set(selection.flows) ^ (before or set())}
+        for row in rows:
+            by_host[row[0].split(":")[0]].append(row)
+        # a flow that moved between links and routes changed too: its pace did
+        changed = {row[0].split(":")[0] for row in self._rows ^ (before or set())}
         for host, pid in self.pids.items():
             if before is not None and host not in changed:
                 continue
@@ -510,7 +525,7 @@ class ProbeMesh:
                 except ProcessLookupError:
                     pass
         active: dict[tuple[str, str], list[int]] = {pair: [] for pair in self.active}
-        for src, dst, sport in selection.flows:
+        for src, dst, sport in probed(selection):
             active.setdefault((src, dst), []).append(sport)
         self.active = active
 
@@ -524,7 +539,7 @@ class ProbeMesh:
     def covered_links(self) -> set[str]:
         """Links the probed flows cross (cover: the selected ones; else every discovered path)."""
         with self._lock:
-            flows = self.selection.flows if self.selection is not None else self.paths
+            flows = probed(self.selection) if self.selection is not None else self.paths
             return {link for flow in flows for link in self.paths.get(flow, ()) if link}
 
     def discovery_timeout_s(self) -> float:
@@ -557,10 +572,16 @@ class ProbeMesh:
                         hint=self._logs_hint())
 
 
-def cover_load(covering: CoverPlan, k: int, interval_ms: int) -> dict:
+def probed(selection: Selection) -> list[tuple[str, str, int]]:
+    """Every flow a selection probes: those covering links, then those testing routes."""
+    return selection.flows + selection.routes
+
+
+def cover_load(covering: CoverPlan, k: int, interval_ms: int, report_ms: int = REPORT_MS) -> dict:
     """What a cover plan costs and sees, as the model draws it: probes per second, per NIC and per
     link direction, and what it leaves short or ambiguous."""
-    return {**probe_load(covering.plans, interval_ms), **link_load(covering.expected, covering.hops, k, interval_ms)}
+    return {**probe_load(covering.plans, interval_ms, report_ms),
+            **link_load(covering.expected, covering.hops, k, interval_ms)}
 
 
 def link_load(selection: Selection, hops: int, k: int, interval_ms: int) -> dict:
@@ -568,7 +589,7 @@ def link_load(selection: Selection, hops: int, k: int, interval_ms: int) -> dict
     leaves short: the figures that say what the cover mesh can see."""
     summary = selection.summary(hops, k)
     per_s = 1000 / interval_ms
-    return {"flows": summary["flows"], "paths_per_link": k, "hops": hops,
+    return {"flows": summary["flows"], "route_flows": summary["route_flows"], "paths_per_link": k, "hops": hops,
             "link_pps_min": round(summary["links_min"] * per_s, 1),
             "link_pps_median": round(summary["links_median"] * per_s, 1),
             "hops_short": hops - summary["hops_covered"], "ambiguous": summary["ambiguous"]}

@@ -91,7 +91,7 @@ def check_load(params: ProbesParams, fabric) -> None:
     check_plan_size(fabric, params.pairs, params.paths_per_link)
     if planning_work(fabric) > MAX_CHECKED_PLANNING:
         return  # the lower bound above is what a check weighs; the mesh plans when it starts
-    load = probe_load(plan(fabric, params.pairs, k=params.paths_per_link), params.interval_ms)
+    load = probe_load(plan(fabric, params.pairs, k=params.paths_per_link), params.interval_ms, params.report_ms)
     if load["probes_per_s"] > params.max_pps:
         raise ProbeLoadError(f"the {params.pairs} mesh at interval_ms {params.interval_ms} sends "
                          f"{load['probes_per_s']:.0f} probes/s, over max_pps {params.max_pps}; raise interval_ms "
