@@ -165,8 +165,8 @@ bench: deps venv
 	$(VENV)/bin/python bench/gnmi.py --lab rail8 --seconds 60 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/probe_cover.py --run mini rail4 rail8 --plan-only gen:3,4,8,2,2,4 gen:3,8,8,2,4,8 gen:3,16,8,2,8,16 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/generated_drills.py --count 63 --seed 1 --out docs/benchmarks.md
-	$(VENV)/bin/python bench/generated_drills.py --count 18 --seed 33 --shapes hard --out docs/benchmarks.md
-	$(VENV)/bin/python bench/calibration.py results/bench-generated --out docs/benchmarks.md
+	$(VENV)/bin/python bench/generated_drills.py --count 18 --seed 33 --shapes hard --results results/bench-generated-hard --out docs/benchmarks.md
+	$(VENV)/bin/python bench/calibration.py results/bench-generated results/bench-generated-hard --out docs/benchmarks.md
 	$(VENV)/bin/python bench/adversarial.py --fuzz 150 --out docs/benchmarks.md
 	@if docker info >/dev/null 2>&1; then $(VENV)/bin/python bench/runtimes.py --lab rail4 --runs 3 --out docs/benchmarks.md; \
 	else echo "no Docker daemon: skipped bench/runtimes.py (docker against netns)"; fi
