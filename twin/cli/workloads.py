@@ -175,6 +175,8 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, plan_on
         out.print(f"every link direction crossed by >= {coverage['paths_per_link']} probed paths except "
                   f"{coverage['hops_short']} of {coverage['hops']}; per link direction {coverage['link_pps_min']} "
                   f"probes/s at least, {coverage['link_pps_median']} median"
+                  + (f"; {coverage['route_flows']} of the paths test routes only, once per report"
+                     if coverage.get("route_flows") else "")
                   + (f"; no probe tells apart: {'; '.join(' / '.join(g) for g in coverage['ambiguous'])}"
                      if coverage["ambiguous"] else ""))
     out.print(f"links crossed by no probed path: {', '.join(summary['uncovered']) or 'none'}")

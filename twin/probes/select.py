@@ -36,8 +36,8 @@ class Selection:
     crossings: Counter  # hop -> selected flows crossing it
     short: list[Hop] = field(default_factory=list)  # hops crossed by fewer than k selected flows
     ambiguous: list[tuple[str, ...]] = field(default_factory=list)  # link or switch names no probe tells apart
-    # flows probed for a leaf's route toward a host no flow above reaches from under it: sparsely
-    # (selection.route_every), as a route loses all it carries or nothing
+    # flows probed for routes toward hosts no flow above tests (every leaf's, and the spines' the
+    # hash left out): sparsely (selection.route_every), as a route loses all it carries or nothing
     routes: list[Flow] = field(default_factory=list)
 
     def summary(self, hops: int, k: int) -> dict:
