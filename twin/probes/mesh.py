@@ -43,6 +43,7 @@ from twin.probes.selection import (
     plan,
     probe_load,
     route_every,
+    routes_only_pairs,
 )
 from twin.probes.trace import unless_silent
 from twin.probes.transitions import Transitions
@@ -499,8 +500,7 @@ class ProbeMesh:
         """Select the flows that cross every directed link paths_per_link times from every
         agent's discovered paths, and tell the agents whose selection changed."""
         hops = {key: self.directions.hops(key[0], links, key[1]) for key, links in self.paths.items()}
-        selection = select(hops, self.paths_per_link,
-                           routes_only=frozenset((p.src.label, p.dst.label) for p in self.plans if p.routes_only))
+        selection = select(hops, self.paths_per_link, routes_only=routes_only_pairs(self.plans))
         every = route_every(self.interval_ms, self.report_ms)
         # each flow as the agents read it: a flow testing a route is probed in one interval of `every`
         rows = [[*flow] for flow in selection.flows] + [[*flow, every] for flow in selection.routes]

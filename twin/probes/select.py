@@ -103,19 +103,19 @@ def _routes(options: dict[Flow, tuple[Hop, ...]], chosen: list[Flow]) -> list[Fl
     """The fewest more flows (greedy, lazily) that test every route a candidate tests and no chosen
     flow does: first of all each leaf's toward each host (one candidate from under the leaf toward
     the host at least, cover.py), and the spines' that the hash happened to leave out."""
-    missing = set().union(*(routes_of(path) for path in options.values())) - \
-        set().union(*(routes_of(options[flow]) for flow in chosen))
-    heap = [(-len(routes_of(path) & missing), flow) for flow, path in options.items() if routes_of(path) & missing]
+    tests = {flow: routes_of(path) for flow, path in options.items()}
+    missing = set().union(*tests.values()) - set().union(*(tests[flow] for flow in chosen))
+    heap = [(-len(routes & missing), flow) for flow, routes in tests.items() if routes & missing]
     heapq.heapify(heap)
     added: list[Flow] = []
     while heap and missing:
         stale_gain, flow = heapq.heappop(heap)
-        gain = len(routes_of(options[flow]) & missing)
+        gain = len(tests[flow] & missing)
         if gain and gain != -stale_gain:
             heapq.heappush(heap, (-gain, flow))
         elif gain:
             added.append(flow)
-            missing -= routes_of(options[flow])
+            missing -= tests[flow]
     return added
 
 

@@ -155,13 +155,19 @@ def cover_plan(fabric: Fabric, k: int = PATHS_PER_LINK, seed: int = 1) -> CoverP
         for sport, path in zip(sports, draw_paths(leaves, src, dst, count, draw)):
             drawn[(src.label, dst.label, sport)] = path
         plans.append(PairPlan(src, dst, dag.paths, dag.hops, sports, routes_only=(src, dst) in found.for_routes))
-    expected = select(drawn, k, routes_only=frozenset((p.src.label, p.dst.label) for p in plans if p.routes_only))
+    expected = select(drawn, k, routes_only=routes_only_pairs(plans))
     per_pair = Counter((s, d) for s, d, _ in expected.flows)
     route_pairs = Counter((s, d) for s, d, _ in expected.routes)
     plans = [replace(p, probed=per_pair[(p.src.label, p.dst.label)], routes=route_pairs[(p.src.label, p.dst.label)])
              for p in plans]
     hops = len(leaves.hops) + 2 * len(leaves.ends)
     return CoverPlan(plans, expected, drawn, hops, found.unreachable)
+
+
+def routes_only_pairs(plans: list[PairPlan]) -> frozenset[tuple[str, str]]:
+    """The (src, dst) NIC labels of the pairs planned only to test routes: select() never weighs
+    their flows for links."""
+    return frozenset((p.src.label, p.dst.label) for p in plans if p.routes_only)
 
 
 def route_every(interval_ms: int, report_ms: int = REPORT_MS) -> int:

@@ -43,7 +43,8 @@ PER_LINK_PPS = 150  # probes/s over each link direction (paths_per_link x 1000 /
 # One echo in three: the fabric carries as many packets as 100 probes/s echoed each, for half as
 # much evidence again (a 1 % drop loses a probe every 0.7 s a direction, not every 1 s).
 RTT_EVERY = 3
-REPORT_MS = 250  # the probes' reporting interval: a verdict waits for whole intervals
+# the drills' probes' reporting interval (the workload's default is 500): a verdict waits for whole intervals
+DRILL_REPORT_MS = 250
 MAX_PPS = 5000
 ONSET_S, FAULT_S, TAIL_S = 6.0, 8.0, 4.0
 HEALTHY_S = 90.0  # 7 healthy drills in 49 give the 10 healthy minutes a false-positive figure needs
@@ -129,10 +130,10 @@ def _scenario(kind: str, fabric, lab_file: str, rng: random.Random, number: int)
     crossed = sorted({name for name, _to in covering.expected.crossings} - ambiguous)
     interval_ms = max(10, round(PATHS_PER_LINK * 1000 / PER_LINK_PPS))
     checked = plan(fabric, "cover", k=PATHS_PER_LINK)  # the plan the scenario's load check weighs
-    while probe_load(checked, interval_ms, REPORT_MS)["probes_per_s"] > MAX_PPS:
+    while probe_load(checked, interval_ms, DRILL_REPORT_MS)["probes_per_s"] > MAX_PPS:
         interval_ms += 5
-    workloads: list[dict] = [{"kind": "probes", "interval_ms": interval_ms, "report_ms": REPORT_MS, "max_pps": MAX_PPS,
-                              "rtt_every": RTT_EVERY}]
+    workloads: list[dict] = [{"kind": "probes", "interval_ms": interval_ms, "report_ms": DRILL_REPORT_MS,
+                              "max_pps": MAX_PPS, "rtt_every": RTT_EVERY}]
     faults, label, within = [], kind, 5.0
     # (switch, host) pairs some probed flow crosses toward that host: a black hole or a dead
     # switch elsewhere would lose nothing (every leaf's route toward every host is probed)
