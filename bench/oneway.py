@@ -89,6 +89,7 @@ def main() -> None:
     parser.add_argument("--tiers", nargs="*", help="only these tiers (e.g. leaf-spine)")
     parser.add_argument("--probes", type=json.loads, default={},
                         help='probe settings over the defaults, as JSON (e.g. \'{"paths_per_link": 6}\')')
+    parser.add_argument("--keep", type=Path, help="keep each run's results folder here (for `twin detect replay`)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     draw = random.Random(args.seed)
@@ -100,8 +101,9 @@ def main() -> None:
             for _ in range(args.runs):
                 link = draw.choice(links)
                 with tempfile.TemporaryDirectory(prefix="oneway-bench.") as folder:
+                    results = args.keep / f"{len(rows):02d}-{tier}-{way}" if args.keep else Path(folder) / "results"
                     detectors = run_scenario(scenario(args.lab, link, direction, args.loss, args.probes), Path(folder),
-                                             Path(folder) / "results")["detectors"]
+                                             results)["detectors"]
                 rows.append((tier, way, link, detectors))
                 print(summary(rows[-1:])[2], flush=True)
     command = f"python bench/oneway.py --lab {args.lab} --runs {args.runs} --loss {args.loss:g} --seed {args.seed}"

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from test_model import fabric_of
 
-from twin.probes.mesh import SELECTION, STUCK_AGENT_S, ProbeMesh
+from twin.probes.mesh import SELECTION, STUCK_AGENT_S, Interval, PathSample, ProbeMesh
 from twin.probes.select import Selection
 
 REPORT_MS = 250
@@ -194,7 +194,43 @@ def test_a_flow_testing_a_route_is_written_with_its_pace_and_written_again_when_
     monkeypatch.setattr("twin.probes.mesh.select", lambda *_args, **_kwargs: next(picks))
     written = mesh.directory / f"host-g1-h1{SELECTION}"
     mesh._select()
-    assert json.loads(written.read_text()) == [[SRC, DST, 5000, 2]]
+    assert json.loads(written.read_text()) == [[SRC, DST, 5000, 2, 1]]
     written.unlink()
     mesh._select()
-    assert json.loads(written.read_text()) == [[SRC, DST, 5000]]
+    assert json.loads(written.read_text()) == [[SRC, DST, 5000, 1, 1]]
+
+
+def test_a_lossy_interval_focuses_the_flows_over_its_links_for_a_while(tmp_path, monkeypatch):
+    """A flow that lost probes: it and the selected flows over any directed link of its path are
+    probed `focus` times an interval (their agents told), the others not; once the hold has
+    passed without loss, all are back at one."""
+    mesh, _ = mesh_on(tmp_path)
+    mesh.paths_per_link, mesh.pids, mesh.plans = 3, {host: 999_999_999 for host in HOSTS}, []
+    mesh.focus_times, mesh.max_pps = 4, 5000
+    lossy, beside, apart = (SRC, DST, 5000), (SRC, DST, 5001), ("host-g2-h1:nic2", "host-g1-h1:nic2", 5002)
+    mesh.paths = {
+        lossy: ("leaf-g1-r1 -- host-g1-h1", "spine-r1-s1 -- leaf-g1-r1", "spine-r1-s1 -- leaf-g2-r1",
+                "leaf-g2-r1 -- host-g2-h1"),
+        beside: ("leaf-g1-r1 -- host-g1-h1", "spine-r1-s2 -- leaf-g1-r1", "spine-r1-s2 -- leaf-g2-r1",
+                 "leaf-g2-r1 -- host-g2-h1"),
+        apart: ("leaf-g2-r2 -- host-g2-h1", "spine-r2-s1 -- leaf-g2-r2", "spine-r2-s1 -- leaf-g1-r2",
+                "leaf-g1-r2 -- host-g1-h1")}
+    monkeypatch.setattr("twin.probes.mesh.select", lambda *_args, **_kwargs: Selection([lossy, beside, apart],
+                                                                                        Counter()))
+    mesh._select()
+    paces = lambda host: {tuple(row[:3]): row[4] for row in  # noqa: E731
+                          json.loads((mesh.directory / f"{host}{SELECTION}").read_text())}
+    assert set(paces("host-g1-h1").values()) == {1} and set(paces("host-g2-h1").values()) == {1}
+    sample = lambda flow, lost: PathSample(*flow, mesh.paths[flow], 10, 10 - lost)  # noqa: E731
+    mesh._refocus(Interval(0, 0.0, [sample(lossy, 2), sample(beside, 0), sample(apart, 0)]))
+    assert paces("host-g1-h1") == {lossy: 4, beside: 4}  # the host link and the last hop are shared
+    assert paces("host-g2-h1") == {apart: 1}  # no link of the lossy path, either way round
+    mesh._refocus(Interval(1, 0.5, [sample(lossy, 0), sample(beside, 0), sample(apart, 0)]))
+    assert paces("host-g1-h1") == {lossy: 4, beside: 4}  # held
+    mesh.focus.until = dict.fromkeys(mesh.focus.until, time.monotonic())  # as if the hold had passed
+    mesh._refocus(Interval(2, 1.0, [sample(lossy, 0), sample(beside, 0), sample(apart, 0)]))
+    assert paces("host-g1-h1") == {lossy: 1, beside: 1}
+    # an agent's missed echo focuses at the next drain, before any interval is counted
+    write(mesh.directory, "host-g1-h1", {"type": "miss", "t": 2.0, "flows": [list(lossy)]})
+    mesh._drain()
+    assert paces("host-g1-h1") == {lossy: 4, beside: 4}

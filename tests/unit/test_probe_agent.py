@@ -75,6 +75,82 @@ def test_a_flow_testing_a_route_is_probed_in_one_interval_of_those_the_selection
     assert len(route) == 2 and round(route[1] - route[0], 4) == round(5 * probe.interval, 4)
 
 
+def test_a_focused_flow_is_probed_times_an_interval_evenly_and_a_new_selection_keeps_the_rounds_phase(tmp_path):
+    """[src, dst, sport, every, times]: the mesh focuses on a flow over a lossy path; its probes are
+    spread over the interval between the others', and the change does not restart the round (a new
+    round at once probed every flow twice in that interval)."""
+    probe = agent(tmp_path)
+    probe.config["select"] = str(tmp_path / "select.json")
+    probe.pairs = [{"src": "a:nic1", "dst": "b:nic1", "dst_address": "10.0.0.2", "hops": 3, "sports": [10000, 10001]}]
+    probe.senders = {("a:nic1", port): f"socket {port}" for port in (10000, 10001)}
+    (tmp_path / "select.json").write_text(json.dumps([["a:nic1", "b:nic1", 10000, 1, 1],
+                                                      ["a:nic1", "b:nic1", 10001, 1, 1]]))
+    probe.load_selection()
+    sent = []
+    probe._send = lambda _sock, _address, _kind, _ttl, _src, _dst, sport, now: sent.append((now, sport))
+    start = probe.base
+    probe._send_due(start + 0.6 * probe.interval)  # 10000 at 0, 10001 at half the interval
+    assert [sport for _t, sport in sent] == [10000, 10001]
+    (tmp_path / "select.json").write_text(json.dumps([["a:nic1", "b:nic1", 10000, 1, 1],
+                                                      ["a:nic1", "b:nic1", 10001, 1, 4]]))
+    import twin.probes.agent as agent_module
+    clock = agent_module.time.monotonic
+    agent_module.time.monotonic = lambda: start + 0.6 * probe.interval
+    try:
+        probe.load_selection()
+    finally:
+        agent_module.time.monotonic = clock
+    assert probe.base == start  # the same round goes on
+    sent.clear()
+    for step in range(13, 81):  # the clock in steps of a twentieth of the interval, to the end of round 4
+        probe._send_due(start + step * probe.interval / 20)
+    per_round = [[sport for t, sport in sent if start + r * probe.interval <= t < start + (r + 1) * probe.interval]
+                 for r in range(4)]
+    assert per_round[0] == [10001, 10001]  # the rest of the first round, in the new order: not 10000 again
+    assert all(sorted(r) == [10000] + [10001] * 4 for r in per_round[1:])
+    focused = [t for t, sport in sent if sport == 10001]
+    assert max(b - a for a, b in zip(focused, focused[1:])) <= 0.4 * probe.interval + 1e-9  # spread, not bunched
+
+
+def test_a_probe_whose_echo_is_late_is_reported_missed_at_once_and_only_once(tmp_path):
+    """watch_echoes: an echo ECHO_WAIT_S late at the last read names its flow in a `miss` record,
+    before its bucket is counted; an answered probe, or one not yet that late, does not."""
+    from twin.probes.agent import ECHO, ECHO_WAIT_S, HEADER, MAGIC, PAYLOAD
+
+    probe = agent(tmp_path)
+    probe.config["select"] = str(tmp_path / "select.json")
+    probe.awaiting = __import__("collections").OrderedDict()
+    probe.pairs = [{"src": "a:nic1", "dst": "b:nic1", "dst_address": "10.0.0.2", "hops": 3, "sports": [10000, 10001]}]
+    probe.senders = {("a:nic1", port): f"socket {port}" for port in (10000, 10001)}
+    (tmp_path / "select.json").write_text(json.dumps([["a:nic1", "b:nic1", 10000], ["a:nic1", "b:nic1", 10001]]))
+    probe.load_selection()
+
+    def send(_sock, _address, _kind, _ttl, _src, _dst, _sport, _now):
+        probe.seq += 1
+    probe._send = send
+    start = probe.base
+    probe._send_due(start + 0.99 * probe.interval)  # seq 1 on 10000, seq 2 on 10001
+
+    class Echoes:  # the sender's socket: the echo of seq 1 came back
+        def __init__(self):
+            self.data = [(MAGIC + bytes([ECHO]) + HEADER.pack(MAGIC, 1, 64, 0, 1, 10000, 1, start)[5:]).ljust(PAYLOAD,
+                                                                                                             b"\0")]
+
+        def recvfrom(self, _size):
+            if not self.data:
+                raise BlockingIOError
+            return self.data.pop(), ("10.0.0.2", 47100)
+
+        def recvmsg(self, *_args):  # no ICMP error queued
+            raise BlockingIOError
+    probe._read("tx", Echoes(), start + 0.01)
+    probe._report_missed(start + ECHO_WAIT_S / 2)
+    assert not [r for r in lines(tmp_path) if r["type"] == "miss"]
+    probe._report_missed(start + probe.interval + ECHO_WAIT_S)
+    probe._report_missed(start + probe.interval + 2 * ECHO_WAIT_S)
+    assert [r["flows"] for r in lines(tmp_path) if r["type"] == "miss"] == [[["a:nic1", "b:nic1", 10001]]]
+
+
 def test_a_port_whose_probes_a_fault_drops_stays_with_its_siblings(tmp_path):
     """Rediscovered during a fault that drops 10002's 5-tuple (its TTL probes die at the faulty
     link: no hop answers) it keeps probing the path; 10003 now answers from another switch: it
@@ -106,7 +182,7 @@ def test_a_periodic_refresh_traces_the_probed_flows_and_all_again_only_when_one_
     probe.senders = {("a:nic1", port): f"socket {port}" for port in range(10000, 10003)}
     ways = {10000: ["s1", "t1"], 10001: ["s2", "t1"], 10002: ["s1", "t1"]}
     probe.trace_answers = {(0, 1, port): {2: hops[0], 3: hops[1]} for port, hops in ways.items()}
-    probe.selected = {("a:nic1", "b:nic1"): {10000: 1}}
+    probe.selected = {("a:nic1", "b:nic1"): {10000: (1, 1)}}
     probe._publish_paths()
     probe.start_discovery(full=False)
     assert {(sport, ttl) for _pair, _s, _d, sport, ttl in probe.trace_queue} == {(10000, 2), (10000, 3)}

@@ -21,6 +21,7 @@ from twin.detect.slow_node_search import find_slow_node
 from twin.errors import TwinError
 from twin.lab.handle import Lab, lab_model
 from twin.lab.ports.counters import interface_rates
+from twin.probes.focus import TIMES as FOCUS_TIMES
 from twin.probes.mesh import cover_load
 from twin.probes.run import run_probe_mesh
 from twin.probes.selection import PAIR_MODES, PATHS_PER_LINK, REPORT_MS, cover_plan
@@ -135,11 +136,14 @@ def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, tim
               help="cover: probed paths crossing every link in each direction.")
 @click.option("--rtt-every", default=1, show_default=True, type=click.IntRange(1, 1000),
               help="Echo one probe in this many for the round trip (loss and one-way delay count them all).")
+@click.option("--focus", default=FOCUS_TIMES, show_default=True, type=click.IntRange(1, 16),
+              help="cover: after a loss, probe the flows over that path's links this many times an interval "
+                   "for 2 s (1: never).")
 @click.option("--plan", "plan_only", is_flag=True,
               help="Print the cover plan from the lab's model (a running lab, or a lab file) and probe nothing: "
                    "the flows it would probe and the links and switches no probe of it tells apart.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, plan_only, as_json) -> None:
+def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, focus, plan_only, as_json) -> None:
     """Run the probe mesh for a while: path discovery, then loss and RTT per path.
 
     Prints the probe load, the fabric links no discovered path crosses, and every path
@@ -162,7 +166,7 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, plan_on
         raise TwinError(str(exc), hint=getattr(exc, "hint", None)) from None
     with progress() as bar:
         summary = run_probe_mesh(lab, duration, interval_ms, pairs, bar, paths_per_link=paths_per_link,
-                                 rtt_every=rtt_every)
+                                 rtt_every=rtt_every, focus=focus)
     if as_json:
         out.print_json(json.dumps(summary))
         return

@@ -17,18 +17,23 @@ For every (src NIC, dst NIC, source port) the agent
   5-tuple per path either lost everything or nothing. Probes carry the path's own port, so
   receivers and the mesh count them as one flow; or, when the config names a `select` file (pairs: cover),
   probes only the flows listed there, which the mesh writes from every agent's paths and
-  announces with SIGUSR2 (nothing is probed before the first selection; a flow listed with a
-  fourth number n, one testing a route, is probed in one interval of n); the receiving agent
+  announces with SIGUSR2 (nothing is probed before the first selection; a row is
+  [src, dst, sport, every, times]: a flow testing a route is probed in one interval of `every`,
+  a flow the mesh focuses on after a loss `times` times an interval, evenly); the receiving agent
   counts it (one-way, the machine has one clock) and echoes it back (round trip): every probe,
   or one in `rtt_every` (an echo is a second packet across the fabric, and at pod128 the
   fabric's forwarding of the probes was most of the mesh's CPU; the one-way delay and the loss
   need no echo).
-It writes JSON lines per reporting bucket: what it sent, received and the RTTs of echoes.
+It writes JSON lines per reporting bucket: what it sent, received and the RTTs of echoes; and,
+when the config says `watch_echoes` (the mesh focuses after a loss: probes/focus.py), the flows of
+echoed probes whose echo has not come back within ECHO_WAIT_S (`miss`), at once: a bucket's loss is
+counted only after its end and the grace, half a second or more after the probe went missing.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import signal
@@ -36,8 +41,9 @@ import socket
 import struct
 import sys
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from pathlib import Path
+from typing import NamedTuple
 
 from twin.probes.trace import agrees_where_answered
 from twin.procs import INSTRUMENT_NICE, set_priority
@@ -54,6 +60,8 @@ TRACE_BATCH = 5  # trace probes per turn, one turn per TICK_S
 TICK_S = 0.005  # probes are sent in batches due within this long; receive times stay exact
 FLUSH_EVERY_S = 0.05
 MAX_WAIT_S = 0.1  # the longest poll: a signal's request (rediscover, selection, stop) waits at most this
+ECHO_WAIT_S = 0.2  # an echo this late is missed (round trips under a busy allreduce: p99 27 ms, the
+#                    slowest one-way delay seen 126 ms); a late one costs a focus, never a loss
 
 refresh_requested = False
 selection_changed = False
@@ -73,6 +81,26 @@ def _on_usr2(*_args) -> None:
 def _on_term(*_args) -> None:
     global stopping
     stopping = True
+
+
+class Slot(NamedTuple):
+    """One place in the agent's round of probes."""
+    sockets: list  # the flow's own socket, then its siblings'
+    address: str
+    src: int
+    dst: int
+    sport: int
+    every: int = 1  # probed in one interval of this many (a flow testing a route: selection.route_every)
+    times: int = 1  # probed this many times an interval (a flow the mesh focuses on: probes/focus.py)
+    copy: int = 0  # which of those times this slot is
+
+
+def spread(flows: list[Slot]) -> list[Slot]:
+    """The round: each flow's `times` slots spaced evenly over the interval, between the others'."""
+    count = len(flows)
+    placed = [((i / count + copy / flow.times) % 1, i, copy, flow._replace(copy=copy))
+              for i, flow in enumerate(flows) for copy in range(flow.times)]
+    return [slot for *_order, slot in sorted(placed, key=lambda item: item[:3])]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -102,9 +130,10 @@ class Agent:
         self.marked = -1  # the last bucket whose rows are all written
         self.longest_gap = 0.0  # the longest wait between two turns of the loop since the last mark
         self.sent_total = 0
-        # sockets (the flow's own, then its siblings'), address, src, dst, sport, probed in one
-        # interval of this many (a flow testing a route: selection.route_every)
-        self.active: list[tuple[list[socket.socket], str, int, int, int, int]] = []
+        # seq -> (src, dst, sport, sent at) of echoed probes not yet answered, oldest first
+        self.awaiting: OrderedDict[int, tuple[int, int, int, float]] | None = \
+            OrderedDict() if config.get("watch_echoes") else None
+        self.active: list[Slot] = []
         self.siblings: dict[tuple[str, str, int], list[int]] = {}  # (src, dst label, sport) -> ports on its path
         self.cursor, self.base = 0, time.monotonic()
         self.trace_queue: list[tuple] = []
@@ -118,10 +147,10 @@ class Agent:
         # epoll, not poll: a cover agent holds a socket per candidate source port (1,300 at
         # pod128), and poll walked all of them on every 10 ms tick: 5 % of a core per idle agent.
         self.poller = select.epoll()
-        # pairs: cover: (src label, dst label) -> the source ports the mesh selected, each with the
-        # intervals between its probes; None before the first selection, and always None without a
-        # select file (every distinct path probed, every interval)
-        self.selected: dict[tuple[str, str], dict[int, int]] | None = None
+        # pairs: cover: (src label, dst label) -> the source ports the mesh selected, each with its
+        # pace (every, times); None before the first selection, and always None without a select
+        # file (every distinct path probed, once every interval)
+        self.selected: dict[tuple[str, str], dict[int, tuple[int, int]]] | None = None
 
     def emit(self, **record) -> None:
         self.out.write(json.dumps(record) + "\n")
@@ -169,7 +198,7 @@ class Agent:
         self.next_refresh = time.monotonic() + self.config["refresh_s"]
 
     def _probed_ports(self) -> set[tuple[int, int, int]]:
-        return {(src, dst, sport) for _sockets, _address, src, dst, sport, _every in self.active}
+        return {(slot.src, slot.dst, slot.sport) for slot in self.active}
 
     def _traced(self, src: int, dst: int, sport: int) -> bool:
         return self.tracing is None or (src, dst, sport) in self.tracing
@@ -230,14 +259,23 @@ class Agent:
             for sport, hops in sock_paths.items():
                 chosen.setdefault(tuple(hops), sport)
             self._find_siblings(pair, sock_paths)
-            ports = dict.fromkeys(sorted(chosen.values()), 1) if not self.config.get("select") else \
+            ports = dict.fromkeys(sorted(chosen.values()), (1, 1)) if not self.config.get("select") else \
                 (self.selected or {}).get((pair["src"], pair["dst"]), {})
-            active += [(self._sockets(pair["src"], pair["dst"], sport), pair["dst_address"], src, dst,
-                        sport, every) for sport, every in sorted(ports.items())]
+            active += [Slot(self._sockets(pair["src"], pair["dst"], sport), pair["dst_address"], src, dst,
+                            sport, *pace) for sport, pace in sorted(ports.items())]
             self.emit(type="paths", t=time.monotonic(), src=pair["src"], dst=pair["dst"],
                       paths={str(sport): hops for sport, hops in sock_paths.items()}, active=sorted(ports),
                       unroutable=[sport for sport in pair["sports"] if (src, dst, sport) in self.unroutable])
-        self.active, self.cursor, self.base = active, 0, time.monotonic()
+        self._take_round(spread(active))
+
+    def _take_round(self, active: list[Slot]) -> None:
+        """Probe these slots from now on, in the round's current phase: a new round at once would
+        probe again every flow already probed in this one (the mesh changes a focus every few
+        hundred milliseconds while loss lasts)."""
+        now = time.monotonic()
+        elapsed = (now - self.base) % self.interval if self.active else 0.0
+        self.active, self.base = active, now - elapsed
+        self.cursor = math.ceil(elapsed / self.interval * len(active))
 
     def _find_siblings(self, pair: dict, sock_paths: dict[int, list]) -> None:
         """Ports whose discovery crossed the same switches are siblings. A port that now has a hop
@@ -266,18 +304,18 @@ class Agent:
             flows = json.loads(Path(self.config["select"]).read_text())
         except (OSError, ValueError):
             return  # not written yet: the mesh signals again when it is
-        selected: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
-        for src, dst, sport, *every in flows:  # [src, dst, sport] or, sparser, [src, dst, sport, every]
+        selected: dict[tuple[str, str], dict[int, tuple[int, int]]] = defaultdict(dict)
+        for src, dst, sport, *pace in flows:  # [src, dst, sport], [.., every] or [.., every, times]
             if (src, sport) in self.senders:
-                selected[(src, dst)][sport] = max(1, int(every[0])) if every else 1
+                every, times = (list(pace) + [1, 1])[:2]
+                selected[(src, dst)][sport] = (max(1, int(every)), max(1, int(times)))
         self.selected = dict(selected)
         addresses = {(p["src"], p["dst"]): p["dst_address"] for p in self.pairs}
-        self.active = [(self._sockets(src, dst, sport), addresses[(src, dst)], self.index[src], self.index[dst], sport,
-                        every)
-                       for (src, dst), ports in sorted(self.selected.items()) for sport, every in sorted(ports.items())
-                       if (src, dst) in addresses]
-        self.cursor, self.base = 0, time.monotonic()
-        self.emit(type="selected", t=time.monotonic(), flows=len(self.active))
+        self._take_round(spread([Slot(self._sockets(src, dst, sport), addresses[(src, dst)], self.index[src],
+                                      self.index[dst], sport, *pace)
+                                 for (src, dst), ports in sorted(self.selected.items())
+                                 for sport, pace in sorted(ports.items()) if (src, dst) in addresses]))
+        self.emit(type="selected", t=time.monotonic(), flows=len(self._probed_ports()), slots=len(self.active))
 
     def _sockets(self, src: str, dst: str, sport: int) -> list[socket.socket]:
         """The flow's own socket, then those of its siblings (found on its path at the last discovery)."""
@@ -303,13 +341,16 @@ class Agent:
                 self.cursor += count
                 continue
             slot, round_number = self.cursor % count, self.cursor // count
-            sockets, address, src, dst, sport, every = self.active[slot]
-            if (round_number + slot) % every:  # not its round: its slot stays empty (rounds staggered by slot)
+            flow = self.active[slot]
+            if (round_number + slot) % flow.every:  # not its round: its slot stays empty (staggered by slot)
                 self.cursor += 1
                 continue
-            sock = sockets[(round_number // every) % len(sockets)]  # the next sibling each time
-            self._send(sock, address, PROBE, DEFAULT_TTL, src, dst, sport, now)
-            self.sent[self._bucket(now)][(src, dst, sport)] += 1
+            turn = (round_number // flow.every) * flow.times + flow.copy
+            sock = flow.sockets[turn % len(flow.sockets)]  # the next sibling each time
+            self._send(sock, flow.address, PROBE, DEFAULT_TTL, flow.src, flow.dst, flow.sport, now)
+            if self.awaiting is not None and not (self.seq & 0xFFFFFFFF) % self.rtt_every:
+                self.awaiting[self.seq & 0xFFFFFFFF] = (flow.src, flow.dst, flow.sport, now)
+            self.sent[self._bucket(now)][(flow.src, flow.dst, flow.sport)] += 1
             self.sent_total += 1
             self.cursor += 1
 
@@ -339,6 +380,21 @@ class Agent:
                     pass
             elif role == "tx" and kind == ECHO:
                 self.rtts[self._bucket(sent_at)][(src, dst, sport)].append(now - sent_at)
+                if self.awaiting is not None:
+                    self.awaiting.pop(seq, None)
+
+    def _report_missed(self, read_until: float) -> None:
+        """Write the flows of probes whose echo is ECHO_WAIT_S late at `read_until` (everything that
+        had arrived by then was read: an agent kept off the CPU does not miss what waited for it)."""
+        missed = []
+        while self.awaiting:
+            seq, (src, dst, sport, sent_at) = next(iter(self.awaiting.items()))
+            if read_until - sent_at < ECHO_WAIT_S:
+                break
+            self.awaiting.popitem(last=False)
+            missed.append([self.labels[src], self.labels[dst], sport])
+        if missed:
+            self.emit(type="miss", t=round(read_until, 3), flows=missed)
 
     def _read_errors(self, sock: socket.socket) -> None:
         for data, offender, icmp_type in icmp_errors(sock):
@@ -429,6 +485,8 @@ class Agent:
             for fd, _event in self.poller.poll(wait_s):
                 role, sock = self.by_fd[fd]
                 self._read(role, sock, time.monotonic())
+            if self.awaiting and stopped_at is None:
+                self._report_missed(read_until)
             now = time.monotonic()
             if now >= next_flush:
                 self._flush(now, read_until)

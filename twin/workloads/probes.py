@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from twin.model.nics import require_fabric_pairs
+from twin.probes.focus import TIMES as FOCUS_TIMES
 from twin.probes.mesh import PROBES_FILE, Interval, ProbeMesh
 from twin.probes.selection import (
     MAX_PLANNED_PATHS,
@@ -46,6 +47,10 @@ class ProbesParams(BaseModel):
     rtt_every: int = Field(1, ge=1, le=1000, description="echo one probe in this many for the round trip "
                                                         "(loss and one-way delay count them all); an echo is "
                                                         "a second packet across the fabric")
+    focus: int = Field(FOCUS_TIMES, ge=1, le=16, description="cover: after a loss, the flows over that path's "
+                                                            "links are probed this many times an interval for "
+                                                            "2 s (a quarter of the flows at most, within "
+                                                            "max_pps); 1: never")
 
 
 class ProbeLoadError(ValueError):
@@ -104,7 +109,8 @@ class Probes:
         self.ctx, self.params, self.name = ctx, params, name
         self.mesh = ProbeMesh(ctx.lab, f"{ctx.run_id}-{name}", params.pairs,
                               params.interval_ms, params.report_ms, params.refresh_s, ctx.seed,
-                              paths_per_link=params.paths_per_link, rtt_every=params.rtt_every)
+                              paths_per_link=params.paths_per_link, rtt_every=params.rtt_every,
+                              focus=params.focus, max_pps=params.max_pps)
         self.mesh.keep_logs = ctx.events.path.parent / "probe-agents"  # the results folder outlives the lab
         self._out = None
         self._last_route = None
@@ -135,8 +141,11 @@ class Probes:
         if self._thread.is_alive():
             self._thread.join(timeout=2)
         stats = self.mesh.stop()
+        focus = self.mesh.focus
         self.ctx.events.emit("workload", op="stop", workload=self.name, agents=stats, late_rows=self.mesh.late_rows,
-                             mesh_lag=self.mesh.lag)
+                             mesh_lag=self.mesh.lag,
+                             focus={"times": focus.times, "flows_at_most": focus.budget, "triggers": focus.triggers}
+                             if focus else None)
         if self._out:
             self._out.close()
 
