@@ -96,7 +96,8 @@ class Slot(NamedTuple):
 
 
 def spread(flows: list[Slot]) -> list[Slot]:
-    """The round: each flow's `times` slots spaced evenly over the interval, between the others'."""
+    """The round: a flow's `times` slots at phases 1/times apart among the others' (slots are due one
+    after another, evenly over the interval, so its probes fall about evenly over it too)."""
     count = len(flows)
     placed = [((i / count + copy / flow.times) % 1, i, copy, flow._replace(copy=copy))
               for i, flow in enumerate(flows) for copy in range(flow.times)]
