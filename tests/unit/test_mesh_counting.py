@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 from test_model import fabric_of
 
+from twin.probes.focus import Focus
 from twin.probes.mesh import SELECTION, STUCK_AGENT_S, Interval, PathSample, ProbeMesh
 from twin.probes.select import Selection
 
@@ -206,7 +207,7 @@ def test_a_lossy_interval_focuses_the_flows_over_its_links_for_a_while(tmp_path,
     passed without loss, all are back at one."""
     mesh, _ = mesh_on(tmp_path)
     mesh.paths_per_link, mesh.pids, mesh.plans = 3, {host: 999_999_999 for host in HOSTS}, []
-    mesh.focus_times, mesh.max_pps = 4, 5000
+    mesh.focus, mesh.max_pps = Focus(4, budget=0), 5000  # as a cover mesh with focus 4 starts
     lossy, beside, apart = (SRC, DST, 5000), (SRC, DST, 5001), ("host-g2-h1:nic2", "host-g1-h1:nic2", 5002)
     mesh.paths = {
         lossy: ("leaf-g1-r1 -- host-g1-h1", "spine-r1-s1 -- leaf-g1-r1", "spine-r1-s1 -- leaf-g2-r1",

@@ -8,9 +8,9 @@ several losses on paths that tell it from the links beside it. At the mesh's pac
 - the flows that lost (their loss comes `times` as fast), and
 - for every directed link of their paths (the suspects), up to PER_SUSPECT discovered flows that
   cross it and as few other suspects as possible, probed or not: a flow over one suspect alone
-  loses only if that suspect is the lossy one. More of the flows that lost would not do it: a
-  host link's three probed paths all crossed one uplink too, and the localizers waited on the
-  uplink as long with four times the probes (2.1-3.4 s against 1.7-2.5 s, rail4).
+  loses only if that suspect is the lossy one. More probes on the selected flows over the path
+  would not do it: a host link's three probed paths all crossed one uplink too, and the localizers
+  waited on the uplink as long with four times the probes (2.1-3.4 s against 1.7-2.5 s, rail4).
 The other flows keep their pace.
 
 The extra probes are bounded twice: at most a quarter of the selected flows' count are focused at
@@ -36,15 +36,16 @@ class Focus:
     def __init__(self, times: int, budget: int, hold_s: float = HOLD_S):
         self.times, self.budget, self.hold_s = times, budget, hold_s
         self.until: dict[Flow, float] = {}  # focused flow -> until when (monotonic)
-        self.triggers = 0  # intervals whose losses moved the focus (for the run's report)
+        self.triggers = 0  # losses seen (a counted interval's, a missed echo) that set a focus (the run's report)
 
     @staticmethod
-    def budget_for(flows: int, times: int, interval_ms: int, base_pps: float, max_pps: int) -> int:
-        """How many flows may be focused at once: SHARE of the selection, within max_pps."""
+    def budget_for(flows: int, times: int, interval_ms: int, base_pps: float, max_pps: int | None) -> int:
+        """How many flows may be focused at once: SHARE of the selection, within max_pps (None: no bound)."""
         if times <= 1:
             return 0
         extra_each = times * 1000 / interval_ms  # a focused flow may be one not probed before
-        return max(0, min(max(MIN_FLOWS, int(SHARE * flows)), int((max_pps - base_pps) // extra_each)))
+        share = max(MIN_FLOWS, int(SHARE * flows))
+        return share if max_pps is None else max(0, min(share, int((max_pps - base_pps) // extra_each)))
 
     def observe(self, now: float, lossy: Iterable[Flow], hops: dict[Flow, tuple[Hop, ...]],
                 crossing: dict[Hop, list[Flow]]) -> bool:
@@ -54,11 +55,11 @@ class Focus:
         before = set(self.until)
         self.until = {flow: until for flow, until in self.until.items() if until > now}
         lost = sorted(flow for flow in set(lossy) if flow in hops)
-        suspects = sorted({hop for flow in lost for hop in hops[flow]})
+        suspect_set = {hop for flow in lost for hop in hops[flow]}
+        suspects = sorted(suspect_set)
         if suspects and self.budget:
             self.triggers += 1
             chosen = dict.fromkeys(lost)
-            suspect_set = set(suspects)
             apart = {hop: iter(sorted(crossing.get(hop, ()),
                                       key=lambda flow: (len(suspect_set.intersection(hops[flow])), flow)))
                      for hop in suspects}

@@ -197,8 +197,8 @@ class ProbeMesh:
         self.rtt_every = rtt_every
         # cover: flows over the links of a lossy path are probed `focus` times an interval for a while
         # (probes/focus.py), the mesh staying within max_pps
-        self.focus_times, self.max_pps = focus, max_pps
-        self.focus: Focus | None = None
+        self.max_pps = max_pps
+        self.focus = Focus(focus, budget=0) if focus > 1 and self.paths_per_link else None  # budget: at selection
         self._hops: dict[tuple[str, str, int], tuple] = {}  # each discovered flow's directed hops, as last selected
         self._crossing: dict[tuple, list] = {}  # directed hop -> the discovered flows over it (focus)
         self._missed: list[tuple[str, str, int]] = []  # flows whose echoes the agents missed, since the last drain
@@ -277,7 +277,7 @@ class ProbeMesh:
                            "hops": p.hops, "sports": list(p.sports)} for p in mine],
                 "output": str(self.directory / f"{host}.jsonl"),
                 "select": str(self.directory / f"{host}{SELECTION}") if self.paths_per_link else None,
-                "watch_echoes": bool(self.paths_per_link) and self.focus_times > 1,
+                "watch_echoes": self.focus is not None,
             }
             path = self.directory / f"{host}.json"
             path.write_text(json.dumps(config))
@@ -528,12 +528,10 @@ class ProbeMesh:
         self._crossing = dict(crossing)
         self.selection, self._selected_at = selection, time.monotonic()
         self.transitions.selected(self._selected_at)
-        if self.focus_times > 1:
-            base_pps = len(selection.flows) * 1000 / self.interval_ms + len(selection.routes) * 1000 / self.report_ms
-            budget = Focus.budget_for(len(selection.flows), self.focus_times, self.interval_ms, base_pps,
-                                      self.max_pps if self.max_pps is not None else 10 ** 9)
-            self.focus = Focus(self.focus_times, budget) if self.focus is None else self.focus
-            self.focus.budget = budget
+        if self.focus is not None:
+            flows = len(selection.flows) + len(selection.routes) / route_every(self.interval_ms, self.report_ms)
+            self.focus.budget = Focus.budget_for(len(selection.flows), self.focus.times, self.interval_ms,
+                                                 flows * 1000 / self.interval_ms, self.max_pps)
         self._write_rows()
         active: dict[tuple[str, str], list[int]] = {pair: [] for pair in self.active}
         for src, dst, sport in probed(selection):
