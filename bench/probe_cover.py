@@ -25,6 +25,7 @@ from pathlib import Path
 
 from twin.lab import deploy
 from twin.lab.files import open_lab
+from twin.probes.pace import MIN_LINK_PPS, floor_per_interval
 from twin.probes.run import run_probe_mesh
 from twin.probes.selection import PATHS_PER_LINK, REPORT_MS, cover_plan, plan, probe_load
 from twin.progress import NullProgress
@@ -52,12 +53,13 @@ def generated(spec: str) -> tuple[Path, str]:
 
 def model_figures(fabric) -> dict:
     started = time.process_time()
-    covering = cover_plan(fabric, PATHS_PER_LINK)
+    covering = cover_plan(fabric, PATHS_PER_LINK, floor=floor_per_interval(MIN_LINK_PPS, INTERVAL_MS, PATHS_PER_LINK))
     took = time.process_time() - started
     selection = covering.expected.summary(covering.hops, PATHS_PER_LINK)
     same_rail = probe_load(plan(fabric, "rail"), INTERVAL_MS)["probes_per_s"] if len(fabric.hosts) <= 64 else None
     return {"switches": len(fabric.switches), "links": len(fabric.links), "hops": covering.hops,
             "flows": selection["flows"], "route_flows": selection["route_flows"],
+            "paced_flows": selection["paced_flows"],
             "candidates": sum(len(p.sports) for p in covering.plans),
             "pps": probe_load(covering.plans, INTERVAL_MS)["probes_per_s"],
             "link_pps_min": selection["links_min"] * 1000 / INTERVAL_MS,
@@ -83,15 +85,17 @@ def render(rows: list[dict], command: str, seconds: float) -> str:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [BEGIN, f"## Probe mesh by link coverage: cost against lab size (issue 17, {now[:10]})", "",
              f"Measured {now} on {machine()}.", f"Command: `{command}`", "",
-             f"`pairs: cover`, paths_per_link {PATHS_PER_LINK}, interval {INTERVAL_MS} ms. Model columns come from the "
+             f"`pairs: cover`, paths_per_link {PATHS_PER_LINK}, min_link_pps {MIN_LINK_PPS} (flows over the directions "
+             "fewer probes cross probed more than once an interval: `paced`), "
+             f"interval {INTERVAL_MS} ms. Model columns come from the "
              "plan (the selection run on paths drawn from the model with the plan's seed); measured columns from a "
              f"real mesh of {seconds:g} s on the lab (the selection on the paths the agents discovered).", "",
              "| lab | switches / links / link directions | flows (per direction) | route flows (once per "
-             f"{REPORT_MS} ms) | candidate ports | probes/s | "
+             f"{REPORT_MS} ms) | paced flows | candidate ports | probes/s | "
              "per link direction, fewest / median | short / unreachable "
              "| every same-rail NIC pair instead (quadratic; superspines not crossed) | plan CPU | "
              "measured: flows, probes/s, short | agents' CPU per 1000 probes/s | lost |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         m = row.get("measured")
         real = (f"{m['coverage']['flows']} + {m['coverage'].get('route_flows', 0)}, {m['achieved_pps']:.0f}, "
@@ -99,7 +103,8 @@ def render(rows: list[dict], command: str, seconds: float) -> str:
                 f"{m['cpu_per_kpps']} core-s",
                 f"{m['lost']} of {m['sent']}") if m else ("not run", "", "")
         lines.append(f"| {row['lab']} | {row['switches']} / {row['links']} / {row['hops']} | {row['flows']} "
-                     f"({row['flows'] / row['hops']:.2f}) | {row['route_flows']} | {row['candidates']} | "
+                     f"({row['flows'] / row['hops']:.2f}) | {row['route_flows']} | {row['paced_flows']} | "
+                     f"{row['candidates']} | "
                      f"{row['pps']:.0f} | "
                      f"{row['link_pps_min']:.0f} / {row['link_pps_median']:.0f} "
                      f"| {row['short']} / {row['unreachable']} | "
@@ -117,7 +122,8 @@ def render(rows: list[dict], command: str, seconds: float) -> str:
                   + (f"that is {largest['lab']} ({largest['switches']} switches, {largest['pps']:.0f} probes/s). "
                      if largest else "none. ")
                   + "Larger labs keep every link covered by raising interval_ms (the cost per link direction is "
-                  f"about {PATHS_PER_LINK} x 1000 / interval_ms probes/s)."]
+                  f"about {PATHS_PER_LINK} x 1000 / interval_ms probes/s, paced up toward {MIN_LINK_PPS} where that is "
+                  "fewer)."]
     lines += [END]
     return "\n".join(lines) + "\n"
 

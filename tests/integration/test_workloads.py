@@ -64,18 +64,21 @@ def test_a_slow_link_slows_the_collective_in_proportion(lab):
 
 
 def test_probe_mesh_discovers_a_path_over_every_link(lab):
-    summary = run_probe_mesh(lab, duration_s=3, interval_ms=50)
+    summary = run_probe_mesh(lab, duration_s=3, interval_ms=50, min_link_pps=120)
     assert summary["uncovered"] == []
     assert summary["unresolved_hops"] == 0
     assert summary["lost"] == 0, summary["lossy_paths"]
-    # Only the selected flows are probed: every link direction at least 3 times (more where no link
+    # Only the selected flows are probed: every link direction by 3 paths at least (more where no link
     # may lie on more than half of another's paths: mini's hosts' links on their leaves' uplinks),
-    # at the rate stated
+    # and by 120 probes/s at least (6 an interval: the flows over directions fewer cross probed twice
+    # or more an interval), at the rate stated
     coverage = summary["coverage"]
-    assert coverage["hops_short"] == 0 and coverage["link_pps_min"] >= 3 * 20 and coverage["link_pps_min"] % 20 == 0
+    assert coverage["hops_short"] == 0 and coverage["link_pps_min"] >= 120 and coverage["link_pps_min"] % 20 == 0
+    assert coverage["paced_flows"] > 0
     # and the flows testing leaves' routes no link-covering flow tests, once per 500 ms report
     assert summary["paths"] == coverage["flows"] + coverage["route_flows"]
-    assert summary["achieved_pps"] == pytest.approx(coverage["flows"] * 20 + coverage["route_flows"] * 2, rel=0.1)
+    assert summary["achieved_pps"] == pytest.approx(
+        coverage["flows"] * 20 + coverage["paced_probes_per_s"] + coverage["route_flows"] * 2, rel=0.1)
     assert summary["rtt_p50_ms"] is not None and summary["rtt_p50_ms"] < 5
 
 

@@ -235,3 +235,29 @@ def test_a_lossy_interval_focuses_the_flows_over_its_links_for_a_while(tmp_path,
     write(mesh.directory, "host-g1-h1", {"type": "miss", "t": 2.0, "flows": [list(lossy)]})
     mesh._drain()
     assert paces("host-g1-h1") == {lossy: 4, beside: 4}
+
+
+def test_flows_over_thin_directions_are_written_with_their_pace_and_a_focus_only_raises_it(tmp_path, monkeypatch):
+    """A mesh with a floor of 2 probes an interval: the one flow over a direction no other selected
+    flow crosses is probed twice an interval; a focus on it asks 4, and letting go returns it to 2."""
+    mesh, _ = mesh_on(tmp_path)
+    mesh.paths_per_link, mesh.pids, mesh.plans, mesh.floor = 1, {host: 999_999_999 for host in HOSTS}, [], 2
+    mesh.focus, mesh.max_pps = Focus(4, budget=0), 5000
+    alone, twin_a, twin_b = (SRC, DST, 5000), (SRC, DST, 5001), (SRC, DST, 5002)
+    shared = ("leaf-g1-r1 -- host-g1-h1", "spine-r1-s2 -- leaf-g1-r1", "spine-r1-s2 -- leaf-g2-r1",
+              "leaf-g2-r1 -- host-g2-h1")
+    mesh.paths = {alone: ("leaf-g1-r1 -- host-g1-h1", "spine-r1-s1 -- leaf-g1-r1", "spine-r1-s1 -- leaf-g2-r1",
+                          "leaf-g2-r1 -- host-g2-h1"), twin_a: shared, twin_b: shared}
+    monkeypatch.setattr("twin.probes.mesh.select", lambda *_args, **_kwargs: Selection(
+        [alone, twin_a, twin_b], Counter()))
+    mesh._select()
+    paces = lambda: {tuple(row[:3]): row[4] for row in  # noqa: E731
+                     json.loads((mesh.directory / f"host-g1-h1{SELECTION}").read_text())}
+    assert paces() == {alone: 2, twin_a: 1, twin_b: 1}  # spine-r1-s1's directions: alone crosses them
+    assert mesh.selected()["paced_flows"] == 1
+    mesh.focus.budget = 1
+    mesh._refocus_on([alone])
+    assert paces()[alone] == 4
+    mesh.focus.until = dict.fromkeys(mesh.focus.until, time.monotonic())
+    mesh._refocus_on([])
+    assert paces()[alone] == 2

@@ -23,6 +23,7 @@ from twin.lab.handle import Lab, lab_model
 from twin.lab.ports.counters import interface_rates
 from twin.probes.focus import TIMES as FOCUS_TIMES
 from twin.probes.mesh import cover_load
+from twin.probes.pace import MIN_LINK_PPS, floor_per_interval
 from twin.probes.run import run_probe_mesh
 from twin.probes.selection import PAIR_MODES, PATHS_PER_LINK, REPORT_MS, cover_plan
 from twin.roce.qp import DEFAULT_IB_TIMEOUT, DEFAULT_RETRY_CNT
@@ -136,6 +137,10 @@ def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, tim
               help="cover: probed paths crossing every link in each direction.")
 @click.option("--rtt-every", default=1, show_default=True, type=click.IntRange(1, 1000),
               help="Echo one probe in this many for the round trip (loss and one-way delay count them all).")
+@click.option("--min-link-pps", default=MIN_LINK_PPS, show_default=True, type=click.IntRange(0, 100000),
+              help="cover: probe the flows over link directions that fewer probes cross more than once an "
+                   "interval until each carries this many probes/s, or twice --paths-per-link an interval if fewer "
+                   "(0: never).")
 @click.option("--focus", default=FOCUS_TIMES, show_default=True, type=click.IntRange(1, 16),
               help="cover: after a loss, probe the flows over that path's links this many times an interval "
                    "for 2 s (1: never).")
@@ -143,7 +148,8 @@ def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, tim
               help="Print the cover plan from the lab's model (a running lab, or a lab file) and probe nothing: "
                    "the flows it would probe and the links and switches no probe of it tells apart.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, focus, plan_only, as_json) -> None:
+def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, min_link_pps, focus, plan_only,
+          as_json) -> None:
     """Run the probe mesh for a while: path discovery, then loss and RTT per path.
 
     Prints the probe load, the fabric links no discovered path crosses, and every path
@@ -151,7 +157,7 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, focus, 
     and what it leaves ambiguous (a fault there is named as the set of candidates).
     """
     if plan_only:
-        print_plan(name, interval_ms, pairs, paths_per_link, as_json)
+        print_plan(name, interval_ms, pairs, paths_per_link, min_link_pps, as_json)
         return
     lab = Lab.open(name)
     running = sorted(d.name for d in (lab.paths.root / "probes").glob("*") if d.is_dir())
@@ -166,7 +172,7 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, focus, 
         raise TwinError(str(exc), hint=getattr(exc, "hint", None)) from None
     with progress() as bar:
         summary = run_probe_mesh(lab, duration, interval_ms, pairs, bar, paths_per_link=paths_per_link,
-                                 rtt_every=rtt_every, focus=focus)
+                                 rtt_every=rtt_every, focus=focus, min_link_pps=min_link_pps)
     if as_json:
         out.print_json(json.dumps(summary))
         return
@@ -179,6 +185,8 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, focus, 
         out.print(f"every link direction crossed by >= {coverage['paths_per_link']} probed paths except "
                   f"{coverage['hops_short']} of {coverage['hops']}; per link direction {coverage['link_pps_min']} "
                   f"probes/s at least, {coverage['link_pps_median']} median"
+                  + (f"; {coverage['paced_flows']} flows probed more than once an interval "
+                     f"({coverage['paced_probes_per_s']} probes/s more)" if coverage.get("paced_flows") else "")
                   + (f"; {coverage['route_flows']} of the paths test routes only, once per report"
                      if coverage.get("route_flows") else "")
                   + (f"; no probe tells apart: {'; '.join(' / '.join(g) for g in coverage['ambiguous'])}"
@@ -194,7 +202,7 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, focus, 
     out.print(f"RTT over all paths: p50 {summary['rtt_p50_ms']} ms, p99 {summary['rtt_p99_ms']} ms")
 
 
-def print_plan(ref: str, interval_ms: int, pairs: str, paths_per_link: int, as_json: bool) -> None:
+def print_plan(ref: str, interval_ms: int, pairs: str, paths_per_link: int, min_link_pps: int, as_json: bool) -> None:
     """The cover plan as the model draws it (the mesh selects on the paths it discovers, which the
     kernel's hash decides: the same classes where the fabric's shape causes them)."""
     if pairs != "cover":
@@ -205,13 +213,17 @@ def print_plan(ref: str, interval_ms: int, pairs: str, paths_per_link: int, as_j
         check_plan_size(fabric, pairs, paths_per_link)
     except ValueError as exc:
         raise TwinError(str(exc), hint=getattr(exc, "hint", None)) from None
-    summary = cover_load(cover_plan(fabric, paths_per_link), paths_per_link, interval_ms)
+    floor = floor_per_interval(min_link_pps, interval_ms, paths_per_link)
+    summary = cover_load(cover_plan(fabric, paths_per_link, floor=floor), paths_per_link, interval_ms)
     if as_json:
         out.print_json(json.dumps({"lab": fabric.name, **summary}))
         return
     out.print(f"{fabric.name}: {summary['flows']} probed flows, {summary['probes_per_s']} probes/s at "
               f"{interval_ms} ms ({summary['max_per_nic']} on the busiest NIC); every link direction crossed by "
-              f">= {paths_per_link} paths except {summary['hops_short']} of {summary['hops']}")
+              f">= {paths_per_link} paths except {summary['hops_short']} of {summary['hops']}, "
+              f"{summary['link_pps_min']} probes/s at least"
+              + (f" ({summary['paced_flows']} flows probed more than once an interval for it)"
+                 if summary["paced_flows"] else ""))
     if summary["route_flows"]:
         out.print(f"{summary['route_flows']} more flows, probed once per {REPORT_MS} ms report, test the leaves' "
                   "routes toward hosts no flow above reaches from under them")

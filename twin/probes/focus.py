@@ -11,7 +11,9 @@ several losses on paths that tell it from the links beside it. At the mesh's pac
   loses only if that suspect is the lossy one. More probes on the selected flows over the path
   would not do it: a host link's three probed paths all crossed one uplink too, and the localizers
   waited on the uplink as long with four times the probes (2.1-3.4 s against 1.7-2.5 s, rail4).
-The other flows keep their pace.
+The other flows keep their pace. Eight times: a rival link that shares the lossy paths is ruled out
+only by the clean probes of the flows over it alone, and at a 3 % drop a hundred or more (at 4, a
+spine-superspine drill waited 4 s on the leaf-spine link its lossy paths shared).
 
 The extra probes are bounded twice: at most a quarter of the selected flows' count are focused at
 once (SHARE; MIN_FLOWS on a small lab: a lossy path's suspects need a few each), and never so many
@@ -25,7 +27,7 @@ from collections.abc import Iterable
 from twin.probes.cover import Hop
 
 Flow = tuple[str, str, int]
-TIMES = 4  # the default pace of a focused flow, in probes an interval
+TIMES = 8  # the default pace of a focused flow, in probes an interval (4: docs/benchmarks.md, one-way loss)
 HOLD_S = 2.0  # the localizers' evidence window (detect/window.py WINDOW_S): focused that long after a loss
 SHARE = 0.25
 MIN_FLOWS = 8

@@ -34,6 +34,7 @@ from twin.lab.pfc import published as pfc_counters
 from twin.model.fabric import Fabric
 from twin.probes.agent import TRACE_PPS, TRACE_ROUNDS
 from twin.probes.focus import Focus
+from twin.probes.pace import extra_probes, floor_per_interval
 from twin.probes.select import Directions, Selection, select
 from twin.probes.selection import (
     PATHS_PER_LINK,
@@ -175,12 +176,14 @@ class PathNames:
 class ProbeMesh:
     def __init__(self, lab: Lab, name: str, pairs: str = "cover", interval_ms: int = 100, report_ms: int = 500,
                  refresh_s: float = 30.0, seed: int = 1, grace_s: float = GRACE_S, paths_per_link: int = PATHS_PER_LINK,
-                 rtt_every: int = 1, focus: int = 1, max_pps: int | None = None):
+                 rtt_every: int = 1, focus: int = 1, max_pps: int | None = None, min_link_pps: int = 0):
         self.lab, self.state, self.fabric, self.name = lab, lab.state, lab.fabric, name
         fabric = lab.fabric
         self.paths_per_link = paths_per_link if pairs == "cover" else None
+        # cover: flows over directions that carry fewer probes a second are probed more often (probes/pace.py)
+        self.floor = floor_per_interval(min_link_pps, interval_ms, paths_per_link) if self.paths_per_link else 0
         if self.paths_per_link:
-            covering = cover_plan(fabric, paths_per_link, seed)
+            covering = cover_plan(fabric, paths_per_link, seed, self.floor)
             self.plans: list[PairPlan] = covering.plans
             self.load = cover_load(covering, paths_per_link, interval_ms, report_ms)
         else:
@@ -521,6 +524,7 @@ class ProbeMesh:
         agent's discovered paths, and tell the agents whose selection changed."""
         self._hops = {key: self.directions.hops(key[0], links, key[1]) for key, links in self.paths.items()}
         selection = select(self._hops, self.paths_per_link, routes_only=routes_only_pairs(self.plans))
+        selection.pace(self._hops, self.floor)
         crossing: dict[tuple, list] = defaultdict(list)
         for flow, hops in self._hops.items():
             for hop in set(hops):
@@ -529,7 +533,8 @@ class ProbeMesh:
         self.selection, self._selected_at = selection, time.monotonic()
         self.transitions.selected(self._selected_at)
         if self.focus is not None:
-            flows = len(selection.flows) + len(selection.routes) / route_every(self.interval_ms, self.report_ms)
+            flows = (len(selection.flows) + extra_probes(selection.paces)
+                     + len(selection.routes) / route_every(self.interval_ms, self.report_ms))
             self.focus.budget = Focus.budget_for(len(selection.flows), self.focus.times, self.interval_ms,
                                                  flows * 1000 / self.interval_ms, self.max_pps)
         self._write_rows()
@@ -541,11 +546,12 @@ class ProbeMesh:
     def _write_rows(self) -> None:
         """Write the selection for the agents whose part changed, and signal them. A row is
         [src, dst, sport, every, times]: a flow testing a route is probed in one interval of
-        `every`, a focused flow `times` times an interval (selected or not)."""
+        `every`, a paced flow its pace's times an interval, a focused flow (selected or not) the
+        focus's, or its pace's if more."""
         selection = self.selection
         every = route_every(self.interval_ms, self.report_ms)
         focused, times = (set(self.focus.focused()), self.focus.times) if self.focus else (set(), 1)
-        rows = [[*flow, 1, times if flow in focused else 1] for flow in selection.flows]
+        rows = [[*flow, 1, max(times if flow in focused else 1, selection.times_of(flow))] for flow in selection.flows]
         rows += [[*flow, 1, times] if flow in focused else [*flow, every, 1] for flow in selection.routes]
         rows += [[*flow, 1, times] for flow in sorted(focused - set(selection.flows) - set(selection.routes))]
         before, self._rows = self._rows, {tuple(row) for row in rows}
@@ -638,6 +644,7 @@ def link_load(selection: Selection, hops: int, k: int, interval_ms: int) -> dict
     summary = selection.summary(hops, k)
     per_s = 1000 / interval_ms
     return {"flows": summary["flows"], "route_flows": summary["route_flows"], "paths_per_link": k, "hops": hops,
+            "paced_flows": summary["paced_flows"], "paced_probes_per_s": round(summary["paced_probes"] * per_s, 1),
             "link_pps_min": round(summary["links_min"] * per_s, 1),
             "link_pps_median": round(summary["links_median"] * per_s, 1),
             "hops_short": hops - summary["hops_covered"], "ambiguous": summary["ambiguous"]}

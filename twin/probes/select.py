@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from twin.model.fabric import Fabric
 from twin.probes.cover import Hop, Leaves
+from twin.probes.pace import extra_probes, paces
 
 Flow = tuple[str, str, int]
 
@@ -39,13 +40,31 @@ class Selection:
     # flows probed for routes toward hosts no flow above tests (every leaf's, and the spines' the
     # hash left out): sparsely (selection.route_every), as a route loses all it carries or nothing
     routes: list[Flow] = field(default_factory=list)
+    # flows probed more than once an interval -> how many times (probes/pace.py), once `pace`d
+    paces: dict[Flow, int] = field(default_factory=dict)
+    # hop -> probes an interval over it, the paces counted (the crossings until paced)
+    probes: Counter = field(default_factory=Counter)
+
+    def pace(self, paths: dict[Flow, tuple[Hop, ...]], floor: int) -> None:
+        """Probe flows over directions that carry fewer than `floor` probes an interval more often."""
+        self.paces = paces(self.flows, paths, floor)
+        self.probes = Counter(self.crossings)
+        for flow, times in self.paces.items():
+            for hop in set(paths[flow]):
+                self.probes[hop] += times - 1
+
+    def times_of(self, flow: Flow) -> int:
+        """Probes an interval of a selected flow (routes' flows are paced by route_every instead)."""
+        return self.paces.get(flow, 1)
 
     def summary(self, hops: int, k: int) -> dict:
-        counts = sorted(self.crossings.values())
+        counts = sorted((self.probes or self.crossings).values())  # probes an interval a direction
         return {"flows": len(self.flows), "route_flows": len(self.routes), "paths_per_link": k,
+                "paced_flows": len(self.paces), "paced_probes": extra_probes(self.paces),
                 "links_min": counts[0] if counts else 0,
                 "links_median": counts[len(counts) // 2] if counts else 0,
-                "hops_covered": sum(1 for c in counts if c >= k), "hops": hops,
+                # distinct paths, not probes: a direction one flow crosses is short however paced
+                "hops_covered": sum(1 for c in self.crossings.values() if c >= k), "hops": hops,
                 "ambiguous": [list(group) for group in self.ambiguous]}
 
 

@@ -4,8 +4,9 @@ Pure functions of the model.
 - cover (the default): pairs and candidate ports planned by link coverage (cover.py); after
   discovery only the flows select.py picks are probed, so every directed link is crossed by
   `paths_per_link` paths and the load grows with links, and every leaf's route toward every host
-  by one flow (those no link-covering flow tests, sparsely). The load is stated before the mesh starts by
-  running the same selection on paths drawn from the model.
+  by one flow (those no link-covering flow tests, sparsely), and the flows over directions fewer probes
+  cross more than once an interval (pace.py). The load is stated before the mesh starts by running the
+  same selection and pacing on paths drawn from the model.
 - rail, full: a pair whose traffic can take P equal-cost paths gets the smallest number of
   random source ports K with P(every path hit) >= 0.99; discovery keeps one port per distinct
   path, so the load is (distinct paths x 1000 / interval_ms) probes per second.
@@ -73,6 +74,7 @@ class PairPlan:
     probed: int = 0  # flows probed continuously (cover: as the selection on model paths expects)
     routes: int = 0  # cover: flows probed once per reporting interval for a leaf's route toward a host
     routes_only: bool = False  # cover: a pair planned only to test a leaf's route toward a host
+    paced: int = 0  # cover: probes an interval over `probed`, on flows paced up (probes/pace.py)
 
 
 @dataclass
@@ -126,9 +128,9 @@ def plan_size_bound(fabric: Fabric, pairs: str, k: int = PATHS_PER_LINK) -> int:
 
 
 def plan(fabric: Fabric, mode: str = "cover", seed: int = 1, coverage: float = COVERAGE,
-         k: int = PATHS_PER_LINK) -> list[PairPlan]:
+         k: int = PATHS_PER_LINK, floor: int = 0) -> list[PairPlan]:
     if mode == "cover":
-        return cover_plan(fabric, k, seed).plans
+        return cover_plan(fabric, k, seed, floor).plans
     rng = random.Random(seed)
     plans = []
     for src, dst in choose_pairs(fabric_nics(fabric), mode):
@@ -139,9 +141,10 @@ def plan(fabric: Fabric, mode: str = "cover", seed: int = 1, coverage: float = C
     return plans
 
 
-def cover_plan(fabric: Fabric, k: int = PATHS_PER_LINK, seed: int = 1) -> CoverPlan:
+def cover_plan(fabric: Fabric, k: int = PATHS_PER_LINK, seed: int = 1, floor: int = 0) -> CoverPlan:
     """Candidates by link coverage, and the selection expected on them (paths drawn from the model
-    with the same seed, so the figure is reproducible)."""
+    with the same seed, so the figure is reproducible), paced to `floor` probes an interval over
+    every direction (probes/pace.py; 0: not paced)."""
     # the pairs for routes draw from their own generator: the links' candidates and their drawn
     # paths are the same with or without them
     rng, routes_rng = random.Random(seed), random.Random(seed + 1)
@@ -156,10 +159,14 @@ def cover_plan(fabric: Fabric, k: int = PATHS_PER_LINK, seed: int = 1) -> CoverP
             drawn[(src.label, dst.label, sport)] = path
         plans.append(PairPlan(src, dst, dag.paths, dag.hops, sports, routes_only=(src, dst) in found.for_routes))
     expected = select(drawn, k, routes_only=routes_only_pairs(plans))
+    expected.pace(drawn, floor)
     per_pair = Counter((s, d) for s, d, _ in expected.flows)
     route_pairs = Counter((s, d) for s, d, _ in expected.routes)
-    plans = [replace(p, probed=per_pair[(p.src.label, p.dst.label)], routes=route_pairs[(p.src.label, p.dst.label)])
-             for p in plans]
+    paced_pairs = Counter()
+    for (s, d, _sport), times in expected.paces.items():
+        paced_pairs[(s, d)] += times - 1
+    plans = [replace(p, probed=per_pair[(p.src.label, p.dst.label)], routes=route_pairs[(p.src.label, p.dst.label)],
+                     paced=paced_pairs[(p.src.label, p.dst.label)]) for p in plans]
     hops = len(leaves.hops) + 2 * len(leaves.ends)
     return CoverPlan(plans, expected, drawn, hops, found.unreachable)
 
@@ -179,7 +186,7 @@ def probe_load(plans: list[PairPlan], interval_ms: int, report_ms: int = REPORT_
     """Continuous probes per second (one port per path), total and busiest NIC."""
     per_nic: dict[str, float] = {}
     for p in plans:
-        flows = p.probed + p.routes / route_every(interval_ms, report_ms)
+        flows = p.probed + p.paced + p.routes / route_every(interval_ms, report_ms)
         per_nic[p.src.label] = per_nic.get(p.src.label, 0) + flows * 1000 / interval_ms
     return {"probes_per_s": round(sum(per_nic.values()), 1),
             "max_per_nic": round(max(per_nic.values(), default=0.0), 1),

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from twin.model.nics import require_fabric_pairs
 from twin.probes.focus import TIMES as FOCUS_TIMES
 from twin.probes.mesh import PROBES_FILE, Interval, ProbeMesh
+from twin.probes.pace import MIN_LINK_PPS, floor_per_interval
 from twin.probes.selection import (
     MAX_PLANNED_PATHS,
     PATHS_PER_LINK,
@@ -33,7 +34,8 @@ REFRESH_SETTLE_S = 0.5  # rediscover once route changes have been quiet this lon
 
 class ProbesParams(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-    interval_ms: int = Field(100, ge=10, le=10000, description="each path is probed once per interval")
+    interval_ms: int = Field(100, ge=10, le=10000, description="each path is probed once per interval (cover: more "
+                                                               "often where min_link_pps asks)")
     pairs: Literal["cover", "rail", "full"] = Field(
         "cover", description="cover: flows chosen so every link direction is crossed by paths_per_link "
                              "probed paths (cost grows with links); rail: every same-rail NIC pair; full: every "
@@ -47,6 +49,10 @@ class ProbesParams(BaseModel):
     rtt_every: int = Field(1, ge=1, le=1000, description="echo one probe in this many for the round trip "
                                                         "(loss and one-way delay count them all); an echo is "
                                                         "a second packet across the fabric")
+    min_link_pps: int = Field(MIN_LINK_PPS, ge=0, le=100000,
+                              description="cover: flows over link directions that fewer probes cross are probed "
+                                          "more than once an interval until every direction carries this many "
+                                          "probes/s, or twice paths_per_link an interval if fewer; 0: never")
     focus: int = Field(FOCUS_TIMES, ge=1, le=16, description="cover: after a loss, the flows over that path's "
                                                             "links are probed this many times an interval for "
                                                             "2 s (a quarter of the flows at most, within "
@@ -61,8 +67,11 @@ class ProbeLoadError(ValueError):
         self.hint = hint
 
 
-def _cheaper(params: ProbesParams) -> str:
-    return "lower paths_per_link" if params.pairs == "cover" else "use pairs: cover (cost grows with links)"
+def _cheaper(params: ProbesParams, paced: bool = False) -> str:
+    """What else lowers the load; `paced`: the load counts paced probes (probes/pace.py)."""
+    if params.pairs == "cover":
+        return "lower paths_per_link or min_link_pps" if paced else "lower paths_per_link"
+    return "use pairs: cover (cost grows with links)"
 
 
 def check_plan_size(fabric, pairs: str, paths_per_link: int) -> None:
@@ -96,12 +105,14 @@ def check_load(params: ProbesParams, fabric) -> None:
     check_plan_size(fabric, params.pairs, params.paths_per_link)
     if planning_work(fabric) > MAX_CHECKED_PLANNING:
         return  # the lower bound above is what a check weighs; the mesh plans when it starts
-    load = probe_load(plan(fabric, params.pairs, k=params.paths_per_link), params.interval_ms, params.report_ms)
+    floor = floor_per_interval(params.min_link_pps, params.interval_ms, params.paths_per_link)
+    plans = plan(fabric, params.pairs, k=params.paths_per_link, floor=floor)
+    load = probe_load(plans, params.interval_ms, params.report_ms)
     if load["probes_per_s"] > params.max_pps:
         raise ProbeLoadError(f"the {params.pairs} mesh at interval_ms {params.interval_ms} sends "
                          f"{load['probes_per_s']:.0f} probes/s, over max_pps {params.max_pps}; raise interval_ms "
                          f"to {int(params.interval_ms * load['probes_per_s'] / params.max_pps) + 1} or more, "
-                         f"{_cheaper(params)}, or raise max_pps")
+                         f"{_cheaper(params, paced=any(p.paced for p in plans))}, or raise max_pps")
 
 
 class Probes:
@@ -110,7 +121,7 @@ class Probes:
         self.mesh = ProbeMesh(ctx.lab, f"{ctx.run_id}-{name}", params.pairs,
                               params.interval_ms, params.report_ms, params.refresh_s, ctx.seed,
                               paths_per_link=params.paths_per_link, rtt_every=params.rtt_every,
-                              focus=params.focus, max_pps=params.max_pps)
+                              focus=params.focus, max_pps=params.max_pps, min_link_pps=params.min_link_pps)
         self.mesh.keep_logs = ctx.events.path.parent / "probe-agents"  # the results folder outlives the lab
         self._out = None
         self._last_route = None
