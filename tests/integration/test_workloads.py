@@ -82,6 +82,13 @@ def test_probe_mesh_discovers_a_path_over_every_link(lab):
     assert summary["rtt_p50_ms"] is not None and summary["rtt_p50_ms"] < 5
 
 
+def test_twin_probe_refuses_a_mesh_over_max_pps_before_starting_an_agent(lab):
+    refused = twin_cli("probe", lab.name, "--duration", "1", "--max-pps", "100")
+    assert refused.returncode == 2, refused.stderr
+    assert "probes/s, over max_pps 100" in refused.stderr and "--max-pps" in refused.stderr
+    assert not list((lab.paths.root / "probes").glob("*")), "a refused mesh left its agents' files"
+
+
 @contextmanager
 def probing(lab, name, **options):
     """A probe mesh whose paths are known; yields the list its final intervals are appended to."""

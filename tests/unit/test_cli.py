@@ -59,6 +59,18 @@ def test_probe_plan_lists_what_no_probe_tells_apart():
     assert refused.returncode != 0 and "not pairs: full" in refused.stderr + refused.stdout
 
 
+def test_probe_plan_says_whether_a_run_would_be_refused_at_max_pps():
+    """mini's plan at 100 ms: the selection and its paced flows send 280 probes/s."""
+    import json
+    under = json.loads(twin("probe", "mini", "--plan", "--json", "--max-pps", "280").stdout)
+    over = json.loads(twin("probe", "mini", "--plan", "--json", "--max-pps", "279").stdout)
+    assert under["probes_per_s"] == 280 and not under["refused"] and over["refused"]
+    unpaced = json.loads(twin("probe", "mini", "--plan", "--json", "--min-link-pps", "0", "--max-pps", "279").stdout)
+    assert unpaced["probes_per_s"] < 280 and unpaced["paced_flows"] == 0 and not unpaced["refused"]
+    text = twin("probe", "mini", "--plan", "--max-pps", "100").stdout
+    assert "a run would be refused: 280.0 probes/s is over --max-pps 100" in text
+
+
 def test_unknown_lab_lists_known_ones():
     result = twin("lab", "show", "nosuch")
     assert result.returncode == 2

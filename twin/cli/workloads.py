@@ -31,7 +31,7 @@ from twin.telemetry import gnmi
 from twin.telemetry.prometheus import registry_for
 from twin.telemetry.routing_state import RoutingState
 from twin.telemetry.sampler import Sampler
-from twin.workloads.probes import check_plan_size
+from twin.workloads.probes import ProbesParams, check_load, check_plan_size
 
 
 @click.group()
@@ -126,6 +126,10 @@ def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, tim
         raise TwinError(f"{wrong} wrong elements: the collective returned corrupted data")
 
 
+# what lowers a probe mesh's load, or lets it run: the probe command's options for the workload's keys
+OPTIONS_HINT = "--interval-ms, --paths-per-link, --min-link-pps or --max-pps"
+
+
 @click.command("probe")
 @click.argument("name", metavar="LAB")
 @click.option("--duration", default=10.0, show_default=True, help="Seconds to probe.")
@@ -141,6 +145,10 @@ def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, tim
               help="cover: probe the flows over link directions that fewer probes cross more than once an "
                    "interval until each carries this many probes/s, or twice --paths-per-link an interval if fewer "
                    "(0: never).")
+@click.option("--max-pps", default=ProbesParams.model_fields["max_pps"].default, show_default=True,
+              type=click.IntRange(1, 100000),
+              help="Refuse a mesh that would send more probes/s (as the probes workload's max_pps); a focus "
+                   "stays within it.")
 @click.option("--focus", default=FOCUS_TIMES, show_default=True, type=click.IntRange(1, 16),
               help="cover: after a loss, probe the flows over that path's links this many times an interval "
                    "for 2 s (1: never).")
@@ -148,7 +156,7 @@ def bench_collective(name, op, sizes, ranks, order, channels, iters, warmup, tim
               help="Print the cover plan from the lab's model (a running lab, or a lab file) and probe nothing: "
                    "the flows it would probe and the links and switches no probe of it tells apart.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, min_link_pps, focus, plan_only,
+def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, min_link_pps, max_pps, focus, plan_only,
           as_json) -> None:
     """Run the probe mesh for a while: path discovery, then loss and RTT per path.
 
@@ -157,7 +165,7 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, min_lin
     and what it leaves ambiguous (a fault there is named as the set of candidates).
     """
     if plan_only:
-        print_plan(name, interval_ms, pairs, paths_per_link, min_link_pps, as_json)
+        print_plan(name, interval_ms, pairs, paths_per_link, min_link_pps, max_pps, as_json)
         return
     lab = Lab.open(name)
     running = sorted(d.name for d in (lab.paths.root / "probes").glob("*") if d.is_dir())
@@ -166,13 +174,15 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, min_lin
                         "need the same ports on the same NICs",
                         hint=f"its loss per link is on `twin dashboard {name}`; or wait until it stops "
                              "(a training session's pingmesh runs until `twin train stop`)")
+    params = ProbesParams(interval_ms=interval_ms, pairs=pairs, paths_per_link=paths_per_link, rtt_every=rtt_every,
+                          min_link_pps=min_link_pps, max_pps=max_pps, focus=focus)
     try:
-        check_plan_size(lab.fabric, pairs, paths_per_link)
+        check_load(params, lab.fabric)
     except ValueError as exc:
-        raise TwinError(str(exc), hint=getattr(exc, "hint", None)) from None
+        raise TwinError(str(exc), hint=getattr(exc, "hint", None) or OPTIONS_HINT) from None
     with progress() as bar:
         summary = run_probe_mesh(lab, duration, interval_ms, pairs, bar, paths_per_link=paths_per_link,
-                                 rtt_every=rtt_every, focus=focus, min_link_pps=min_link_pps)
+                                 rtt_every=rtt_every, focus=focus, min_link_pps=min_link_pps, max_pps=max_pps)
     if as_json:
         out.print_json(json.dumps(summary))
         return
@@ -202,7 +212,8 @@ def probe(name, duration, interval_ms, pairs, paths_per_link, rtt_every, min_lin
     out.print(f"RTT over all paths: p50 {summary['rtt_p50_ms']} ms, p99 {summary['rtt_p99_ms']} ms")
 
 
-def print_plan(ref: str, interval_ms: int, pairs: str, paths_per_link: int, min_link_pps: int, as_json: bool) -> None:
+def print_plan(ref: str, interval_ms: int, pairs: str, paths_per_link: int, min_link_pps: int, max_pps: int,
+               as_json: bool) -> None:
     """The cover plan as the model draws it (the mesh selects on the paths it discovers, which the
     kernel's hash decides: the same classes where the fabric's shape causes them)."""
     if pairs != "cover":
@@ -215,8 +226,9 @@ def print_plan(ref: str, interval_ms: int, pairs: str, paths_per_link: int, min_
         raise TwinError(str(exc), hint=getattr(exc, "hint", None)) from None
     floor = floor_per_interval(min_link_pps, interval_ms, paths_per_link)
     summary = cover_load(cover_plan(fabric, paths_per_link, floor=floor), paths_per_link, interval_ms)
+    refused = summary["probes_per_s"] > max_pps  # what `twin probe` would say, without planning again
     if as_json:
-        out.print_json(json.dumps({"lab": fabric.name, **summary}))
+        out.print_json(json.dumps({"lab": fabric.name, **summary, "max_pps": max_pps, "refused": refused}))
         return
     out.print(f"{fabric.name}: {summary['flows']} probed flows, {summary['probes_per_s']} probes/s at "
               f"{interval_ms} ms ({summary['max_per_nic']} on the busiest NIC); every link direction crossed by "
@@ -224,6 +236,9 @@ def print_plan(ref: str, interval_ms: int, pairs: str, paths_per_link: int, min_
               f"{summary['link_pps_min']} probes/s at least"
               + (f" ({summary['paced_flows']} flows probed more than once an interval for it)"
                  if summary["paced_flows"] else ""))
+    if refused:
+        out.print(f"a run would be refused: {summary['probes_per_s']} probes/s is over --max-pps {max_pps} "
+                  f"({OPTIONS_HINT})")
     if summary["route_flows"]:
         out.print(f"{summary['route_flows']} more flows, probed once per {REPORT_MS} ms report, test the leaves' "
                   "routes toward hosts no flow above reaches from under them")

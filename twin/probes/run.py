@@ -21,12 +21,12 @@ from twin.signals import deferred_interrupts, sigterm_as_interrupt
 def run_probe_mesh(lab: Lab, duration_s: float, interval_ms: int = 100,
                    pairs: str = "cover", progress: Progress | None = None, name: str = "cli",
                    during=None, paths_per_link: int = PATHS_PER_LINK, rtt_every: int = 1,
-                   focus: int = FOCUS_TIMES, min_link_pps: int = MIN_LINK_PPS) -> dict:
+                   focus: int = FOCUS_TIMES, min_link_pps: int = MIN_LINK_PPS, max_pps: int | None = None) -> dict:
     """`during(mesh)`, if given, runs once paths are known (e.g. a test injecting a fault)."""
     progress = progress or NullProgress()
     progress.phase("planning probes", None)
     mesh = ProbeMesh(lab, name, pairs, interval_ms, paths_per_link=paths_per_link, rtt_every=rtt_every, focus=focus,
-                     min_link_pps=min_link_pps)
+                     min_link_pps=min_link_pps, max_pps=max_pps)
     mesh.keep_logs = lab.paths.root / "logs" / f"probes-{name}"  # until `twin lab down`, past the mesh's end
     intervals: list[Interval] = []
     mesh.listeners.append(intervals.append)
