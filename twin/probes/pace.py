@@ -10,6 +10,8 @@ flows twice or more an interval until every direction carries at least `min_link
 that cross the most directions still short, one more probe an interval at a time (lazy greedy:
 a flow's gain only shrinks as directions fill). More distinct paths would cost more: a selection
 crossing every direction six times is 141 flows on rail4, against 97 flows plus 30 paced probes.
+Measured with it (rail4, 24 one-way drills at 3 %): the first lossy interval ended 0.84 s after onset
+(median), against 2.3-3 s on the thin directions without.
 """
 
 from __future__ import annotations
