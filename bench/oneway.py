@@ -46,8 +46,8 @@ def tiers(lab: str) -> dict[str, list[str]]:
     return found
 
 
-def scenario(lab: str, link: str, direction: str, loss_pct: float, probes: dict) -> dict:
-    return {"name": "oneway-bench", "lab": lab, "duration_s": RUN_S, "seed": 1,
+def scenario(lab: str, link: str, direction: str, loss_pct: float, probes: dict, telemetry_ms: int = 100) -> dict:
+    return {"name": "oneway-bench", "lab": lab, "duration_s": RUN_S, "seed": 1, "telemetry_ms": telemetry_ms,
             "workloads": [{"kind": "allreduce", "size": "8MiB", "ranks": "all", "timeout_s": 60},
                           {"kind": "probes", "interval_ms": 100, **probes}],
             "faults": [{"id": "fault", "kind": "silent_drop", "link": link, "direction": direction,
@@ -89,6 +89,8 @@ def main() -> None:
     parser.add_argument("--tiers", nargs="*", help="only these tiers (e.g. leaf-spine)")
     parser.add_argument("--probes", type=json.loads, default={},
                         help='probe settings over the defaults, as JSON (e.g. \'{"paths_per_link": 6}\')')
+    parser.add_argument("--telemetry-ms", type=int, default=100,
+                        help="the run's interface sampling (the scenarios' default, 100; 0: off)")
     parser.add_argument("--keep", type=Path, help="keep each run's results folder here (for `twin detect replay`)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -102,13 +104,14 @@ def main() -> None:
                 link = draw.choice(links)
                 with tempfile.TemporaryDirectory(prefix="oneway-bench.") as folder:
                     results = args.keep / f"{len(rows):02d}-{tier}-{way}" if args.keep else Path(folder) / "results"
-                    detectors = run_scenario(scenario(args.lab, link, direction, args.loss, args.probes), Path(folder),
-                                             results)["detectors"]
+                    detectors = run_scenario(scenario(args.lab, link, direction, args.loss, args.probes,
+                                                      args.telemetry_ms), Path(folder), results)["detectors"]
                 rows.append((tier, way, link, detectors))
                 print(summary(rows[-1:])[2], flush=True)
     command = f"python bench/oneway.py --lab {args.lab} --runs {args.runs} --loss {args.loss:g} --seed {args.seed}"
     command += f" --probes '{json.dumps(args.probes)}'" if args.probes else ""
     command += f" --tiers {' '.join(args.tiers)}" if args.tiers else ""
+    command += f" --telemetry-ms {args.telemetry_ms}" if args.telemetry_ms != 100 else ""
     probes = f"the cover probe mesh at 100 ms ({json.dumps(args.probes) if args.probes else 'its defaults'})"
     lines = [BEGIN, f"## One-way loss under load, every tier (issue 33, {datetime.date.today()})", "",
              f"Measured on {machine()}: `{command}`. Per run: an all-ranks gloo allreduce (8 MiB, TCP), {probes}, "
