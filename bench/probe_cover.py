@@ -39,13 +39,13 @@ INTERVAL_MS = 100
 PROBE_CPU_SHARE = 0.5  # of one core: what the mesh may take on the twin's two shared cores
 
 
-def generated(spec: str) -> tuple[Path, str]:
+def generated(spec: str, scratch: Path) -> tuple[Path, str]:
     tiers, groups, rails, hosts, spines, superspines = (int(x) for x in spec.split(":", 1)[1].split(","))
     shape = f"tiers: {tiers}, groups: {groups}, rails: {rails}, hosts_per_group: {hosts}, spines_per_plane: {spines}"
     if tiers == 3:
         shape += f", superspines: {superspines}"
     name = f"g{groups}r{rails}s{spines}x{superspines}"[:12]
-    path = Path(tempfile.mkdtemp(prefix="probe-cover-")) / f"{name}.yaml"
+    path = scratch / f"{name}.yaml"
     path.write_text(f"name: {name}\nfabric: {{{shape}}}\nlinks: {{rate: 100mbit, mtu: 9000}}\n"
                     "routing: {bfd: {interval_ms: 300, multiplier: 3}}\n")
     return path, name
@@ -138,14 +138,15 @@ def main() -> None:
     if os.geteuid() != 0 and args.run:
         sys.exit("measuring needs root (it brings labs up)")
     rows = []
-    for ref in [*args.run, *args.plan_only]:
-        path, name = generated(ref) if ref.startswith("gen:") else (ref, ref)
-        fabric = open_lab(str(path))[1]
-        row = {"lab": name, **model_figures(fabric)}
-        if ref in args.run:
-            row["measured"] = measured(str(path), args.seconds)
-        print(row, flush=True)
-        rows.append(row)
+    with tempfile.TemporaryDirectory(prefix="probe-cover-") as scratch:  # the generated labs' files
+        for ref in [*args.run, *args.plan_only]:
+            path, name = generated(ref, Path(scratch)) if ref.startswith("gen:") else (ref, ref)
+            fabric = open_lab(str(path))[1]
+            row = {"lab": name, **model_figures(fabric)}
+            if ref in args.run:
+                row["measured"] = measured(str(path), args.seconds)
+            print(row, flush=True)
+            rows.append(row)
     command = "python bench/probe_cover.py " + " ".join(sys.argv[1:])
     section = render(rows, command, args.seconds)
     print(section)
