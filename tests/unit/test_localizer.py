@@ -484,3 +484,26 @@ def test_a_ready_line_is_not_a_verdict_and_only_true_counts():
     assert is_ready_line('{"ready": true}\n')
     assert not is_ready_line('{"ready": "yes"}') and not is_ready_line("ready") and not is_ready_line("[true]")
     assert parse_line('{"ready": true}', "ext", received_t=1.0) is None
+
+
+def test_a_host_cut_off_at_two_leaves_is_named_by_its_links_however_often_its_paths_are_probed(make):
+    """Two of a host's NICs cut off (swapped cables at their leaves, misconfig on rail4, CI of
+    2026-11-30): every path to or from them loses everything, and the mesh focuses on them, so
+    they carry eight times the probes of a clean path. Over one of the leaves, most probes are then
+    lost although most of its clean paths still cross it whole: the leaf is not dead (a probe
+    share of 93 % once named it switch_down), its links to the host are what lose."""
+    fabric = fabric_of("rail4")
+    cut = {"host-g2-h2:nic3", "host-g2-h2:nic4"}
+    paths = directed_paths(fabric)
+    localizer = make.for_interval(switch_links(fabric), 0.5)
+    verdicts = []
+    for number in range(8):
+        samples = []
+        for src, dst, sport, hops in paths:
+            lossy = bool({src, dst} & cut)
+            sent = 40 if lossy and number else 5  # the focus from the second interval on
+            samples.append(Sample(src, dst, sport, tuple(name for name, _to in hops), sent, sent if lossy else 0))
+        verdicts += localizer.observe(number * 0.5, samples)
+    assert {link_key(v.link) for v in verdicts if v.link} == {link_key("host-g2-h2 -- leaf-g2-r3"),
+                                                              link_key("host-g2-h2 -- leaf-g2-r4")}
+    assert [v.node for v in verdicts if v.node] == []

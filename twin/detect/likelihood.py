@@ -43,7 +43,7 @@ import math
 
 from twin.detect import tomography
 from twin.detect.hypotheses import Hypotheses, is_route, is_unknown, on_link, precedence
-from twin.detect.window import PooledPath, WindowedLocalizer
+from twin.detect.window import PooledPath, WindowedLocalizer, loss_per_path
 
 DETECTOR = "probe-likelihood"
 HEALTHY_LOSS = 1e-5
@@ -53,7 +53,7 @@ MARGIN = math.log(20)
 # (e^5, 150x) before a link on the paths of two sparse faults may be named for both.
 SET_MARGIN = 5.0
 DOWN_RATE = 0.95  # a link losing this share of its probes is down, not dropping
-DEAD_RATE = 0.9  # a switch losing this share of the probes crossing it is down
+DEAD_RATE = 0.9  # a switch whose paths lose this share of their probes (window.loss_per_path) is down
 PLAUSIBLE_LOSSES = 3  # a rival whose clean probes should have lost this many (P(none) ~ 5 %) is ruled out
 
 
@@ -154,8 +154,8 @@ class LikelihoodLocalizer(WindowedLocalizer):
         dead = {}
         for node in self._named:
             through = self._through(node, paths) if node in self.switch_links else []
-            sent, lost = sum(p.sent for p in through), sum(p.lost for p in through)
-            if lost >= max(self.min_lost, DEAD_RATE * sent):
+            lost = sum(p.lost for p in through)
+            if lost >= self.min_lost and loss_per_path((p.sent, p.lost) for p in through) >= DEAD_RATE:
                 dead[node] = ("switch_down", 1.0)
         return dead
 
@@ -186,7 +186,8 @@ class LikelihoodLocalizer(WindowedLocalizer):
                 return False
             if is_route(h):
                 return lost >= DOWN_RATE * sent
-            return lost >= DEAD_RATE * sent and not self._one_link_explains(h, covers[h])
+            return loss_per_path(self.latest_counts(covers[h])) >= DEAD_RATE \
+                and not self._one_link_explains(h, covers[h])
 
         score = {h: llr(*counts[h]) for h in covers if counts[h][1] and weighed(h)}
         if not score:
@@ -306,6 +307,7 @@ class LikelihoodLocalizer(WindowedLocalizer):
             if llr(sent, lost) >= apart - MARGIN * (len(mine) - 1):
                 for h in mine:
                     out.pop(names[h], None)
-                kind = "switch_down" if lost >= DEAD_RATE * sent else "silent_drop"
+                kind = "switch_down" if loss_per_path((p.sent, p.lost) for p in through) >= DEAD_RATE \
+                    else "silent_drop"
                 out[node] = (kind, max(named[h][1] for h in mine))
         return out

@@ -24,10 +24,10 @@ without evidence and may then be named again.
 
 from __future__ import annotations
 
-from twin.detect.window import PooledPath, WindowedLocalizer
+from twin.detect.window import PooledPath, WindowedLocalizer, loss_per_path
 
 DETECTOR = "probe-localizer"
-DEAD_RATE = 0.9  # a switch loses at least this share of the probes crossing it: the switch, not a link
+DEAD_RATE = 0.9  # a switch whose paths lose this share of their probes (window.loss_per_path) is down
 PLAUSIBLE_LOSSES = 3  # a rival whose clean probes should have lost this many (P(none) ~ 5 %) is ruled out
 
 
@@ -122,11 +122,12 @@ class Localizer(WindowedLocalizer):
             # each path once, by the links it crosses (208 switches x 4,000 paths, a set each, took
             # a tenth of the runner's CPU in a pod128 drill)
             through = list({id(p): p for link in links for p in on_link.get(link, ())}.values())
-            sent, lost = sum(p.sent for p in through), sum(p.lost for p in through)
+            lost = sum(p.lost for p in through)
             lossy = [p for p in through if p.lost]
             one_link_explains = any(all(link in p.links for p in lossy) for link in links)
             seen_in = set().union(*(p.lossy_intervals for p in lossy))
-            if lossy and not one_link_explains and lost >= self.min_lost and lost >= DEAD_RATE * sent \
+            if lossy and not one_link_explains and lost >= self.min_lost \
+                    and loss_per_path((p.sent, p.lost) for p in through) >= DEAD_RATE \
                     and len(seen_in) >= self.persist:
                 dead[node] = ("switch_down", min(1.0, lost / total_lost))
         return dead

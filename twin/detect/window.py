@@ -25,6 +25,18 @@ WINDOW_S = 2.0  # evidence pooled over this long, whatever the probes' reporting
 FORGET_S = 3.0
 
 
+def loss_per_path(counts: Iterable[tuple[int, int]]) -> float:
+    """The share of its probes each path lost, (sent, lost), averaged over the paths that sent any.
+
+    Whether a switch is dead is asked of its paths, each weighed once, not of its probes: the mesh
+    probes lossy paths several times as often as clean ones (focus, pacing), so a leaf whose
+    lossy paths all lead to one cut-off host lost 93 % of the probes over it while a third of
+    its paths crossed it whole, and was named dead (misconfig on rail4, 2026-11-30). A dead
+    switch loses every path through it."""
+    shares = [lost / sent for sent, lost in counts if sent]
+    return sum(shares) / len(shares) if shares else 0.0
+
+
 @dataclass
 class PooledPath:
     links: tuple[str, ...]
@@ -70,8 +82,12 @@ class WindowedLocalizer:
     def latest(self, paths: Iterable[PooledPath]) -> tuple[int, int]:
         """(sent, lost) over these paths in the latest interval alone: a fault that began within the
         window shows its full rate there, diluted over the whole window."""
-        counts = [p.latest[1:] for p in paths if p.latest[0] == self._serial]
+        counts = self.latest_counts(paths)
         return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+    def latest_counts(self, paths: Iterable[PooledPath]) -> list[tuple[int, int]]:
+        """(sent, lost) of each of these paths probed in the latest interval."""
+        return [p.latest[1:] for p in paths if p.latest[0] == self._serial]
 
     def elements(self, sample) -> tuple[str, ...]:
         """What a pooled path is made of, for `explain`: its links (canonical names) by default."""
