@@ -90,7 +90,11 @@ duration_s: 14
         after = [r for r in events if r["kind"] == "flow" and r["flow"] == move["flow"]
                  and move["t"] < r["t"] and r["t"] + r["span_s"] <= fault["cleared_s"]]
         assert after and all(r["received"] == r["sent"] for r in after), (move["flow"], after)
-    assert fault["route_changes"] == 0 and fault["bfd_downs"] == 0  # routing never reacted
+    # routing never reacted (CI of 2026-11-30 saw 6 route changes once on the docker tier, not seen in
+    # 5 runs here since: the message says whether BFD went down, and where)
+    assert fault["route_changes"] == 0 and fault["bfd_downs"] == 0, \
+        (fault["route_changes"], fault["bfd_downs"], [e for e in events if e["kind"] in ("bfd", "bgp")
+                                                      and fault["applied_s"] <= e["t"] <= fault["cleared_s"]])
     assert report["expectations"][0]["status"] == "pass"
 
 
