@@ -32,7 +32,7 @@ from twin.run.plan import PlannedWorkload, ScheduledFault
 from twin.signals import deferred_interrupts
 from twin.telemetry.fabric import FabricWatch
 from twin.telemetry.routes import RoutingMonitor
-from twin.telemetry.sampler_process import SamplerProcess
+from twin.telemetry.sampler import Sampler
 from twin.workloads.base import WorkloadContext
 from twin.workloads.registry import WORKLOADS
 
@@ -102,9 +102,6 @@ class Session:
     def _start(self) -> None:
         if self.plan_faults:  # started first: its interpreter loads while the workloads start
             self._fault_applier()
-        if self.observers.telemetry_ms:  # the same: its samples before the clock starts are only earlier
-            self._sampler = SamplerProcess(self.lab, self.observers.telemetry_ms, self.observers.metrics_path)
-            self._sampler.start()
         if self.observers.routes:
             self._monitor = RoutingMonitor(self.lab, self.events)
             self._monitor.start()
@@ -131,9 +128,10 @@ class Session:
         # smoke drill's fault at 3 s was applied 0.62 s late.
         if self._applier:
             self._applier.ready()
-        if self._sampler:
-            self._sampler.ready()
         self.events.restart_clock()
+        if self.observers.telemetry_ms:  # its samples are timed by the clock
+            self._sampler = Sampler(self.lab, self.observers.telemetry_ms, self.observers.metrics_path)
+            self._sampler.start()
         self._detectors.start(time.time())
         self.events.emit("scenario", op="start", name=self.name, lab=self.lab.name)
 

@@ -116,11 +116,7 @@ class Sampler:
         """Per active fault and node, the packets it dropped or damaged: the counter the ports'
         physical layer keeps at the fault's ports (a silent drop's, a bit error's)."""
         found: dict[str, dict[str, int]] = {}
-        try:  # as on disk now: the faults are applied by another process (faults/applier.py, `twin fault`)
-            visible = self.lab.reloaded().visible_faults()
-        except TwinError:  # the lab is going down under us
-            return self.fault_counters
-        faults = [f for f in visible or []  # none in training: they would name the place
+        faults = [f for f in self.lab.visible_faults() or []  # none in training: they would name the place
                   if f.get("record", {}).get("ports") and f["record"].get("counter")]
         counts = self._phy.read() if faults else {}
         for fault in faults:
