@@ -30,8 +30,8 @@ def loss_per_path(counts: Iterable[tuple[int, int]]) -> float:
 
     Whether a switch is dead is asked of its paths, each weighed once, not of its probes: the mesh
     probes lossy paths several times as often as clean ones (focus, pacing), so a leaf whose
-    lossy paths all lead to one cut-off host lost 93 % of the probes over it while a third of
-    its paths crossed it whole, and was named dead (misconfig on rail4, 2026-11-30). A dead
+    lossy paths all lead to one cut-off host lost 93 % of the probes over it while a quarter of
+    its paths (7 of 27) crossed it whole, and was named dead (misconfig on rail4, 2026-11-30). A dead
     switch loses every path through it."""
     shares = [lost / sent for sent, lost in counts if sent]
     return sum(shares) / len(shares) if shares else 0.0
