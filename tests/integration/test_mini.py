@@ -188,6 +188,45 @@ def test_a_nodes_netlink_socket_is_made_in_it_by_the_calling_thread(mini, monkey
     assert not os.path.exists(missing) and len(os.listdir("/proc/self/fd")) == open_fds
 
 
+def test_a_nodes_link_counters_and_states_are_the_kernels_as_proc_and_flags_show_them(mini):
+    """kernel/link_stats.py reads one raw link dump per node instead of /proc/net/dev and a flags ioctl
+    per interface: every counter lies between two reads of the node's /proc/net/dev around it
+    (counters only grow), and the operational state follows a link set down and up."""
+    from twin.lab.kernel import rawdump
+    from twin.lab.kernel.link_stats import LinkStatsReader
+    from twin.lab.kernel.nsutil import in_netns
+    columns = {"rx_bytes": 0, "rx_packets": 1, "rx_errors": 2, "rx_dropped": 3,
+               "tx_bytes": 8, "tx_packets": 9, "tx_errors": 10, "tx_dropped": 11}
+
+    def proc_net_dev(node):
+        with in_netns(mini.netns(node)), open("/proc/thread-self/net/dev") as handle:
+            rows = [line.partition(":") for line in handle.read().splitlines()[2:]]
+        return {name.strip(): {k: int(values.split()[i]) for k, i in columns.items()} for name, _, values in rows}
+
+    host = "host-g1-h1"
+    for node in ("leaf-g1-r1", host):
+        with rawdump.socket_in(mini.netns(node)) as sock:
+            before, links, after = proc_net_dev(node), LinkStatsReader(sock).read(), proc_net_dev(node)
+        assert {link.name for link in links} == set(before) == set(interface_indexes(mini.netns(node)))
+        for link in links:
+            assert link.index == interface_indexes(mini.netns(node))[link.name]
+            for name, value in link.counters.items():
+                assert before[link.name][name] <= value <= after[link.name][name], (node, link.name, name)
+        assert all(link.running for link in links if link.name != "lo"), node
+    sock = rawdump.socket_in(mini.netns(host))
+    reader = LinkStatsReader(sock)
+    try:
+        added = mini.runtime.exec(host, ["ip", "link", "add", "t-probe", "type", "veth", "peer", "name", "t-peer"])
+        assert added.rc == 0, added.stderr
+        assert not {link.name: link.running for link in reader.read()}["t-probe"]
+        for end in ("t-probe", "t-peer"):  # a veth end has carrier once both ends are up
+            assert mini.runtime.exec(host, ["ip", "link", "set", end, "up"]).rc == 0
+        assert {link.name: link.running for link in reader.read()}["t-probe"]
+    finally:
+        mini.runtime.exec(host, ["ip", "link", "del", "t-probe"])  # gone already if the add failed
+        sock.close()
+
+
 def test_every_port_steers_each_flow_to_one_cpu(mini):
     """Receive packet steering over all the machine's CPUs on every port (netconf.in_order_delivery):
     without it, a flow's packets sent by two CPUs reach the next hop out of order under load."""

@@ -17,6 +17,21 @@ def test_the_ports_held_now_are_read_from_the_rows_as_the_counters_say(tmp_path)
     assert published.paused_for(None) == {}
 
 
+def test_a_publication_is_parsed_once_and_every_new_one_is_read_even_at_the_same_size(tmp_path):
+    """read() shares the parsed document (and ports() its counters) until the file's bytes change:
+    the runner's sampler, fabric watch and detectors read it several times a second. A new
+    publication of the same length, written within the file system's timestamp tick, is still new."""
+    (tmp_path / "pfc").mkdir()
+    for rx_pause in (1, 2, 3):
+        rows = {("spine-1", "eth1"): (published.PortCounters(rx_pause=rx_pause), 0.0)}
+        published.store(tmp_path, published.encode(7.0, rows, {}))
+        first, again = published.read(tmp_path), published.read(tmp_path)
+        assert first is again and published.ports(first) is published.ports(again)
+        assert published.ports(first)[("spine-1", "eth1")].rx_pause == rx_pause
+    (tmp_path / "pfc" / published.FILE).unlink()
+    assert published.read(tmp_path) is None
+
+
 def test_the_publisher_stores_the_newest_publication_from_a_thread_of_its_own(tmp_path):
     """The controller hands publications to a thread (a write and rename waited up to 243 ms for
     the file system in its real-time loop); the newest one replaces one not yet stored, and the one

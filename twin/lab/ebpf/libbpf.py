@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,6 +60,8 @@ def _library() -> ctypes.CDLL:
             ("bpf_map_lookup_elem", integer, [integer, pointer, pointer]),
             ("bpf_map_delete_elem", integer, [integer, pointer]),
             ("bpf_map_get_next_key", integer, [integer, pointer, pointer]),
+            ("bpf_map_lookup_batch", integer, [integer, pointer, pointer, pointer, pointer,
+                                               ctypes.POINTER(ctypes.c_uint32), pointer]),
             ("bpf_prog_test_run_opts", integer, [integer, ctypes.POINTER(_TestRun)]),
             ("bpf_map_get_fd_by_id", integer, [ctypes.c_uint32]),
             ("bpf_obj_get_info_by_fd", integer, [integer, pointer, ctypes.POINTER(ctypes.c_uint32)]),
@@ -229,3 +232,18 @@ def lookup(fd: int, key: bytes, value_size: int) -> bytes | None:
     value = ctypes.create_string_buffer(value_size)
     error = _lib().bpf_map_lookup_elem(fd, ctypes.c_char_p(key), value)
     return None if error < 0 else value.raw
+
+
+def lookup_array(fd: int, count: int, value_size: int) -> list[bytes]:
+    """The values of an array map's first `count` elements, in one system call (a batch lookup)
+    where one lookup an element would release and retake the interpreter's lock each time."""
+    if count <= 0:
+        return []
+    keys = (ctypes.c_uint32 * count)()
+    values = ctypes.create_string_buffer(count * value_size)
+    found, resume_at = ctypes.c_uint32(count), ctypes.c_uint32()
+    error = _lib().bpf_map_lookup_batch(fd, None, ctypes.byref(resume_at), keys, values, ctypes.byref(found), None)
+    if error < 0 and error != -errno.ENOENT:  # ENOENT: the batch reached the map's end
+        raise OSError(-error, os.strerror(-error))
+    raw = values.raw
+    return [raw[at:at + value_size] for at in range(0, found.value * value_size, value_size)]

@@ -80,8 +80,7 @@ def interface_indexes(path: str) -> dict[str, int]:
         return {name: index for index, name in socket.if_nameindex()}
 
 
-SIOCGIFFLAGS, SIOCGIFMTU = 0x8913, 0x8921  # linux/sockios.h
-IFF_RUNNING = 0x40  # the operational state is up (carrier), linux/if.h
+SIOCGIFMTU = 0x8921  # linux/sockios.h
 
 
 def _per_interface(path: str, request: int, layout: str) -> dict[str, int]:
@@ -95,11 +94,6 @@ def _per_interface(path: str, request: int, layout: str) -> dict[str, int]:
 def interface_mtus(path: str) -> dict[str, int]:
     """ifname -> MTU in the namespace at `path`."""
     return _per_interface(path, SIOCGIFMTU, "16si")
-
-
-def interfaces_running(path: str) -> dict[str, bool]:
-    """ifname -> whether its operational state is up (IFF_RUNNING), in the namespace at `path`."""
-    return {name: bool(flags & IFF_RUNNING) for name, flags in _per_interface(path, SIOCGIFFLAGS, "16sH").items()}
 
 
 def netlink_in(path: str, strict_check: bool = False) -> IPRoute:

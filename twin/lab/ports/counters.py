@@ -1,29 +1,28 @@
 """One snapshot of a lab's counters.
 
-Interface counters come from the namespace's /proc/net/dev (read from inside it: 0.06 ms a
-node, where a netlink link dump parsed by pyroute2 takes 1.4 ms), the operational state (`oper_up`)
-from one flags ioctl per interface, each port's frame-check errors
-(`rx_crc_errors`) from the ports' physical layer (lab/ports/phy.py); qdisc backlog and drops
-from one raw qdisc dump per node (pfc/backlog.py: pyroute2 parsing every attribute of every
-qdisc took about a minute for pod128's 4,600 interfaces), one socket per node kept open.
+Interface counters and the operational state (`oper_up`) come from one raw link dump per node
+(kernel/link_stats.py: no namespace entered, no per-interface call), each port's frame-check
+errors (`rx_crc_errors`) from the ports' physical layer (lab/ports/phy.py); qdisc backlog and
+drops from one raw qdisc dump per node (pfc/backlog.py: pyroute2 parsing every attribute of
+every qdisc took about a minute for pod128's 4,600 interfaces), on one socket per node kept open.
 """
 
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import dataclass, field
 
 from twin.lab.handle import Lab
-from twin.lab.kernel.nsutil import in_netns, interface_indexes, interfaces_running
+from twin.lab.kernel import rawdump
+from twin.lab.kernel.link_stats import COUNTER_NAMES, LinkStatsReader
 from twin.lab.kernel.offload import snmp
 from twin.lab.pfc.backlog import BacklogReader
 from twin.lab.ports import phy
 from twin.model import queue_tree
 from twin.model.fabric import Fabric
 
-# /proc/net/dev columns we keep, by position after the interface name
-NET_DEV_FIELDS = {"rx_bytes": 0, "rx_packets": 1, "rx_errors": 2, "rx_dropped": 3,
-                  "tx_bytes": 8, "tx_packets": 9, "tx_errors": 10, "tx_dropped": 11}
+NET_DEV_FIELDS = COUNTER_NAMES  # the interface counters /proc/net/dev shows, by the same names
 CHECKSUM_COUNTERS = ("Udp.InCsumErrors", "Tcp.InCsumErrors", "Ip.InHdrErrors")
 
 
@@ -40,21 +39,20 @@ class CounterReader:
     def __init__(self, lab: Lab, nodes: list[str] | None = None):
         self.lab, self.fabric = lab, lab.fabric
         self.nodes = nodes or sorted(n.name for n in self.fabric.local_nodes)
+        self._sockets: dict[str, socket.socket] = {}  # one netlink socket a node, for both dumps
         self._roots: dict[str, BacklogReader] = {}
-        self._link_cache: dict[str, dict[int, str]] = {}
+        self._links: dict[str, LinkStatsReader] = {}
         self._phy = phy.CountReader(lab)
 
     def read(self, checksums: bool = True, qdiscs: bool = True) -> Snapshot:
-        """Interface counters always; qdisc backlog/drops and hosts' checksum errors on request
-        (a qdisc dump costs ten times the rest: pyroute2 parses every message)."""
+        """Interface counters always; qdisc backlog/drops and hosts' checksum errors on request."""
         snap = Snapshot(time.monotonic())
         for node in self.nodes:
-            names, path = self._names(node), self.lab.netns(node)
-            running = interfaces_running(path)
-            for ifname, values in _net_dev(path).items():
-                if ifname != "lo":
-                    snap.interfaces[(node, ifname)] = {k: values[i] for k, i in NET_DEV_FIELDS.items()}
-                    snap.interfaces[(node, ifname)]["oper_up"] = int(running.get(ifname, False))
+            names = {}
+            for link in self._link_reader(node).read():
+                names[link.index] = link.name
+                if link.name != "lo":
+                    snap.interfaces[(node, link.name)] = {**link.counters, "oper_up": int(link.running)}
             for index, (backlog, drops) in (self._root_queues(node).read().items() if qdiscs else ()):
                 entry = snap.interfaces.get((node, names.get(index)))
                 if entry is not None:  # the root HTB's counts: its classes' queues' drops included
@@ -70,25 +68,28 @@ class CounterReader:
                 entry["rx_errors"] += values["crc_errors"]
         return snap
 
-    def _names(self, node: str) -> dict[int, str]:
-        """Interface index -> name; indexes change only when the lab is rebuilt: read once, with
-        libc's if_nameindex inside the node. A pyroute2 socket there forks a helper per node:
-        beside a busy rail8 allreduce the runner's first read took 9 s, and a run of 8 s sampled
-        nothing."""
-        if node not in self._link_cache:
-            self._link_cache[node] = {index: name for name, index in interface_indexes(self.lab.netns(node)).items()}
-        return self._link_cache[node]
+    def _socket(self, node: str) -> socket.socket:
+        if node not in self._sockets:
+            self._sockets[node] = rawdump.socket_in(self.lab.runtime.netns_path(node))
+        return self._sockets[node]
+
+    def _link_reader(self, node: str) -> LinkStatsReader:
+        if node not in self._links:
+            self._links[node] = LinkStatsReader(self._socket(node))
+        return self._links[node]
 
     def _root_queues(self, node: str) -> BacklogReader:
         if node not in self._roots:
-            self._roots[node] = BacklogReader(self.lab.runtime.netns_path(node), queue_tree.ROOT_HANDLE)
+            self._roots[node] = BacklogReader(self._socket(node), queue_tree.ROOT_HANDLE)
         return self._roots[node]
 
     def close(self) -> None:
-        for reader in self._roots.values():
-            reader.close()
+        for sock in self._sockets.values():
+            sock.close()
         self._phy.close()
+        self._sockets.clear()
         self._roots.clear()
+        self._links.clear()
 
     def __enter__(self) -> CounterReader:
         return self
@@ -119,17 +120,6 @@ def interface_rates(first: Snapshot, last: Snapshot) -> list[InterfaceRate]:
             sum(now.get(k, 0) - before.get(k, 0) for k in ("rx_dropped", "tx_dropped", "qdisc_drops")),
             now.get("backlog_bytes", 0)))
     return sorted(rates, key=lambda r: (r.rx_bps + r.tx_bps, r.node, r.ifname), reverse=True)
-
-
-def _net_dev(netns_path: str) -> dict[str, list[int]]:
-    with in_netns(netns_path):
-        with open("/proc/thread-self/net/dev") as handle:
-            lines = handle.read().splitlines()[2:]
-    table = {}
-    for line in lines:
-        name, _, values = line.partition(":")
-        table[name.strip()] = [int(v) for v in values.split()]
-    return table
 
 
 def tier_rx_bytes(before: Snapshot, after: Snapshot, fabric: Fabric, role: str) -> int:

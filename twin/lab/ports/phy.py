@@ -28,7 +28,7 @@ from pathlib import Path
 
 from twin.errors import TwinError
 from twin.lab.ebpf import layout
-from twin.lab.ebpf.libbpf import BpfObject, delete, lookup, map_by_id, map_id, next_key, update
+from twin.lab.ebpf.libbpf import BpfObject, delete, lookup, lookup_array, map_by_id, map_id, next_key, update
 from twin.lab.handle import Lab
 from twin.lab.kernel import nlbatch
 from twin.lab.kernel.nsutil import interface_indexes
@@ -248,12 +248,9 @@ class CountReader:
                 self._fd = _open(self.lab, "phy_counts")
             except TwinError:
                 return {}
-        found = {}
-        for port, index in self.indexes.items():
-            raw = lookup(self._fd, struct.pack("<I", index), COUNTS.size)
-            if raw:
-                found[port] = dict(zip(COUNT_FIELDS, COUNTS.unpack(raw), strict=True))
-        return found
+        values = lookup_array(self._fd, max(self.indexes.values(), default=-1) + 1, COUNTS.size)
+        return {port: dict(zip(COUNT_FIELDS, COUNTS.unpack(values[index]), strict=True))
+                for port, index in self.indexes.items() if index < len(values)}
 
     def close(self) -> None:
         if self._fd is not None:
