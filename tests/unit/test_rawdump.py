@@ -17,8 +17,10 @@ class FakeSocket:
         self.sent.append(data)
         return len(data)
 
-    def recv(self, _size: int) -> bytes:
-        return self.receives.pop(0)
+    def recv_into(self, buffer: bytearray) -> int:
+        received = self.receives.pop(0)
+        buffer[:len(received)] = received
+        return len(received)
 
 
 def message(kind: int, body: bytes) -> bytes:
