@@ -1,7 +1,7 @@
 """One snapshot of a lab's counters.
 
-Interface counters and the operational state (`oper_up`) come from one raw link dump per node
-(kernel/link_stats.py: no namespace entered, no per-interface call), each port's frame-check
+Interface counters and the operational state (`oper_up`) come from a raw link dump and stats
+dump per node (kernel/link_stats.py: no namespace entered, no per-interface call), each port's frame-check
 errors (`rx_crc_errors`) from the ports' physical layer (lab/ports/phy.py); qdisc backlog and
 drops from one raw qdisc dump per node (pfc/backlog.py: pyroute2 parsing every attribute of
 every qdisc took about a minute for pod128's 4,600 interfaces), on one socket per node kept open.
