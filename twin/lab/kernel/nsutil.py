@@ -109,7 +109,7 @@ def netlink_in(path: str, strict_check: bool = False) -> IPRoute:
         raise
 
 
-def socket_in(path: str, kind: int, proto: int = 0) -> socket.socket:
-    """An AF_INET socket that lives in the namespace at `path` (whatever thread uses it later)."""
+def socket_in(path: str, kind: int, proto: int = 0, family: int = socket.AF_INET) -> socket.socket:
+    """A socket (AF_INET unless told) that lives in the namespace at `path` (whatever thread uses it later)."""
     with in_netns(path):
-        return socket.socket(socket.AF_INET, kind, proto)
+        return socket.socket(family, kind, proto)

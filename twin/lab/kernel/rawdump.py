@@ -14,7 +14,7 @@ import struct
 import threading
 from collections.abc import Iterator
 
-from twin.lab.kernel.nsutil import in_netns
+from twin.lab.kernel import nsutil
 
 HEADER = struct.Struct("=IHHII")  # nlmsghdr: length, type, flags, sequence, pid
 ATTRIBUTE = struct.Struct("=HH")  # rtattr / nlattr: length, type
@@ -32,8 +32,7 @@ def align(length: int) -> int:
 
 def socket_in(netns_path: str) -> socket.socket:
     """A NETLINK_ROUTE socket bound in the namespace at `netns_path` (it stays there)."""
-    with in_netns(netns_path):
-        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+    sock = nsutil.socket_in(netns_path, socket.SOCK_RAW, socket.NETLINK_ROUTE, family=socket.AF_NETLINK)
     try:
         sock.bind((0, 0))
     except OSError:

@@ -32,7 +32,7 @@ from twin.errors import TwinError
 
 FILE = "counters.json"
 _LATEST: dict[Path, tuple[bytes, dict]] = {}  # file -> (its bytes, its document)
-_PORTS: dict[int, tuple[dict, dict]] = {}  # id(document) -> (the document, its ports' counters)
+_PORTS: tuple[dict, dict] | None = None  # the document ports() built last, and its counters
 _LATEST_LOCK = threading.Lock()
 
 
@@ -177,17 +177,17 @@ def paused_for(document: dict | None) -> dict[tuple[str, str], float]:
 def ports(document: dict | None) -> dict[tuple[str, str], PortCounters]:
     """(node, ifname) -> counters; the same objects for the same document (read() shares it):
     readers must not change them."""
+    global _PORTS
     if not document:
         return {}
     with _LATEST_LOCK:
-        built = _PORTS.get(id(document))
-    if built is not None and built[0] is document:
+        built = _PORTS
+    if built and built[0] is document:
         return built[1]
     names = document["fields"]
     known = set(FIELDS)  # a file written before a counter existed lacks it: the default stands
     counters = {tuple(key.split(" ", 1)): PortCounters(**{n: v for n, v in zip(names, values) if n in known})
                 for key, values in document["ports"].items()}
     with _LATEST_LOCK:
-        _PORTS.clear()  # only the newest document's: the runner reads one lab
-        _PORTS[id(document)] = (document, counters)
+        _PORTS = (document, counters)  # only the newest document's: the runner reads one lab
     return counters
