@@ -23,6 +23,13 @@ DEFAULT_TTL = 64
 SEND_ATTEMPTS = 4
 
 
+def bind_device(sock: socket.socket, device: str | None) -> None:
+    """Keep the socket's traffic on one interface (SO_BINDTODEVICE); None: where the routes take it
+    (a dual-port NIC's sockets, model/nics.py `Nic.device`)."""
+    if device:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, device.encode())
+
+
 def report_errors(sock: socket.socket, on: bool = True) -> None:
     sock.setsockopt(socket.SOL_IP, IP_RECVERR, int(on))
 

@@ -75,7 +75,7 @@ def test_unknown_lab_lists_known_ones():
     result = twin("lab", "show", "nosuch")
     assert result.returncode == 2
     assert "error: no lab file named 'nosuch'" in result.stderr
-    assert "hint: known labs: aipod, mini, pod128, pod64, rail4, rail4-ar, rail8;" in result.stderr
+    assert "hint: known labs: aipod, mini, mini-dual, pod128, pod64, rail4, rail4-ar, rail8;" in result.stderr
 
 
 def test_bad_lab_file_reports_line_and_hint(tmp_path):

@@ -134,3 +134,16 @@ def test_min_slowdown_and_hangs_per_workload():
     graded = grade(expectations, report(collectives), RECORDS)
     assert [g["status"] for g in graded] == ["pass", "fail", "pass", "pass", "fail", "pass", "fail", "fail"]
     assert graded[5]["measured"] == ["peer_closed", "transport_error"]
+
+
+def test_a_step_the_fault_caught_running_counts_toward_recovery():
+    """Steps are recorded at their start: one that began before the onset and stalled through it
+    (an RC timeout after a leaf died under it) is the fault's, and recovery waits for its end."""
+    collectives = {"train-0": {"baseline": {"median_step_s": 0.2}, "hangs": 0, "first_hang_s": None,
+                               "recovered_s": None, "fault_windows": [{"iterations": 1, "slowdown": 20}]}}
+    records = [{"t": 9.9, "kind": "collective", "workload": "train-0", "step_s": 4.5, "iter": 5, "gen": 0},
+               {"t": 14.4, "kind": "collective", "workload": "train-0", "step_s": 0.2, "iter": 6, "gen": 0},
+               {"t": 9.0, "kind": "collective", "workload": "train-0", "step_s": 0.9, "iter": 4, "gen": 0}]
+    expectations = [Expectation.model_validate({"recover": {"workload": "train", "within_s": 3}})]
+    [graded] = grade(expectations, report(collectives), records)
+    assert (graded["status"], graded["measured"]) == ("fail", 4.39)  # 9.9 + 4.5 - 10.01; the 9.0 step ended before

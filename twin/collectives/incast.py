@@ -61,7 +61,7 @@ def roce_incast(lab: Lab, senders: list[HostNic], receiver: HostNic, seconds: fl
     timers = Timers(ib_timeout_s(20), 7)
 
     def nic(host: HostNic) -> Nic:
-        return Nic(host.address, host.ifname, fabric.mtu, timers, host.label, dcqcn,
+        return Nic(host.address, host.device or "", fabric.mtu, timers, host.label, dcqcn,
                    new_socket=lambda: lab.socket(host.host, socket.SOCK_DGRAM), multipath=multipath)
 
     server, clients = nic(receiver), [nic(s) for s in senders]

@@ -317,12 +317,15 @@ def main() -> None:
     job = json.loads(Path(sys.argv[1]).read_text())
     rank = int(sys.argv[2])
     nic = job["nics"][rank]
-    # gloo binds its sockets to this interface's address: the rank's traffic uses its own rail.
-    os.environ["GLOO_SOCKET_IFNAME"] = nic["ifname"]
+    # gloo binds its sockets to this interface's address: the rank's traffic uses its own rail
+    # (a dual-port NIC's ports hold its one address: either names it).
+    ports = nic.get("ports") or [nic["ifname"]]
+    os.environ["GLOO_SOCKET_IFNAME"] = ports[0]
+    device = nic["ifname"] if len(ports) == 1 else ""  # model/nics.py, Nic.device
     if job.get("transport") == "roce":  # configured like NCCL, from the environment
         roce = job["roce"]
         os.environ.update({
-            "FABRIC_TWIN_ROCE_ADDRESS": nic["address"], "FABRIC_TWIN_ROCE_IFNAME": nic["ifname"],
+            "FABRIC_TWIN_ROCE_ADDRESS": nic["address"], "FABRIC_TWIN_ROCE_IFNAME": device,
             "FABRIC_TWIN_ROCE_LABEL": f"{nic['host']}:{nic['ifname']}", "FABRIC_TWIN_ROCE_MTU": str(roce["mtu"]),
             "FABRIC_TWIN_ROCE_TIME_SCALE": str(roce["time_scale"]), "NCCL_IB_TIMEOUT": str(roce["ib_timeout"]),
             "NCCL_IB_RETRY_CNT": str(roce["retry_cnt"]), "NCCL_IB_QPS_PER_CONNECTION": str(roce["qps_per_connection"]),

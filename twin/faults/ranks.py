@@ -14,6 +14,7 @@ from pydantic import Field
 
 from twin.errors import TwinError
 from twin.faults.base import FaultContext, OnNode, Params
+from twin.model.nics import fabric_nics
 from twin.model.targets import TargetError, resolve_node
 
 RANK_RESOURCE = re.compile(r"^job/(?P<job>[^/]+)/rank(?P<rank>\d+)$")
@@ -31,7 +32,7 @@ class RankOf:
 def check_nic(fabric, params) -> str:
     """The host (and NIC, if named) exists: checked when the scenario loads."""
     host = resolve_node(fabric, params.node, roles=("host",))
-    nics = [link.endpoint(host).ifname for link in fabric.links_of(host)]
+    nics = [nic.ifname for nic in fabric_nics(fabric) if nic.host == host]
     if params.nic is not None and params.nic not in nics:
         raise TargetError(f"{host} has no NIC '{params.nic}'", hint="NICs: " + ", ".join(nics), key="nic")
     return host

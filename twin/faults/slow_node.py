@@ -6,22 +6,25 @@ from pydantic import Field
 
 from twin.faults.base import FaultContext, OnNode, Params
 from twin.lab.kernel import shaping
+from twin.model.nics import fabric_nics, nic_links
 from twin.model.targets import TargetError, resolve_node
 
 
 class SlowNodeParams(Params):
     node: str = Field(description="the host")
-    nic: str | None = Field(None, description="one NIC (e.g. nic2); omitted = every NIC of the host")
+    nic: str | None = Field(None, description="one NIC (e.g. nic2: both ports of a dual-port NIC), or one port "
+                                              "of a dual-port NIC (nic2a); omitted = every NIC of the host")
     rate_pct: float = Field(gt=0, lt=100, description="share of line rate the NIC still runs at")
 
 
 def _ends(fabric, params):
     host = resolve_node(fabric, params.node, roles=("host",))
-    links = [link for link in fabric.links_of(host) if params.nic in (None, link.endpoint(host).ifname)]
+    links = nic_links(fabric, host, params.nic)
     if not links:
-        raise TargetError(f"{host} has no NIC '{params.nic}'",
-                          hint="NICs: " + ", ".join(link.endpoint(host).ifname for link in fabric.links_of(host)),
-                      key="nic")
+        names = sorted({nic.ifname for nic in fabric_nics(fabric) if nic.host == host}
+                       | {link.endpoint(host).ifname for link in fabric.links_of(host)})
+        raise TargetError(f"{host} has no NIC '{params.nic}'", hint="NICs: " + ", ".join(names),
+                          key="nic")
     return [end for link in links for end in (link.a, link.b)]
 
 

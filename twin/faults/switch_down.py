@@ -8,6 +8,7 @@ from pydantic import Field
 from twin.faults.base import FaultContext, OnNode, Params
 from twin.faults.netlink import set_link_state
 from twin.lab.routing import frr
+from twin.lab.routing.converge import wait_routes_of_neighbours
 from twin.model.targets import resolve_node
 
 SWITCH_ROLES = ("leaf", "spine", "superspine")
@@ -35,7 +36,17 @@ class SwitchDown(OnNode):
         # Hosts behind a dead leaf keep their routes (only carrier is lost on their side).
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
+        """Its switch ports first, FRR and BGP; its host ports once it routes what its neighbours
+        route (a dual-port NIC would send into a leaf with no routes yet, and the packets it lost
+        there cost an RC QP a retransmission timeout: 4.3 s at NCCL's default)."""
         node = record["node"]
-        for link in ctx.lab.fabric.links_of(node):
-            set_link_state(ctx, node, link.endpoint(node).ifname, up=True)
+        links = ctx.lab.fabric.links_of(node)
+        for link in links:
+            if link.kind == "fabric":
+                set_link_state(ctx, node, link.endpoint(node).ifname, up=True)
         frr.restart_node(ctx.lab, ctx.lab.fabric.nodes[node])
+        if any(link.kind == "host" for link in links):
+            wait_routes_of_neighbours(ctx.lab, node)
+        for link in links:
+            if link.kind == "host":
+                set_link_state(ctx, node, link.endpoint(node).ifname, up=True)

@@ -16,7 +16,7 @@ import time
 from twin.inet import checksum
 from twin.lab.handle import Lab
 from twin.model.nics import Nic, fabric_nics, fabric_pairs
-from twin.sockopts import SO_RCVBUFFORCE
+from twin.sockopts import SO_RCVBUFFORCE, bind_device
 
 SOL_RAW = 255
 ICMP_FILTER = 1  # SOL_RAW option of raw ICMP sockets: a bitmask of the ICMP types to drop
@@ -32,7 +32,7 @@ def _echo(ident: int, seq: int) -> bytes:
 
 def _open_socket(lab: Lab, nic: Nic) -> socket.socket:
     sock = lab.socket(nic.host, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic.ifname.encode())
+    bind_device(sock, nic.device)
     # A raw socket gets a copy of every ICMP packet its NIC receives: in pod128 each NIC takes 255
     # echo requests and 255 replies per round, more than the default 208 KB buffer holds, and the
     # replies it dropped were counted as unreachable pairs. Keep only replies, in a larger buffer.

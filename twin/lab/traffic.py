@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from twin.lab.handle import Lab
 from twin.model.nics import Nic
-from twin.sockopts import SO_RCVBUFFORCE
+from twin.sockopts import SO_RCVBUFFORCE, bind_device
 
 DST_PORT = 47000
 PAYLOAD = 64
@@ -33,7 +33,7 @@ class BurstResult:
 def bound_udp_socket(lab: Lab, nic: Nic, port: int) -> socket.socket:
     """A UDP socket in the NIC's host namespace, bound to the NIC (address and device)."""
     sock = lab.socket(nic.host, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic.ifname.encode())
+    bind_device(sock, nic.device)
     # Room for a whole burst however long the process is kept off the CPU: SO_RCVBUF is capped by
     # net.core.rmem_max (208 KB on a fresh Debian, 4 MB on the benchmark VM: 8 MB of kernel memory,
     # 0.4 s of a 20,000/s burst at about 1 KB a datagram), and a receiver starved for 0.7 s by the
@@ -115,7 +115,7 @@ def tcp_incast(lab: Lab, senders: list[Nic], receiver: Nic, seconds: float,
     clients = []
     for nic in [n for n in senders for _ in range(flows_per_sender)]:
         sock = lab.socket(nic.host, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic.ifname.encode())
+        bind_device(sock, nic.device)
         sock.bind((nic.address, 0))
         clients.append(sock)
     accepted, received = [], [0] * len(senders) * flows_per_sender

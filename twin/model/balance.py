@@ -20,7 +20,7 @@ from __future__ import annotations
 import networkx as nx
 
 from twin.model.buffers import for_port
-from twin.model.ecmp import host_prefixes
+from twin.model.ecmp import prefix_leaves
 from twin.model.fabric import Fabric
 from twin.model.ports import TIER, Port, ports
 
@@ -39,7 +39,7 @@ def uplinks(fabric: Fabric, switch: str) -> list[Port]:
 def ecmp_groups(fabric: Fabric) -> dict[str, list[list[Port]]]:
     """switch -> its ECMP groups, each its ports in the order of their far ends' names."""
     switches = fabric.switch_graph()
-    leaves = sorted(set(host_prefixes(fabric).values()))
+    leaves = sorted({leaf for announcing in prefix_leaves(fabric).values() for leaf in announcing})
     distance = {leaf: nx.single_source_shortest_path_length(switches, leaf) for leaf in leaves}
     groups: dict[str, list[list[Port]]] = {}
     for switch in fabric.switches:

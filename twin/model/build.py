@@ -4,6 +4,11 @@ Addressing plan (IPv4, identical in every lab; labs never share a namespace):
   switch loopbacks   10.255.0.0/16, one /32 each
   fabric links       10.0.0.0/16, one /31 per switch-switch link (upper tier gets the even address)
   host NIC links     10.<rail>.0.0/16, one /31 per host NIC (leaf even, host odd)
+  dual-port NICs     (fabric.nic_ports: 2) each NIC's address, a /32 of 10.<rail>.128.0/17 held by both
+                     its ports; its two leaves' ports take the even (leaf -a) and odd (-b) address of
+                     a /31 of 10.<rail>.0.0/17. Every port is point to point (address, peer /32), so
+                     a leaf's connected route to the NIC's address goes when its port loses carrier
+                     and BGP withdraws it, as dual-ToR fabrics announce their hosts' routes.
 ASN plan (RFC 7938 with RFC 6996 private ASNs), 2-byte while they suffice (488 leaves):
   superspine tier 65000; spine plane r 65100+r (3-tier) or all spines 65100 (2-tier);
   leaf i 64512+i (one per leaf).
@@ -41,8 +46,19 @@ def host_name(group: int, host: int) -> str:
     return f"host-g{group}-h{host}"
 
 
-def leaf_name(group: int, rail: int) -> str:
-    return f"leaf-g{group}-r{rail}"
+def leaf_name(group: int, rail: int, side: str = "") -> str:
+    """leaf-gG-rR, or leaf-gG-rR-a / -b: the two leaves of a rail in a dual-port NIC fabric."""
+    return f"leaf-g{group}-r{rail}" + (f"-{side}" if side else "")
+
+
+def leaf_sides(nic_ports: int) -> tuple[str, ...]:
+    """The leaves a group has on each rail, by side: one unnamed, or a and b for dual-port NICs."""
+    return ("",) if nic_ports == 1 else ("a", "b")
+
+
+def nic_port_name(rail: int, side: str = "") -> str:
+    """A host's port to its leaf of `side`: nicR, or nicRa / nicRb on a dual-port NIC."""
+    return f"nic{rail}{side}"
 
 
 def spine_name(tiers: int, rail: int, spine: int) -> str:
@@ -58,7 +74,7 @@ def short_name(node: Node) -> str:
     if node.role == "host":
         return f"hs-g{node.group}h{node.index}"
     if node.role == "leaf":
-        return f"lf-g{node.group}r{node.rail}"
+        return f"lf-g{node.group}r{node.rail}{node.side}"
     if node.role == "spine":
         return f"sp-r{node.rail}s{node.index}" if node.rail else f"sp-{node.index}"
     return f"ss-{node.index}"
@@ -70,7 +86,8 @@ def add_nodes(fabric: Fabric, lab: LabFile) -> None:
         for host in range(1, spec.hosts_per_group + 1):
             _add(fabric, Node(host_name(group, host), "host", group=group, index=host))
         for rail in range(1, spec.rails + 1):
-            _add(fabric, Node(leaf_name(group, rail), "leaf", group=group, rail=rail))
+            for side in leaf_sides(spec.nic_ports):
+                _add(fabric, Node(leaf_name(group, rail, side), "leaf", group=group, rail=rail, side=side))
     if spec.tiers == 3:
         for rail in range(1, spec.rails + 1):
             for spine in range(1, spec.spines_per_plane + 1):
@@ -87,7 +104,8 @@ def _add(fabric: Fabric, node: Node) -> None:
 
 
 def wire(fabric: Fabric, lab: LabFile) -> None:
-    """Host NIC r -> leaf (g, r); leaf -> spines (of its plane in 3-tier); spine -> superspines."""
+    """Host NIC r -> leaf (g, r) (each port of a dual-port NIC to its side's leaf); leaf -> spines (of
+    its plane in 3-tier); spine -> superspines."""
     spec = lab.spec.fabric
     for leaf in fabric.by_role("leaf"):
         for host in range(1, spec.hosts_per_group + 1):
@@ -108,7 +126,8 @@ def name_interfaces(fabric: Fabric, lab: LabFile) -> None:
     for link in fabric.links:
         for end, other in ((link.a, link.b), (link.b, link.a)):
             node = fabric.nodes[end.node]
-            end.ifname = f"nic{link.rail}" if node.role == "host" else short_name(fabric.nodes[other.node])
+            far = fabric.nodes[other.node]
+            end.ifname = nic_port_name(link.rail, far.side) if node.role == "host" else short_name(far)
             if len(end.ifname) > IFNAMSIZ:
                 too_long.append(f"{end.node}:{end.ifname}")
     if too_long:
@@ -123,11 +142,34 @@ def assign_addresses(fabric: Fabric, lab: LabFile) -> None:
         node.loopback = LOOPBACKS[number]
     fabric_pairs = FABRIC_LINKS.subnets(new_prefix=31)
     rail_pairs = {rail: rail_network(rail).subnets(new_prefix=31) for rail in range(1, fabric.rails + 1)}
+    if fabric.nic_ports == 2:
+        _assign_dual_port(fabric)
     for link in fabric.links:
+        if link.kind == "host" and fabric.nic_ports == 2:
+            continue
         pool = rail_pairs[link.rail] if link.kind == "host" else fabric_pairs
         net = next(pool)
         link.a.address = IPv4Interface(f"{net[0]}/31")
         link.b.address = IPv4Interface(f"{net[1]}/31")
+
+
+def _assign_dual_port(fabric: Fabric) -> None:
+    """A dual-port NIC's address, on both its ports, and its leaves' port addresses (module doc)."""
+    by_nic: dict[tuple[str, int], list[Link]] = {}
+    for link in fabric.links:
+        if link.kind == "host":
+            by_nic.setdefault((link.b.node, link.rail), []).append(link)
+    ports = {rail: next(rail_network(rail).subnets(new_prefix=17)).subnets(new_prefix=31)
+             for rail in range(1, fabric.rails + 1)}
+    nic_numbers = {rail: 0 for rail in range(1, fabric.rails + 1)}
+    for (_host, rail), links in by_nic.items():
+        pair = next(ports[rail])
+        address = rail_network(rail)[(1 << 15) + nic_numbers[rail]]
+        nic_numbers[rail] += 1
+        for link in links:
+            leaf_address = pair[0] if fabric.nodes[link.a.node].side == "a" else pair[1]
+            link.a.address = IPv4Interface(f"{leaf_address}/32")
+            link.b.address = IPv4Interface(f"{address}/32")
 
 
 def asn_plan(lab: LabFile) -> str:
@@ -178,7 +220,7 @@ def build_fabric(lab: LabFile) -> Fabric:
     spec = lab.spec
     fabric = Fabric(
         name=spec.name, tiers=spec.fabric.tiers, groups=spec.fabric.groups, rails=spec.fabric.rails,
-        rate_bps=parse_rate_bps(spec.links.rate), mtu=spec.links.mtu,
+        rate_bps=parse_rate_bps(spec.links.rate), mtu=spec.links.mtu, nic_ports=spec.fabric.nic_ports,
         delay_s=parse_time_s(spec.links.delay) if spec.links.delay else None,
         bfd_interval_ms=spec.routing.bfd.interval_ms, bfd_multiplier=spec.routing.bfd.multiplier,
         ecmp_hash=spec.routing.ecmp_hash, runtime=spec.runtime,

@@ -67,8 +67,8 @@ def _node(fabric: Fabric, node: Node) -> dict:
     if node.loopback is not None:
         commands.append(f"ip addr add {node.loopback}/32 dev lo")
     for link in fabric.links_of(node.name):
-        end = link.endpoint(node.name)
-        commands.append(f"ip addr add {end.address} dev {end.ifname}")
+        end, peer = link.endpoint(node.name), link.peer_address(node.name)
+        commands.append(f"ip addr add {end.address}{f' peer {peer}/32' if peer else ''} dev {end.ifname}")
     entry = {"kind": "linux", "image": SWITCH_IMAGE if node.is_switch else HOST_IMAGE,
              "labels": {"fabric-twin.lab": fabric.name, "fabric-twin.role": node.role}}
     if node.is_switch:

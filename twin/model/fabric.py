@@ -54,6 +54,7 @@ class Node(_Freezable):
     group: int | None = None  # hosts and leaves
     rail: int | None = None  # leaves, and spines of a rail plane (3-tier)
     index: int = 0  # host number in its group, spine number in its plane, superspine number
+    side: str = ""  # leaves of a dual-port NIC fabric: "a" or "b" (fabric.nic_ports: 2)
     asn: int | None = None  # switches only
     loopback: IPv4Address | None = None  # switches only
 
@@ -82,8 +83,19 @@ class Link(_Freezable):
 
     @property
     def network(self) -> IPv4Network:
-        assert self.a.address is not None
-        return self.a.address.network
+        """The shared /31 of a fabric link; the host's prefix of a host link: the /31 of a one-port
+        NIC, the address of a dual-port one (its /32, the same on both of its links)."""
+        end = self.b if self.kind == "host" else self.a
+        assert end.address is not None
+        return end.address.network
+
+    def peer_address(self, node: str) -> IPv4Address | None:
+        """The far end's address where the link is point to point (its ends hold /32s: a dual-port
+        NIC's ports, model/build.py), which the near end's address names as its peer; else None."""
+        end, far = self.endpoint(node), self.peer(node)
+        if end.address is None or far.address is None or end.address.network.prefixlen != 32:
+            return None
+        return far.address.ip
 
     def endpoint(self, node: str) -> Endpoint:
         if node == self.a.node:
@@ -109,6 +121,7 @@ class Fabric(_Freezable):
     ecmp_hash: Literal["l3", "l4"]
     runtime: str
     delay_s: float | None = None
+    nic_ports: int = 1  # 2: every NIC has a port to each of two leaves of its rail (model/build.py)
     pfc: bool = True  # lossless: PFC-like pauses instead of congestion drops (pfc/)
     buffer_bytes: int | None = None  # per switch port; None = derived (pfc/thresholds.py)
     pfc_xoff_bytes: int | None = None

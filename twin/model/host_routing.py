@@ -2,7 +2,9 @@
 multi-rail server. The bring-up sends it as netlink (lab/kernel/netconf.py), the containerlab export
 writes it as `ip` commands (model/export.py): one plan, two spellings.
 
-- rule `from <NIC r address> lookup 100+r`, table 100+r: default via leaf (g, r)
+- rule `from <NIC r address> lookup 100+r`, table 100+r: default via leaf (g, r) (via both of its
+  leaves, one next hop a port, for a dual-port NIC: a flow takes either port by the kernel's
+  hash, and a port without carrier is skipped, sysctls.py ignore_routes_with_linkdown)
 - rule `uidrange RANK_UID_BASE+r lookup 100+r`: collective ranks of rail r use their NIC
   (lab/identity.py: ranks of rail r run as that uid)
 - main table: the rail-r block via NIC r (unbound traffic stays rail-aligned), default via NIC 1
@@ -34,8 +36,7 @@ def rank_uid(rail: int) -> int:
 @dataclass(frozen=True)
 class HostRoute:
     destination: str  # a prefix; DEFAULT for the default route
-    gateway: str
-    dev: str
+    nexthops: tuple[tuple[str, str], ...]  # (gateway, dev): one, or one per port of a dual-port NIC
     table: int | None = None  # None: the main table
 
 
@@ -49,16 +50,19 @@ class HostRule:
 
 def host_routing(fabric: Fabric, node: Node) -> list[HostRoute | HostRule]:
     """The host's routes and rules, in the order they are made."""
-    nics = sorted((link.rail, link.endpoint(node.name), link.peer(node.name)) for link in fabric.links_of(node.name))
+    ports: dict[int, list] = {}
+    for link in sorted(fabric.links_of(node.name), key=lambda link: (link.rail, link.endpoint(node.name).ifname)):
+        ports.setdefault(link.rail, []).append(link)
     plan: list[HostRoute | HostRule] = []
-    for rail, nic, leaf_end in nics:
-        table, gateway = HOST_TABLE_BASE + rail, str(leaf_end.address.ip)
-        plan += [HostRoute(DEFAULT, gateway, nic.ifname, table),
-                 HostRule(1000 + rail, table, source=str(nic.address.ip)),
+    for rail, links in sorted(ports.items()):
+        table = HOST_TABLE_BASE + rail
+        nexthops = tuple((str(link.peer(node.name).address.ip), link.endpoint(node.name).ifname) for link in links)
+        plan += [HostRoute(DEFAULT, nexthops, table),
+                 HostRule(1000 + rail, table, source=str(links[0].endpoint(node.name).address.ip)),
                  HostRule(900 + rail, table, uid=rank_uid(rail)),
-                 HostRoute(str(rail_network(rail)), gateway, nic.ifname)]
-    _rail, first_nic, first_leaf = nics[0]
-    plan.append(HostRoute(DEFAULT, str(first_leaf.address.ip), first_nic.ifname))
+                 HostRoute(str(rail_network(rail)), nexthops)]
+    first = next(item for item in plan if isinstance(item, HostRoute))
+    plan.append(HostRoute(DEFAULT, first.nexthops))
     return plan
 
 
@@ -67,11 +71,12 @@ def ip_commands(plan: list[HostRoute | HostRule]) -> list[str]:
     commands = []
     for item in plan:
         match item:
-            case HostRoute(destination, gateway, dev, table):
+            case HostRoute(destination, nexthops, table):
                 where = "default" if destination == DEFAULT else destination
                 in_table = f" table {table}" if table is not None else ""
-                commands.append(f"ip route add {where} via {gateway} dev {dev}{in_table} proto {ROUTE_PROTOCOL} "
-                                f"congctl {HOST_TCP_CC}")
+                via = " ".join(("nexthop " if len(nexthops) > 1 else "") + f"via {gateway} dev {dev}"
+                               for gateway, dev in nexthops)
+                commands.append(f"ip route add {where}{in_table} proto {ROUTE_PROTOCOL} congctl {HOST_TCP_CC} {via}")
             case HostRule(priority, table, source, uid):
                 selector = f"from {source}/32" if source else f"uidrange {uid}-{uid}"
                 commands.append(f"ip rule add {selector} table {table} priority {priority}")

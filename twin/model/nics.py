@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from twin.model.build import nic_port_name
 from twin.model.fabric import Fabric
 
 # Destinations per NIC in the reachability sample a lab's convergence check uses (all pairs grow
@@ -19,19 +20,39 @@ SAMPLE_PER_NIC = 32
 @dataclass(frozen=True)
 class Nic:
     host: str
-    ifname: str
+    ifname: str  # the NIC's name: its port's, or nicR for a dual-port NIC (ports nicRa, nicRb)
     address: str
     rail: int = 1
-    leaf: str = ""
+    leaf: str = ""  # the leaf of its (first) port
+    ports: tuple[str, ...] = ()  # its interfaces; () reads as (ifname,)
 
     @property
     def label(self) -> str:
         return f"{self.host}:{self.ifname}"
 
+    @property
+    def interfaces(self) -> tuple[str, ...]:
+        return self.ports or (self.ifname,)
+
+    @property
+    def device(self) -> str | None:
+        """The interface a socket of this NIC binds to (SO_BINDTODEVICE), or None for a dual-port
+        NIC: its sockets bind to its address only, and the host's routes spread them over both ports
+        (model/host_routing.py), so that a port whose leaf is gone is left at once."""
+        return self.ifname if len(self.interfaces) == 1 else None
+
 
 def fabric_nics(fabric: Fabric) -> list[Nic]:
-    return [Nic(link.b.node, link.b.ifname, str(link.b.address.ip), link.rail or 1, link.a.node)
-            for link in fabric.links if link.kind == "host"]
+    """Every host NIC, in the order of the model's host links (a dual-port NIC once, at its first)."""
+    if fabric.nic_ports == 1:
+        return [Nic(link.b.node, link.b.ifname, str(link.b.address.ip), link.rail or 1, link.a.node)
+                for link in fabric.links if link.kind == "host"]
+    ports: dict[tuple[str, int], list] = {}
+    for link in fabric.links:
+        if link.kind == "host":
+            ports.setdefault((link.b.node, link.rail or 1), []).append(link)
+    return [Nic(host, nic_port_name(rail), str(links[0].b.address.ip), rail, links[0].a.node,
+                tuple(link.b.ifname for link in links)) for (host, rail), links in ports.items()]
 
 
 def switches_between(fabric: Fabric, nics: list[Nic]) -> dict[str, dict[str, int]]:
@@ -43,6 +64,13 @@ def switches_between(fabric: Fabric, nics: list[Nic]) -> dict[str, dict[str, int
                    if other in leaves} for leaf in sorted(leaves)}
 
 
+def nic_links(fabric: Fabric, host: str, nic: str | None) -> list:
+    """The host's links of NIC `nic`: named as the NIC (nicR: both ports of a dual-port NIC) or as
+    one of its ports (nicRa); every link of the host for None."""
+    return [link for link in fabric.links_of(host)
+            if nic is None or nic in (link.endpoint(host).ifname, nic_port_name(link.rail or 1))]
+
+
 class NoFabricPairsError(ValueError):
     """A lab of one host: no traffic of a flows or probes workload would cross the fabric."""
     hint = "a lab with two hosts or more (groups x hosts_per_group >= 2)"
@@ -52,6 +80,20 @@ def require_fabric_pairs(fabric: Fabric, what: str) -> None:
     if len(fabric.hosts) < 2:
         raise NoFabricPairsError(f"{what} runs between NICs of different hosts, and lab {fabric.name} has "
                                  f"{len(fabric.hosts)} host: there would be nothing to send")
+
+
+class DualPortNicsError(ValueError):
+    """What names a flow's path by its host links, which a dual-port NIC's flow may take either of."""
+    hint = "a lab with `nic_ports: 1` for it; collectives, flows, faults and the convergence check run on both"
+
+
+def require_single_port(fabric: Fabric, what: str) -> None:
+    """Refuse `what` on a dual-port NIC lab: its paths start at the host link the first hop took,
+    which the probe plans and path names do not model yet (a flow takes either port by the host's
+    hash)."""
+    if fabric.nic_ports != 1:
+        raise DualPortNicsError(f"{what} does not model dual-port NICs yet (lab {fabric.name} has "
+                                f"nic_ports: {fabric.nic_ports})")
 
 
 def fabric_pairs(nics: list[Nic]) -> list[tuple[int, int]]:

@@ -46,8 +46,7 @@ def node_sysctls(fabric: Fabric, node: Node, machine: dict[str, str] | None = No
                          # seed everywhere, every tier picks the same next-hop index for a flow and a
                          # 3-tier fabric uses 2 of its 8 paths (hash polarization).
                          "net.ipv4.fib_multipath_hash_seed": str(zlib.crc32(node.name.encode()) or 1)}
-    # Multi-NIC host: answer ARP only on the NIC that owns the address.
-    return common | {"net.ipv4.ip_forward": "0", "net.ipv4.conf.all.arp_ignore": "1",
+    return common | host_arp(fabric) | {"net.ipv4.ip_forward": "0",
                      # TCP's own queue in the NIC (TSQ), scaled like the line rate: 4 MB is 80 us at
                      # 400 Gbit/s but 160 ms at 200 Mbit/s, which a NIC paused by PFC would fill and
                      # every other packet of the host would wait behind.
@@ -61,6 +60,16 @@ def node_sysctls(fabric: Fabric, node: Node, machine: dict[str, str] | None = No
                      # The twin's own listening ports (flows, probes) are never handed out as
                      # ephemeral source ports (flows, gloo), which would make a later bind fail.
                      "net.ipv4.ip_local_reserved_ports": TWIN_PORTS}
+
+
+def host_arp(fabric: Fabric) -> dict[str, str]:
+    """Multi-NIC host: answer ARP only on the NIC that owns the address. Not on dual-port NICs:
+    their ports are point to point (address, peer), which arp_ignore=1 cannot match (it looks for
+    the asked address in the port's subnets, and a port's "subnet" is its leaf's /32), so a leaf
+    that had lost its neighbour entry (its ports went down) could not reach the NIC again; and
+    arp_filter checks the route back to the asker, which the NIC's own table spreads over both
+    ports. A port there has one neighbour, its leaf, which asks only for the NIC's address."""
+    return {"net.ipv4.conf.all.arp_ignore": "1" if fabric.nic_ports == 1 else "0"}
 
 
 def host_tcp_queue_bytes(fabric: Fabric) -> int:

@@ -244,6 +244,7 @@ def _recovery(workload: str, report: Report, records: list[dict]) -> float | Non
     base = c.baseline.get("median_step_s")
     if not base:
         return None
-    slow = [r for r in records if r["kind"] == "collective" and r["workload"] == name and r["t"] >= onset
-            and r["step_s"] > SLOW_FACTOR * base]
+    # a step is recorded at its start: one still running at the onset is the fault's too
+    slow = [r for r in records if r["kind"] == "collective" and r["workload"] == name
+            and r["t"] + r["step_s"] >= onset and r["step_s"] > SLOW_FACTOR * base]
     return round(max((r["t"] + r["step_s"] for r in slow), default=onset) - onset, 3)

@@ -59,7 +59,7 @@ from twin.roce.paths import MAX_TTL, STALLED_S, PathDiscovery
 from twin.roce.qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
 from twin.roce.selective import SelectiveQueuePair
 from twin.roce.wire import ACK, CNP, DATA, HEADER, IP_UDP_HEADERS, NAK, SACK, Header, payload_per_packet, unpack
-from twin.sockopts import SO_RCVBUFFORCE, time_exceeded
+from twin.sockopts import SO_RCVBUFFORCE, bind_device, time_exceeded
 
 UDP_SEGMENT, UDP_GRO = 103, 104
 ECT0, ECN_MASK, ECN_CE = 0x02, 0x03, 0x03
@@ -169,7 +169,9 @@ class Nic:
                  multipath: bool = False, reorderable: bool | None = None, path_offsets: int = 0):
         """new_socket: where a QP's UDP socket comes from (default: this process's namespace, as a
         rank's; a tool driving several hosts' NICs from one process opens them in theirs).
-        path_offsets: dodge (the fabric's path offsets: the source port modulo this; 0: do not)."""
+        path_offsets: dodge (the fabric's path offsets: the source port modulo this; 0: do not).
+        ifname: the interface its sockets are bound to; "" for a dual-port NIC, whose sockets the
+        host's routes spread over both ports (model/nics.py, Nic.device)."""
         if path_offsets and multipath:
             raise ValueError("a multipath QP sprays its packets over every path already: it does not dodge")
         self.address, self.ifname, self.label = address, ifname, label
@@ -202,7 +204,7 @@ class Nic:
         """A UDP socket on this NIC, marked as its data goes out, bound to `port` (0: a port of
         its own)."""
         sock = self.new_socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, self.ifname.encode())
+        bind_device(sock, self.ifname)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
         tos = (wire.REORDERABLE_DSCP << 2 if self.reorderable else 0) | (ECT0 if self.dcqcn is not None else 0)
         if tos:

@@ -55,6 +55,9 @@ class FabricSpec(_Strict):
         ge=1, le=64, description="3-tier: spines in each rail plane; 2-tier: spines in total")
     superspines: int | None = Field(
         None, ge=1, le=64, description="3-tier only: every spine connects to every superspine")
+    nic_ports: Literal[1, 2] = Field(
+        1, description="ports per NIC: 1, or 2 to two leaves of its rail (leaf-gG-rR-a and -b), the NIC's "
+                       "address reachable through both (dual-ToR)")
 
 
 class LinksSpec(_Strict):
@@ -144,13 +147,10 @@ def _semantic_problems(lab: LabFile, runtimes: list[str]) -> list[Problem]:
     if fabric.tiers == 2 and fabric.superspines is not None:
         problem(("fabric", "superspines"), "a 2-tier fabric has no superspines",
                 "remove the key or set `tiers: 3`")
-    leaves = fabric.groups * fabric.rails
+    leaves = fabric.groups * fabric.rails * fabric.nic_ports
     if spec.routing.asn_plan == "2-byte" and not fits_two_byte_asns(fabric):
         problem(("routing", "asn_plan"), f"{leaves} leaves and {fabric.rails} rail planes do not fit the 2-byte "
                 f"private ASNs ({TWO_BYTE_LEAVES} leaves at most)", "asn_plan: auto (4-byte ASNs when needed)")
-    if fabric.groups * fabric.hosts_per_group > 32768:
-        problem(("fabric", "hosts_per_group"), "more than 32768 hosts per rail do not fit the rail's /16",
-                "lower groups or hosts_per_group")
     for key, message, hint in _size_problems(fabric):
         problem(("fabric", key), message, hint)
     links = spec.links
@@ -169,6 +169,9 @@ def _semantic_problems(lab: LabFile, runtimes: list[str]) -> list[Problem]:
                 "remove it, or set `load_balance: flowlet`")
     elif spec.routing.flowlet_gap is not None and parse_time_s(spec.routing.flowlet_gap) <= 0:
         problem(("routing", "flowlet_gap"), "a flowlet gap must be above 0", "e.g. flowlet_gap: 5ms")
+    if spec.routing.hash_offset and fabric.nic_ports != 1:
+        problem(("routing", "hash_offset"), "hash_offset paths start at a NIC's one leaf, and a dual-port NIC's "
+                "host picks either port by its own hash", "remove it, or set `nic_ports: 1`")
     if spec.runtime not in runtimes:
         problem(("runtime",), f"unknown runtime '{spec.runtime}'",
                 f"valid runtimes: {', '.join(runtimes)}")
@@ -189,6 +192,9 @@ MAX_NODES = 16384
 MAX_LINKS = 65536
 SWITCH_LINK_31S = 1 << 15  # switch-to-switch links are /31s of 10.0.0.0/16
 RAIL_NIC_31S = 1 << 15  # a rail's host links are /31s of 10.<rail>.0.0/16
+# Dual-port NICs (model/build.py): a NIC's two leaf ports share a /31 of 10.<rail>.0.0/17 and its
+# own address is in 10.<rail>.128.0/17.
+RAIL_DUAL_PORT_NICS = 1 << 14
 
 
 # The 2-byte private ASN plan (RFC 6996, 64512-65534): leaves count up from 64512, superspines
@@ -198,12 +204,12 @@ TWO_BYTE_PLANES = 65534 - 65100
 
 
 def fits_two_byte_asns(fabric: FabricSpec) -> bool:
-    return fabric.groups * fabric.rails <= TWO_BYTE_LEAVES and fabric.rails <= TWO_BYTE_PLANES
+    return fabric.groups * fabric.rails * fabric.nic_ports <= TWO_BYTE_LEAVES and fabric.rails <= TWO_BYTE_PLANES
 
 
 def fabric_size(fabric: FabricSpec) -> dict[str, int]:
     """Node and link counts of the fabric a spec describes (the wiring rules of docs/formats.md)."""
-    leaves = fabric.groups * fabric.rails
+    leaves = fabric.groups * fabric.rails * fabric.nic_ports
     hosts = fabric.groups * fabric.hosts_per_group
     if fabric.tiers == 2:
         spines, superspines = fabric.spines_per_plane, 0
@@ -212,7 +218,7 @@ def fabric_size(fabric: FabricSpec) -> dict[str, int]:
         spines, superspines = fabric.rails * fabric.spines_per_plane, fabric.superspines or 0
         switch_links = leaves * fabric.spines_per_plane + spines * superspines
     return {"nodes": leaves + spines + superspines + hosts, "switch_links": switch_links,
-            "links": switch_links + hosts * fabric.rails}
+            "links": switch_links + hosts * fabric.rails * fabric.nic_ports}
 
 
 def _size_problems(fabric: FabricSpec) -> list[tuple[str, str, str]]:
@@ -220,6 +226,7 @@ def _size_problems(fabric: FabricSpec) -> list[tuple[str, str, str]]:
     if size["switch_links"] > SWITCH_LINK_31S:
         found.append(("spines_per_plane", f"{size['switch_links']} switch-to-switch links do not fit the address "
                       f"plan ({SWITCH_LINK_31S} /31s in 10.0.0.0/16)", "fewer spines per plane or superspines"))
+    # (a rail's dual-port NICs, RAIL_DUAL_PORT_NICS at most, are hosts: MAX_NODES bounds them first)
     if fabric.groups * fabric.hosts_per_group > RAIL_NIC_31S:
         found.append(("hosts_per_group", f"{fabric.groups * fabric.hosts_per_group} NICs on each rail do not fit "
                       f"the address plan ({RAIL_NIC_31S} /31s in each rail's 10.<rail>.0.0/16)",

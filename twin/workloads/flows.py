@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from twin.lab.traffic import bound_udp_socket
 from twin.mitigate.dodge import TRACE_FLOW, Dodger, Request
 from twin.mitigate.offset_dodge import OffsetDodger
-from twin.model.nics import Nic, fabric_nics, fabric_pairs, require_fabric_pairs
+from twin.model.nics import Nic, fabric_nics, fabric_pairs, require_fabric_pairs, require_single_port
 from twin.sockopts import send
 from twin.workloads.base import WorkloadContext
 
@@ -48,6 +48,8 @@ class FlowsParams(BaseModel):
 
 def check_flows(params: FlowsParams, fabric) -> None:
     require_fabric_pairs(fabric, "a flows workload")
+    if params.dodge:
+        require_single_port(fabric, "dodge (it traces a flow's path from its host link)")
     if params.dodge == "offset" and not fabric.hash_offset:
         raise ValueError(f"dodge: offset moves a flow by its path offset, and lab {fabric.name} hashes with the "
                          "kernel's ECMP (set `routing.hash_offset: true` in the lab file, or use `dodge: true`)")

@@ -44,8 +44,10 @@ def configure_sysctls(netns_path: str, fabric: Fabric, node: Node) -> None:
     write_sysctls(netns_path, node_sysctls(fabric, node, machine=in_order_delivery()))
 
 
-# Encoded once (nlbatch.py) with this address, written over with each port's own.
+# Encoded once (nlbatch.py) with these addresses, written over with each port's own (IFA_LOCAL) and
+# its peer's (IFA_ADDRESS: the same address, but a point-to-point port's far end).
 ADDRESS_SENTINEL = IPv4Address("10.250.251.252")
+PEER_SENTINEL = IPv4Address("10.250.251.253")
 PREFIXLEN_OFFSET = nlbatch.HEADER.size + 1  # ifaddrmsg: family, prefixlen, flags, scope, index
 
 
@@ -56,14 +58,17 @@ def _link_up(mtu: int | None) -> list[bytes]:
 
 @lru_cache(maxsize=1)
 def _address_template() -> bytes:
-    [message] = nlbatch.encode(lambda batch: batch.addr("add", index=0, address=str(ADDRESS_SENTINEL), prefixlen=32))
-    if message.count(ADDRESS_SENTINEL.packed) != 2:  # IFA_LOCAL and IFA_ADDRESS
-        raise ValueError("the address request does not carry the address as expected")
+    [message] = nlbatch.encode(lambda batch: batch.addr("add", index=0, local=str(ADDRESS_SENTINEL),
+                                                        address=str(PEER_SENTINEL), prefixlen=32))
+    if message.count(ADDRESS_SENTINEL.packed) != 1 or message.count(PEER_SENTINEL.packed) != 1:
+        raise ValueError("the address request does not carry the addresses as expected")
     return message
 
 
-def address_request(address: IPv4Interface) -> list[bytes]:
-    message = bytearray(_address_template().replace(ADDRESS_SENTINEL.packed, address.ip.packed))
+def address_request(address: IPv4Interface, peer: IPv4Address | None = None) -> list[bytes]:
+    """Add `address`; with `peer`, as a point-to-point address (its connected route is the peer's /32)."""
+    message = bytearray(_address_template().replace(ADDRESS_SENTINEL.packed, address.ip.packed)
+                        .replace(PEER_SENTINEL.packed, (peer or address.ip).packed))
     message[PREFIXLEN_OFFSET] = address.network.prefixlen
     return [bytes(message)]
 
@@ -80,7 +85,9 @@ def configure_interfaces(sender: nlbatch.Sender, index_of: dict[str, int], fabri
         end = link.endpoint(node.name)
         index = index_of[end.ifname]
         sender.add(_link_up(fabric.mtu), index, f"{end.ifname} up, MTU {fabric.mtu}")
-        sender.add(address_request(end.address), index, f"{end.ifname} address {end.address}")
+        peer = link.peer_address(node.name)
+        sender.add(address_request(end.address, peer), index,
+                   f"{end.ifname} address {end.address}" + (f" peer {peer}" if peer else ""))
         indexes[end.ifname] = index
     return indexes
 
@@ -90,10 +97,11 @@ def configure_host_routing(ipr: IPRoute, fabric: Fabric, node: Node, indexes: di
     cc = {"cc_algo": HOST_TCP_CC}
     for item in host_routing(fabric, node):
         match item:
-            case HostRoute(destination, gateway, dev, table):
+            case HostRoute(destination, nexthops, table):
                 in_table = {"table": table} if table is not None else {}
-                ipr.route("add", dst=destination, gateway=gateway, oif=indexes[dev], proto=ROUTE_PROTOCOL, metrics=cc,
-                          **in_table)
+                hops = [{"gateway": gateway, "oif": indexes[dev]} for gateway, dev in nexthops]
+                via = {"multipath": hops} if len(hops) > 1 else hops[0]
+                ipr.route("add", dst=destination, proto=ROUTE_PROTOCOL, metrics=cc, **via, **in_table)
             case HostRule(priority, table, source, uid):
                 selector = {"src": source, "src_len": 32} if source else {"uid_range": f"{uid}:{uid}"}
                 ipr.rule("add", table=table, priority=priority, **selector)
