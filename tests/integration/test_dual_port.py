@@ -137,3 +137,28 @@ def test_a_dual_port_nic_keeps_sending_through_its_other_leaf_and_stops_without_
             engine.clear(FaultContext(dual), "tor")
     finally:
         streams.close()
+
+
+def test_a_roce_qp_moves_to_the_other_port_when_its_leaf_dies(dual):
+    """One RC QP (lane 0: port a) streams to a NIC of the other group; leaf -a of the sender dies
+    mid-stream. The NIC moves the QP to port b (its LAG), the receiver's NAK has the lost packets
+    sent again, and the stream goes on; a NIC that left its QP on the dead port sends nothing."""
+    from twin.collectives.incast import SAMPLE_S, roce_incast
+
+    nics = {nic.label: nic for nic in fabric_nics(dual.fabric)}
+    outcome = {}
+    stream = threading.Thread(target=lambda: outcome.update(
+        result=roce_incast(dual, [nics[SENDER]], nics[RECEIVER], 5.0, cc="none")))
+    stream.start()
+    time.sleep(1.5)
+    before = port_tx_bytes(dual)
+    fault(dual, {"id": "tor", "kind": "switch_down", "node": "leaf-g1-r1-a"})
+    try:
+        stream.join(timeout=30)
+        after = port_tx_bytes(dual)
+    finally:
+        engine.clear(FaultContext(dual), "tor")
+    received = [sum(sample) for sample in outcome["result"].received]
+    last_second = received[-1] - received[-1 - round(1 / SAMPLE_S)]
+    assert before["nic1a"] > 1_000_000 and after["nic1b"] - before["nic1b"] > 1_000_000
+    assert last_second > 1_000_000, f"{last_second} bytes in the stream's last second on port b"

@@ -62,7 +62,8 @@ def roce_incast(lab: Lab, senders: list[HostNic], receiver: HostNic, seconds: fl
 
     def nic(host: HostNic) -> Nic:
         return Nic(host.address, host.device or "", fabric.mtu, timers, host.label, dcqcn,
-                   new_socket=lambda: lab.socket(host.host, socket.SOCK_DGRAM), multipath=multipath)
+                   new_socket=lambda: lab.socket(host.host, socket.SOCK_DGRAM), multipath=multipath,
+                   ports=host.interfaces)
 
     server, clients = nic(receiver), [nic(s) for s in senders]
     result = RoceIncastResult(seconds, fabric.rate_bps)

@@ -326,6 +326,7 @@ def main() -> None:
         roce = job["roce"]
         os.environ.update({
             "FABRIC_TWIN_ROCE_ADDRESS": nic["address"], "FABRIC_TWIN_ROCE_IFNAME": device,
+            "FABRIC_TWIN_ROCE_PORTS": ",".join(ports) if len(ports) > 1 else "",
             "FABRIC_TWIN_ROCE_LABEL": f"{nic['host']}:{nic['ifname']}", "FABRIC_TWIN_ROCE_MTU": str(roce["mtu"]),
             "FABRIC_TWIN_ROCE_TIME_SCALE": str(roce["time_scale"]), "NCCL_IB_TIMEOUT": str(roce["ib_timeout"]),
             "NCCL_IB_RETRY_CNT": str(roce["retry_cnt"]), "NCCL_IB_QPS_PER_CONNECTION": str(roce["qps_per_connection"]),

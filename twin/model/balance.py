@@ -39,16 +39,22 @@ def uplinks(fabric: Fabric, switch: str) -> list[Port]:
 def ecmp_groups(fabric: Fabric) -> dict[str, list[list[Port]]]:
     """switch -> its ECMP groups, each its ports in the order of their far ends' names."""
     switches = fabric.switch_graph()
-    leaves = sorted({leaf for announcing in prefix_leaves(fabric).values() for leaf in announcing})
-    distance = {leaf: nx.single_source_shortest_path_length(switches, leaf) for leaf in leaves}
+    # per set of leaves announcing a prefix (one; two for a dual-port NIC, whose two leaves are a
+    # group of their own at each spine above them), each switch's distance to the nearest
+    announcers = sorted(set(prefix_leaves(fabric).values()))
+    distance = {leaf: nx.single_source_shortest_path_length(switches, leaf)
+                for leaf in {leaf for leaves in announcers for leaf in leaves}}
+    nearest = {leaves: {node: min(distance[leaf].get(node, len(distance)) for leaf in leaves) for node in switches}
+               for leaves in announcers}
     groups: dict[str, list[list[Port]]] = {}
     for switch in fabric.switches:
         name = switch.name
         merged: list[set[str]] = []
-        for leaf in leaves:
-            if leaf == name:
+        for leaves in announcers:
+            if name in leaves:
                 continue
-            hops = {peer for peer in switches.neighbors(name) if distance[leaf].get(peer) == distance[leaf][name] - 1}
+            near = nearest[leaves]
+            hops = {peer for peer in switches.neighbors(name) if near[peer] == near[name] - 1}
             if len(hops) < 2 or any(hops <= group for group in merged):
                 continue
             for group in [g for g in merged if g & hops]:

@@ -10,6 +10,8 @@ Configured like NCCL, from the environment of the rank process:
     0 default: RC)
     FABRIC_TWIN_ROCE_PATH_OFFSETS (0: no dodging; N: a QP that loses packets moves to its source
     port's next value modulo N, the fabric's next path offset; nic.py)
+    FABRIC_TWIN_ROCE_PORTS ("": one port; "nic1a,nic1b": a dual-port NIC's ports, over which the
+    NIC places its QPs in turn, lag.py)
 At creation every rank opens its QPs toward every other rank (QPS_PER_CONNECTION each, each its
 own UDP source port), publishes their ports in the group's store, and connects to the others'.
 A message to a peer is cut into as many parts as QPs (NCCL splits a message over its QPs).
@@ -46,7 +48,8 @@ def settings() -> dict:
             "qps": int(env.get("NCCL_IB_QPS_PER_CONNECTION", "1")),
             "cc": env.get("FABRIC_TWIN_ROCE_CC", "none"), "line_bps": float(env.get("FABRIC_TWIN_ROCE_LINE_BPS", "0")),
             "multipath": env.get("FABRIC_TWIN_ROCE_MULTIPATH", "0"),
-            "path_offsets": int(env.get("FABRIC_TWIN_ROCE_PATH_OFFSETS", "0"))}
+            "path_offsets": int(env.get("FABRIC_TWIN_ROCE_PATH_OFFSETS", "0")),
+            "ports": tuple(port for port in env.get("FABRIC_TWIN_ROCE_PORTS", "").split(",") if port)}
 
 
 def _done(result) -> dist.Work:
@@ -67,7 +70,7 @@ class RoceGroup(dist.ProcessGroup):
         self.nic = Nic(config["address"], config["ifname"], config["mtu"],
                        Timers(ib_timeout_s(config["ib_timeout"], config["time_scale"]), config["retry_cnt"]),
                        config["label"], dcqcn, **multipath_modes(config["multipath"]),
-                       path_offsets=config["path_offsets"])
+                       path_offsets=config["path_offsets"], ports=config["ports"])
         ports = {}
         for peer in range(size):
             if peer != rank:

@@ -36,6 +36,11 @@ thread that moves their packets, as an RDMA NIC does beside the application.
   has), moves: it sends from a socket bound to its port's next offset, at most once a
   DODGE_HOLD_S. Its receiving socket is then not connected, as a sprayed QP's, and takes its
   peer's datagrams from any port.
+- Dual-port NICs (`ports`, a lab with fabric.nic_ports: 2): the NIC spreads its QPs over its
+  ports as a RoCE LAG does (mlx5's queue affinity): QP k and its sockets on port k mod 2, the
+  sprayed sockets of a multipath QP alternating. A port that loses carrier hands its sockets to
+  the other port, and takes them back when its carrier returns (checked every lag.py, CARRIER_CHECK_S).
+  The packets the dead port held are lost: an RC QP resends them on its timer, as on a LAG.
 The collective thread posts sends and receives and waits for their completion (`wait`). The
 NIC's thread wakes it when a request is done or failed, not on every turn: a wake-up a turn (a
 few thousand a second at line rate) cost the sender and receiver 30 % of their CPU (57 against
@@ -55,6 +60,7 @@ from dataclasses import dataclass, field
 
 from twin.roce import wire
 from twin.roce.dcqcn import NotificationPoint, Pacer, ReactionPoint, ScaledParams
+from twin.roce.lag import PortAffinity
 from twin.roce.paths import MAX_TTL, STALLED_S, PathDiscovery
 from twin.roce.qp import QueuePair, RecvRequest, SendRequest, Stats, Timers, TransportError
 from twin.roce.selective import SelectiveQueuePair
@@ -166,12 +172,13 @@ def multipath_modes(setting: str) -> dict[str, bool]:
 class Nic:
     def __init__(self, address: str, ifname: str, mtu: int, timers: Timers, label: str = "",
                  dcqcn: ScaledParams | None = None, new_socket: Callable[[], socket.socket] | None = None,
-                 multipath: bool = False, reorderable: bool | None = None, path_offsets: int = 0):
+                 multipath: bool = False, reorderable: bool | None = None, path_offsets: int = 0,
+                 ports: tuple[str, ...] = ()):
         """new_socket: where a QP's UDP socket comes from (default: this process's namespace, as a
         rank's; a tool driving several hosts' NICs from one process opens them in theirs).
         path_offsets: dodge (the fabric's path offsets: the source port modulo this; 0: do not).
-        ifname: the interface its sockets are bound to; "" for a dual-port NIC, whose sockets the
-        host's routes spread over both ports (model/nics.py, Nic.device)."""
+        ifname: the interface its sockets are bound to ("": none, the host's routes choose);
+        ports: a dual-port NIC's ports, over which it spreads its QPs itself (module doc)."""
         if path_offsets and multipath:
             raise ValueError("a multipath QP sprays its packets over every path already: it does not dodge")
         self.address, self.ifname, self.label = address, ifname, label
@@ -196,15 +203,19 @@ class Nic:
         self.poller.register(self._wake_r, select.EPOLLIN)
         self.closed = False
         self.finished = 0  # the QPs' finished requests the collective's thread was last woken for
+        self.ports = PortAffinity(ports, self.new_socket) if len(ports) > 1 else None
+        self._qps_opened = 0
         self._thread = threading.Thread(target=self._run, name=f"nic-{label}", daemon=True)
         self._thread.start()
 
     # --- set-up ----------------------------------------------------------------------------------
-    def _socket(self, send_buffer: int, port: int = 0) -> socket.socket:
+    def _socket(self, send_buffer: int, port: int = 0, lane: int = 0) -> socket.socket:
         """A UDP socket on this NIC, marked as its data goes out, bound to `port` (0: a port of
-        its own)."""
+        its own); on a dual-port NIC, to its port `lane` mod 2."""
         sock = self.new_socket()
         bind_device(sock, self.ifname)
+        if self.ports is not None:
+            self.ports.place(sock, lane)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
         tos = (wire.REORDERABLE_DSCP << 2 if self.reorderable else 0) | (ECT0 if self.dcqcn is not None else 0)
         if tos:
@@ -219,7 +230,8 @@ class Nic:
 
     def open_qp(self, qpn: int) -> int:
         """A QP's socket on this NIC; returns its UDP port (the peer connects to it)."""
-        sock = self._socket(SEND_BUFFER)
+        lane, self._qps_opened = self._qps_opened, self._qps_opened + 1
+        sock = self._socket(SEND_BUFFER, lane=lane)
         try:
             sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER)
         except PermissionError:  # a rank runs as its own user (lab/identity.py): capped by rmem_max
@@ -227,7 +239,8 @@ class Nic:
         sock.setsockopt(socket.SOL_UDP, UDP_GRO, 1)
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
         # The spray sockets share the QP's send buffer, so the host holds what one socket would.
-        spray = [self._socket(SEND_BUFFER // ENTROPY) for _ in range(ENTROPY)] if self.multipath else []
+        spray = [self._socket(SEND_BUFFER // ENTROPY, lane=lane + 1 + k) for k in range(ENTROPY)] \
+            if self.multipath else []
         kind = SelectiveQueuePair if self.multipath else QueuePair
         with self.cond:
             endpoint = Endpoint(kind(qpn, -1, self.payload, self.timers), sock, spray=spray)
@@ -336,6 +349,8 @@ class Nic:
         for endpoint in self.endpoints.values():
             for sock in [endpoint.sock, *endpoint.spray, *([endpoint.out] if endpoint.out else [])]:
                 sock.close()
+        if self.ports is not None:
+            self.ports.close()
         self.poller.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
@@ -375,6 +390,8 @@ class Nic:
                     if mask & select.EPOLLIN:
                         self._receive(endpoint, now)
                 now = time.monotonic()
+                if self.ports is not None:
+                    self.ports.follow_carrier(now)
                 for endpoint in self.endpoints.values():
                     qp = endpoint.qp
                     if qp.remote < 0:
