@@ -150,6 +150,7 @@ bench: deps venv
 	$(VENV)/bin/python bench/marking_cost.py --out docs/benchmarks.md
 	$(VENV)/bin/python bench/phy_cost.py --out docs/benchmarks.md
 	$(VENV)/bin/python bench/split.py --labs rail8 pod64 --machines 2 4 --out docs/benchmarks.md
+	$(VENV)/bin/python bench/dual_port.py --rate 25mbit --runs 2 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/transport.py --lab rail4 --out docs/benchmarks.md
 	$(VENV)/bin/python bench/multipath.py --labs rail4 rail8 --runs 5 --faults --out docs/benchmarks.md
 	$(VENV)/bin/python bench/uplink_downlink.py --runs 3 --out docs/benchmarks.md
