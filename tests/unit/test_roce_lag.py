@@ -28,7 +28,8 @@ def test_qps_take_the_ports_in_turn_and_leave_a_dead_one_until_it_returns(ports)
             affinity.place(sock, lane)
         assert [sent_from[s.fileno()] for s in socks] == [7, 8, 7, 8]
         carrier["nic1a"] = False
-        affinity.follow_carrier(1.0)
+        fled = affinity.follow_carrier(1.0)  # what they had queued there went with the carrier
+        assert fled == {socks[0].fileno(), socks[2].fileno()}
         assert [sent_from[s.fileno()] for s in socks] == [8, 8, 8, 8]
         late = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         socks.append(late)
@@ -38,7 +39,7 @@ def test_qps_take_the_ports_in_turn_and_leave_a_dead_one_until_it_returns(ports)
         affinity.follow_carrier(1.001)  # within CARRIER_CHECK_S: not looked at yet
         assert sent_from[socks[0].fileno()] == 8
         socks[2].close()
-        affinity.follow_carrier(1.0 + lag.CARRIER_CHECK_S)
+        assert affinity.follow_carrier(1.0 + lag.CARRIER_CHECK_S) == set()  # back home: nothing was lost
         assert [sent_from[s.fileno()] for s in (socks[0], socks[1], socks[3], late)] == [7, 8, 8, 7]
         assert len(affinity.placed) == 4
         carrier.update(nic1a=False, nic1b=False)  # nowhere to go: each stays where it is

@@ -65,21 +65,27 @@ class PortAffinity:
         send_from(sock, self.index[now])
         self.placed.append([sock, own, now])
 
-    def follow_carrier(self, now: float) -> None:
+    def follow_carrier(self, now: float) -> set[int]:
+        """Move sockets as the ports' carrier says; returns the file descriptors of those that left a
+        port without carrier (what they had queued there was dropped with it)."""
         if now - self.checked_at < CARRIER_CHECK_S:
-            return
+            return set()
         self.checked_at = now
         up = {port for port in self.ports if has_carrier(self.probe, port)}
         if up == self.up:
-            return
+            return set()
         self.up = up
         self.placed = [entry for entry in self.placed if entry[0].fileno() >= 0]  # closed ones gone
+        fled = set()
         for entry in self.placed:
             sock, own, current = entry
             wanted = own if own in up else sorted(up)[0] if up else current
             if wanted != current:
                 send_from(sock, self.index[wanted])
                 entry[2] = wanted
+                if current not in up:
+                    fled.add(sock.fileno())
+        return fled
 
     def close(self) -> None:
         self.probe.close()

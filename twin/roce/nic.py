@@ -39,8 +39,8 @@ thread that moves their packets, as an RDMA NIC does beside the application.
 - Dual-port NICs (`ports`, a lab with fabric.nic_ports: 2): the NIC spreads its QPs over its
   ports as a RoCE LAG does (mlx5's queue affinity): QP k and its sockets on port k mod 2, the
   sprayed sockets of a multipath QP alternating. A port that loses carrier hands its sockets to
-  the other port, and takes them back when its carrier returns (checked every lag.py, CARRIER_CHECK_S).
-  The packets the dead port held are lost: an RC QP resends them on its timer, as on a LAG.
+  the other port, and takes them back when its carrier returns (lag.py, CARRIER_CHECK_S); what a
+  QP had queued on the dead port (dropped with its carrier) it sends again on the other at once.
 The collective thread posts sends and receives and waits for their completion (`wait`). The
 NIC's thread wakes it when a request is done or failed, not on every turn: a wake-up a turn (a
 few thousand a second at line rate) cost the sender and receiver 30 % of their CPU (57 against
@@ -391,7 +391,7 @@ class Nic:
                         self._receive(endpoint, now)
                 now = time.monotonic()
                 if self.ports is not None:
-                    self.ports.follow_carrier(now)
+                    self._leave_dead_ports(now)
                 for endpoint in self.endpoints.values():
                     qp = endpoint.qp
                     if qp.remote < 0:
@@ -409,6 +409,19 @@ class Nic:
                 if finished != self.finished:  # wake the collective's thread only when it has news
                     self.finished = finished
                     self.cond.notify_all()
+
+    def _leave_dead_ports(self, now: float) -> None:
+        """A QP whose port lost carrier sends again, from the other port, what it had handed the dead
+        one: that sat in the port's queue, which the kernel empties when the carrier goes (a NIC's
+        port that dies never sends what it had not yet sent). Without this a QP that had everything
+        outstanding queued there waited for its retransmission timeout (4.3 s at NCCL's default)."""
+        fled = self.ports.follow_carrier(now)
+        if not fled:
+            return
+        for endpoint in self.endpoints.values():
+            sockets = [endpoint.sock, *endpoint.spray, *([endpoint.out] if endpoint.out else [])]
+            if endpoint.qp.remote >= 0 and any(sock.fileno() in fled for sock in sockets):
+                endpoint.qp.repath()
 
     def _rediscover(self, endpoint: Endpoint, now: float) -> None:
         """A QP that lost packets, or waits for them, discovers its path again: a reroute may have
