@@ -153,6 +153,10 @@ class Endpoint:
     def data_socket(self) -> socket.socket:
         return self.spray[self.turn] if self.spray else self.out or self.sock
 
+    def sockets(self) -> list[socket.socket]:
+        """Every socket of the QP: its own, its spray sockets, the one it dodged to."""
+        return [self.sock, *self.spray, *([self.out] if self.out else [])]
+
     def next_turn(self) -> None:
         if self.spray:
             self.turn = (self.turn + 1) % len(self.spray)
@@ -347,7 +351,7 @@ class Nic:
         os.write(self._wake_w, b"q")
         self._thread.join(timeout=2)
         for endpoint in self.endpoints.values():
-            for sock in [endpoint.sock, *endpoint.spray, *([endpoint.out] if endpoint.out else [])]:
+            for sock in endpoint.sockets():
                 sock.close()
         if self.ports is not None:
             self.ports.close()
@@ -419,8 +423,7 @@ class Nic:
         if not fled:
             return
         for endpoint in self.endpoints.values():
-            sockets = [endpoint.sock, *endpoint.spray, *([endpoint.out] if endpoint.out else [])]
-            if endpoint.qp.remote >= 0 and any(sock.fileno() in fled for sock in sockets):
+            if endpoint.qp.remote >= 0 and any(sock.fileno() in fled for sock in endpoint.sockets()):
                 endpoint.qp.repath()
 
     def _rediscover(self, endpoint: Endpoint, now: float) -> None:
