@@ -19,6 +19,7 @@ SO_EE_ORIGIN_ICMP = 2
 ICMP_TIME_EXCEEDED = 11
 ICMP_DEST_UNREACH = 3  # a switch with no route for the datagram says so (the lab's switches are not rate limited)
 EXTENDED_ERR = struct.Struct("=IBBBBII")  # struct sock_extended_err
+IP_UNICAST_IF = 50  # linux/in.h: the interface unicast from this socket leaves by
 DEFAULT_TTL = 64
 SEND_ATTEMPTS = 4
 
@@ -28,6 +29,22 @@ def bind_device(sock: socket.socket, device: str | None) -> None:
     (a dual-port NIC's sockets, model/nics.py `Nic.device`)."""
     if device:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, device.encode())
+
+
+def send_from(sock: socket.socket, index: int) -> None:
+    """Unicast from this socket leaves by interface `index` (its receiving is not restricted);
+    a connected socket is connected again, so that its cached route is looked up anew."""
+    sock.setsockopt(socket.IPPROTO_IP, IP_UNICAST_IF, struct.pack("!I", index))
+    try:
+        peer = sock.getpeername()
+    except OSError:  # not connected
+        return
+    sock.connect(peer)
+
+
+def send_from_port(sock: socket.socket, ifname: str) -> None:
+    """Unicast from this socket leaves by the interface named `ifname` of the caller's namespace."""
+    send_from(sock, socket.if_nametoindex(ifname))
 
 
 def report_errors(sock: socket.socket, on: bool = True) -> None:

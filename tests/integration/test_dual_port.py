@@ -162,3 +162,39 @@ def test_a_roce_qp_moves_to_the_other_port_when_its_leaf_dies(dual):
     last_second = received[-1] - received[-1 - round(1 / SAMPLE_S)]
     assert before["nic1a"] > 1_000_000 and after["nic1b"] - before["nic1b"] > 1_000_000
     assert last_second > 1_000_000, f"{last_second} bytes in the stream's last second on port b"
+
+
+def test_the_probe_mesh_names_the_port_a_probe_arrived_on(dual):
+    """The mesh sends from each port of a dual-port NIC and to the NIC's address; the last spine
+    hashes each flow to either of the destination's leaves, and the path names the NIC's link from
+    the leaf its trace ended at. With every packet from leaf -b to one host dropped, the flows
+    that arrive through -b lose all and name that link; those through -a lose none (a mesh naming
+    the link of the port it planned, not the one the flow arrived on, fails both)."""
+    from twin.probes.mesh import ProbeMesh
+
+    victim, cut = "host-g2-h2:nic1", "leaf-g2-r1-b -- host-g2-h2"
+    mesh = ProbeMesh(dual, "dual-probes", interval_ms=50, report_ms=250)
+    intervals = []
+    mesh.listeners.append(intervals.append)
+    mesh.start()
+    try:
+        mesh.wait_for_paths()
+        time.sleep(1.0)
+        healthy = list(intervals)
+        fault(dual, {"id": "cut", "kind": "silent_drop", "link": cut, "direction": "a_to_b", "loss_pct": 100})
+        try:
+            injected = time.monotonic()
+            time.sleep(1.5)
+        finally:
+            engine.clear(FaultContext(dual), "cut")
+    finally:
+        mesh.stop()
+    samples = [s for i in healthy for s in i.samples]
+    assert samples and all(s.lost == 0 and None not in s.links for s in samples)
+    assert {s.src.rsplit(":", 1)[1] for s in samples} == {"nic1a", "nic1b"}  # sent from both ports
+    arrivals = {s.links[-1] for s in samples if s.dst == victim}
+    assert arrivals == {"leaf-g2-r1-a -- host-g2-h2", cut}, arrivals  # and arriving on both
+    during = [s for i in intervals if injected + 0.1 <= i.t and i.t + 0.25 <= injected + 1.5 for s in i.samples]
+    through = [s for s in during if s.links[-1] == cut]
+    assert through and all(s.lost == s.sent > 0 for s in through)
+    assert all(s.lost == 0 for s in during if cut not in s.links)

@@ -14,7 +14,7 @@ from twin.model.build import build_fabric, rail_network
 from twin.model.ecmp import expected_next_hops
 from twin.model.export import topology
 from twin.model.host_routing import DEFAULT, HostRoute, host_routing, ip_commands
-from twin.model.nics import DualPortNicsError, fabric_nics, require_single_port
+from twin.model.nics import DualPortNicsError, fabric_nics, probe_destination, require_single_port
 from twin.model.sysctls import node_sysctls
 from twin.spec.labfile import MAX_NODES, RAIL_DUAL_PORT_NICS, fabric_size, load_lab
 
@@ -156,9 +156,49 @@ def test_nic_ports_is_one_or_two(tmp_path):
 
 def test_what_reads_paths_from_host_links_is_refused_with_a_reason(dual3):
     with pytest.raises(DualPortNicsError, match="dual-port") as refused:
-        require_single_port(dual3, "the probe mesh")
+        require_single_port(dual3, "transport-state")
     assert "nic_ports: 1" in refused.value.hint
-    require_single_port(fabric_of("mini"), "the probe mesh")
+    require_single_port(fabric_of("mini"), "transport-state")
+
+
+def test_probes_go_from_each_port_to_each_nic_over_the_paths_to_both_its_leaves(dual3):
+    from twin.probes.cover import Leaves
+    from twin.probes.selection import cover_plan
+
+    leaves = Leaves(dual3)
+    ends = {nic.label: nic for nic in leaves.nics}
+    assert len(ends) == 2 * len(fabric_nics(dual3)) and "host-g1-h1:nic1b" in ends
+    far = probe_destination(ends["host-g2-h1:nic1a"])
+    assert far.label == "host-g2-h1:nic1" and far.delivering_leaves == ("leaf-g2-r1-a", "leaf-g2-r1-b")
+    # up to one of the rail plane's 2 spines, down to one of the NIC's 2 leaves
+    dag = leaves.to(ends["host-g1-h1:nic1a"], far)
+    assert (dag.paths, dag.hops) == (4, 3)
+    assert {leaf: share for leaf, (_paths, share) in dag.arrive.items()} == {"leaf-g2-r1-a": 0.5, "leaf-g2-r1-b": 0.5}
+    near = leaves.to(ends["host-g1-h1:nic1b"], probe_destination(ends["host-g1-h2:nic1a"]))
+    assert (near.paths, near.hops, list(near.arrive)) == (1, 1, ["leaf-g1-r1-b"])  # its own leaf delivers
+    plan = cover_plan(dual3, k=3)
+    assert {p.src.ifname for p in plan.plans} == {"nic1a", "nic1b", "nic2a", "nic2b"}
+    assert {p.dst.ifname for p in plan.plans} == {"nic1", "nic2"}
+    crossings = Counter(hop for flow in plan.expected.flows for hop in set(plan.drawn[flow]))
+    every = set(leaves.hops.values()) | {hop for pair in leaves.ends.values() for hop in pair}
+    assert not plan.unreachable and min(crossings[hop] for hop in every) >= 3
+
+
+def test_a_probe_to_a_dual_port_nic_names_the_link_its_trace_arrived_on(dual3):
+    from twin.probes.mesh import PathNames, address_links
+
+    names = PathNames(dual3)
+    answer = {names.entered[address]: address for address in address_links(dual3)
+              if names.entered[address] == "leaf-g2-r1-b"}
+    spine = {names.entered[address]: address for address in address_links(dual3)
+             if names.entered[address] == "spine-r1-s1" and "leaf-g1-r1-a" in names.addresses[address]}
+    path = names.path("host-g1-h1:nic1a", [spine["spine-r1-s1"], answer["leaf-g2-r1-b"]],
+                      "host-g2-h1:nic1")
+    assert path[0] == "leaf-g1-r1-a -- host-g1-h1" and path[-1] == "leaf-g2-r1-b -- host-g2-h1"
+    unanswered = names.path("host-g1-h1:nic1a", [spine["spine-r1-s1"], None], "host-g2-h1:nic1")
+    assert unanswered[-1] is None  # the last spine hashed to either leaf
+    assert names.path("host-g1-h1:nic1b", [], "host-g1-h2:nic1") == \
+        ("leaf-g1-r1-b -- host-g1-h1", "leaf-g1-r1-b -- host-g1-h2")  # delivered by the sender's own leaf
 
 
 def test_the_shipped_dual_port_lab_builds():

@@ -5,6 +5,7 @@ import socket
 
 import pytest
 
+from twin import sockopts
 from twin.roce import lag
 
 
@@ -58,8 +59,8 @@ def test_a_ports_carrier_and_index_are_the_kernels():
         with pytest.raises(OSError):
             lag.has_carrier(probe, "nosuchport0")
         probe.connect(("127.0.0.1", 9))
-        lag.send_from(probe, socket.if_nametoindex("lo"))  # connected: connected again, to the same peer
-        chosen = probe.getsockopt(socket.IPPROTO_IP, lag.IP_UNICAST_IF, 4)
+        sockopts.send_from_port(probe, "lo")  # connected: connected again, to the same peer
+        chosen = probe.getsockopt(socket.IPPROTO_IP, sockopts.IP_UNICAST_IF, 4)
         assert int.from_bytes(chosen, "big") == socket.if_nametoindex("lo")
         assert probe.getpeername() == ("127.0.0.1", 9)
     finally:

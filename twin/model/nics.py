@@ -25,6 +25,10 @@ class Nic:
     rail: int = 1
     leaf: str = ""  # the leaf of its (first) port
     ports: tuple[str, ...] = ()  # its interfaces; () reads as (ifname,)
+    # The leaves that deliver to its address: a port of a dual-port NIC, as a probe's destination,
+    # is reached through either of its NIC's leaves (whichever the last spine hashes to, or the
+    # sender's own leaf when it is one of them). () reads as (leaf,).
+    reached_from: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -33,6 +37,16 @@ class Nic:
     @property
     def interfaces(self) -> tuple[str, ...]:
         return self.ports or (self.ifname,)
+
+    @property
+    def delivering_leaves(self) -> tuple[str, ...]:
+        return self.reached_from or (self.leaf,)
+
+    @property
+    def shares_address(self) -> bool:
+        """A port of a dual-port NIC: its address is on its other port too, so a socket sending from
+        it binds to the address and picks the port by IP_UNICAST_IF (probes/agent.py)."""
+        return len(self.reached_from) > 1
 
     @property
     def device(self) -> str | None:
@@ -53,6 +67,32 @@ def fabric_nics(fabric: Fabric) -> list[Nic]:
             ports.setdefault((link.b.node, link.rail or 1), []).append(link)
     return [Nic(host, nic_port_name(rail), str(links[0].b.address.ip), rail, links[0].a.node,
                 tuple(link.b.ifname for link in links)) for (host, rail), links in ports.items()]
+
+
+def probe_endpoints(fabric: Fabric) -> list[Nic]:
+    """What the probe mesh sends from and to: every NIC, and every port of a dual-port NIC as a NIC
+    of its own (its label `host:nicRa`, its leaf the port's), so that a probe's first hop is the
+    port it is sent from; as a destination such a port stands for its NIC, reached through any of
+    the NIC's leaves (`reached_from`), and the probe's last link is the one its trace ends on."""
+    if fabric.nic_ports == 1:
+        return fabric_nics(fabric)
+    ends = []
+    for nic in fabric_nics(fabric):
+        links = nic_links(fabric, nic.host, nic.ifname)
+        leaves = tuple(link.a.node for link in links)
+        ends += [Nic(nic.host, link.b.ifname, nic.address, nic.rail, link.a.node, reached_from=leaves)
+                 for link in links]
+    return ends
+
+
+def probe_destination(end: Nic) -> Nic:
+    """What a probe sent to `end` is addressed to: the NIC itself, for a port of a dual-port NIC
+    (labelled `host:nicR`; either port takes it), so that what the probes learn of a route toward
+    an address is learned once."""
+    if not end.shares_address:
+        return end
+    return Nic(end.host, nic_port_name(end.rail), end.address, end.rail, end.reached_from[0],
+               reached_from=end.reached_from)
 
 
 def switches_between(fabric: Fabric, nics: list[Nic]) -> dict[str, dict[str, int]]:

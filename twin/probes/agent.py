@@ -47,7 +47,15 @@ from typing import NamedTuple
 
 from twin.probes.trace import agrees_where_answered
 from twin.procs import INSTRUMENT_NICE, set_priority
-from twin.sockopts import DEFAULT_TTL, ICMP_DEST_UNREACH, ICMP_TIME_EXCEEDED, icmp_errors, report_errors, send
+from twin.sockopts import (
+    DEFAULT_TTL,
+    ICMP_DEST_UNREACH,
+    ICMP_TIME_EXCEEDED,
+    icmp_errors,
+    report_errors,
+    send,
+    send_from_port,
+)
 
 MAGIC = b"FTWp"
 PROBE, ECHO, TRACE = 1, 2, 3
@@ -157,8 +165,12 @@ class Agent:
         self.out.write(json.dumps(record) + "\n")
 
     def open_sockets(self) -> None:
+        listening = set()
         for nic in self.config["local_nics"]:
-            sock = self._socket(nic, self.config["port"])
+            if nic["address"] in listening:  # the other port of a dual-port NIC: one socket takes both
+                continue
+            listening.add(nic["address"])
+            sock = self._socket(nic, self.config["port"], receiver=True)
             self.receivers[sock] = nic
             self._watch(sock, "rx")
         for pair in self.pairs:
@@ -170,9 +182,16 @@ class Agent:
                     self.senders[(pair["src"], sport)] = sock
                     self._watch(sock, "tx")
 
-    def _socket(self, nic: dict, port: int) -> socket.socket:
+    def _socket(self, nic: dict, port: int, receiver: bool = False) -> socket.socket:
+        """A socket of the NIC's port. A port of a dual-port NIC (`shared`: its address is on both)
+        is not bound to its device, which would also drop what arrives on the other port (a probe to
+        the NIC, an echo or a trace's answer the fabric hashed there); it sends from its port by
+        IP_UNICAST_IF, and one receiver takes the NIC's probes from both."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic["ifname"].encode())
+        if not nic.get("shared"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic["ifname"].encode())
+        elif not receiver:
+            send_from_port(sock, nic["ifname"])
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         sock.bind((nic["address"], port))
         sock.setblocking(False)

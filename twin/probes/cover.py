@@ -25,7 +25,7 @@ from functools import lru_cache
 import networkx as nx
 
 from twin.model.fabric import Fabric
-from twin.model.nics import Nic, fabric_nics
+from twin.model.nics import Nic, probe_endpoints
 
 Hop = tuple[str, str]  # (link name, the node it leads to)
 MISS = 0.01  # accepted chance that discovery finds fewer than k distinct paths over a link
@@ -43,6 +43,7 @@ class Dag:
     share: dict[tuple[str, str], float]  # (switch, next switch) -> fraction of flows
     through: dict[tuple[str, str], int]  # (switch, next switch) -> paths crossing it
     nexts: dict[str, list[str]]  # switch -> next switches toward the far leaf
+    arrive: dict[str, tuple[int, float]]  # far leaf -> (paths ending there, share of the flows)
 
 
 class Leaves:
@@ -53,7 +54,10 @@ class Leaves:
         # A copy, not a view: a subgraph view filters every neighbour lookup (10x slower here).
         self.graph = nx.Graph(fabric.switch_graph())
         self.hops, self.ends = switch_hops(fabric), nic_hops(fabric)
-        self.nics = fabric_nics(fabric)
+        # (leaf, NIC address) -> the hop from the leaf into the NIC: a probe's last
+        self.down = {(link.a.node, str(link.b.address.ip)): (link.name, link.b.node)
+                     for link in fabric.links if link.kind == "host"}
+        self.nics = probe_endpoints(fabric)
         self.under: dict[str, list[Nic]] = {}
         self.of_host: dict[str, list[Nic]] = {}
         for nic in self.nics:
@@ -68,26 +72,38 @@ class Leaves:
             self._distance[node] = nx.single_source_shortest_path_length(self.graph, node)
         return self._distance[node]
 
-    def _dag(self, a: str, b: str) -> Dag:
-        if a == b:
-            return Dag(1, 1, {}, {}, {})
-        from_a, to_b = self.distance(a), self.distance(b)
-        length = from_a[b]
-        on = sorted((n for n in from_a if from_a[n] + to_b.get(n, math.inf) == length), key=from_a.get)
+    def _dag(self, a: str, targets: tuple[str, ...]) -> Dag:
+        """The equal-cost paths from leaf `a` to the nearest of `targets` (a NIC's leaves: one, or a
+        dual-port NIC's two, which the last spine hashes between)."""
+        from_a = self.distance(a)
+        length = min(from_a.get(t, math.inf) for t in targets)
+        if length == 0:
+            return Dag(1, 1, {}, {}, {}, {a: (1, 1.0)})
+        ends = [t for t in targets if from_a.get(t) == length]
+        to_end = {n: min(self.distance(t).get(n, math.inf) for t in ends) for n in from_a}
+        on = sorted((n for n in from_a if from_a[n] + to_end[n] == length), key=from_a.get)
         nexts = {x: sorted(y for y in self.graph[x] if from_a.get(y) == from_a[x] + 1
-                           and to_b.get(y) == to_b[x] - 1) for x in on}
+                           and to_end.get(y) == to_end[x] - 1) for x in on}
         reach, share, ways_in = {a: 1.0}, {}, {a: 1}
         for x in on:
             for y in nexts[x]:
                 share[(x, y)] = reach.get(x, 0.0) / len(nexts[x])
                 reach[y] = reach.get(y, 0.0) + share[(x, y)]
                 ways_in[y] = ways_in.get(y, 0) + ways_in[x]
-        ways_out = {b: 1}
+        ways_out = {}
         for x in reversed(on):
-            if x != b:
-                ways_out[x] = sum(ways_out[y] for y in nexts[x])
+            ways_out[x] = 1 if not nexts[x] else sum(ways_out[y] for y in nexts[x])
         through = {(x, y): ways_in[x] * ways_out[y] for x in on for y in nexts[x]}
-        return Dag(ways_out[a], length + 1, share, through, nexts)
+        arrive = {t: (ways_in[t], reach[t]) for t in ends}
+        return Dag(ways_out[a], length + 1, share, through, nexts, arrive)
+
+    def to(self, src: Nic, dst: Nic) -> Dag:
+        """The equal-cost paths of a probe from `src` to `dst`."""
+        return self.dag(src.leaf, dst.delivering_leaves)
+
+    def arrivals(self, dag: Dag, dst: Nic) -> list[tuple[Hop, int, float]]:
+        """The hops into `dst` a pair's flows end on: (hop, paths through it, share of the flows)."""
+        return [(self.down[(leaf, dst.address)], paths, part) for leaf, (paths, part) in dag.arrive.items()]
 
     def crosses(self, a: str, b: str, u: str, v: str) -> bool:
         """Is the switch hop u -> v on a shortest path from leaf a to leaf b?"""
@@ -146,7 +162,7 @@ def candidates(leaves: Leaves, k: int) -> Candidates:
     def add(src: Nic, dst: Nic, paths: int, part: float, want: float) -> bool:
         """Ports on the pair until the hop (c paths through it, share `part`) expects `want` more
         distinct crossings, or the pair is full; False when it was full already."""
-        dag = leaves.dag(src.leaf, dst.leaf)
+        dag = leaves.to(src, dst)
         before = ports.get((src, dst), 0)
         total = before
         while total < MAX_PORTS and distinct(paths, part, total) < FILL * paths and \
@@ -157,7 +173,7 @@ def candidates(leaves: Leaves, k: int) -> Candidates:
         ports[(src, dst)] = total
         used_src[src.label] += total - before
         used_dst[dst.label] += total - before
-        gains = [(ends[src.label][0], dag.paths, 1.0), (ends[dst.label][1], dag.paths, 1.0)]
+        gains = [(ends[src.label][0], dag.paths, 1.0), *leaves.arrivals(dag, dst)]
         gains += [(hops[e], dag.through[e], share) for e, share in dag.share.items()]
         for hop, c, q in gains:
             expected[hop] += distinct(c, q, total) - distinct(c, q, before)
@@ -165,7 +181,9 @@ def candidates(leaves: Leaves, k: int) -> Candidates:
 
     def room(src: Nic, dst: Nic, edge: tuple[str, str]) -> bool:
         """Would one more port on this pair add distinct crossings of the switch hop `edge`?"""
-        dag, have = leaves.dag(src.leaf, dst.leaf), ports.get((src, dst), 0)
+        dag, have = leaves.to(src, dst), ports.get((src, dst), 0)
+        if edge not in dag.through:  # a dual-port NIC's other leaf: its sender's own, delivering directly
+            return False
         return have < MAX_PORTS and distinct(dag.through[edge], dag.share[edge], have) < FILL * dag.through[edge]
 
     target = poisson_target(k)
@@ -173,7 +191,7 @@ def candidates(leaves: Leaves, k: int) -> Candidates:
     for (u, v), hop in sorted(hops.items()):
         while expected[hop] < target:
             pair = _pair_for(leaves, u, v, used_src, used_dst, lambda s, d, u=u, v=v: room(s, d, (u, v)))
-            dag = leaves.dag(pair[0].leaf, pair[1].leaf) if pair else None
+            dag = leaves.to(*pair) if pair else None
             if pair is None or not add(*pair, dag.through[(u, v)], dag.share[(u, v)], target - expected[hop]):
                 if not expected[hop]:
                     unreachable.append(hop)
@@ -193,7 +211,7 @@ def candidates(leaves: Leaves, k: int) -> Candidates:
                         unreachable.append(hop)
                     break
                 src, dst = (nic, far) if direction == 0 else (far, nic)
-                add(src, dst, leaves.dag(src.leaf, dst.leaf).paths, 1.0, target - expected[hop])
+                add(src, dst, leaves.to(src, dst).paths, 1.0, target - expected[hop])
     # A leaf's own pair, one way: a path over that leaf alone. Without one, two leaves (or a leaf
     # and its spine) that every probed path crosses together cannot be told apart when one dies;
     # the selection probes it only where it tells switches apart.
@@ -214,7 +232,7 @@ def candidates(leaves: Leaves, k: int) -> Candidates:
         src = min((nic for nic in leaves.under[leaf] if nic.host != host),
                   key=lambda nic: (used_src[nic.label], nic.label), default=None)
         far = leaves.distance(leaf)
-        dst = min((nic for nic in leaves.of_host[host] if nic.leaf != leaf),
+        dst = min((nic for nic in leaves.of_host[host] if leaf not in nic.delivering_leaves),
                   key=lambda nic: (far.get(nic.leaf, math.inf), nic.label), default=None)
         if src is not None and dst is not None:
             add(src, dst, 1, 1.0, 1.0)
@@ -225,7 +243,7 @@ def candidates(leaves: Leaves, k: int) -> Candidates:
 def _unrouted(leaves: Leaves, ports: dict[tuple[Nic, Nic], int]) -> list[tuple[str, str]]:
     """(leaf, host) pairs no candidate pair runs from under the leaf to a NIC of the host under
     another leaf."""
-    routed = {(src.leaf, dst.host) for src, dst in ports if src.leaf != dst.leaf}
+    routed = {(src.leaf, dst.host) for src, dst in ports if src.leaf not in dst.delivering_leaves}
     return [(leaf, host) for leaf in leaves.leaves for host in sorted(leaves.of_host)
             if (leaf, host) not in routed]
 
@@ -256,8 +274,9 @@ def _far_end(leaves: Leaves, nic: Nic, direction: int, ports: dict, turn: Counte
     """A NIC on another host to pair with, on the leaf with the most paths from here (the
     least taken among equals), in turn among its NICs, not already paired this way to its fill
     (more ports to the same far end add no distinct path). Linear in leaves and their NICs."""
-    def dag(leaf: str) -> Dag:
-        return leaves.dag(nic.leaf, leaf) if direction == 0 else leaves.dag(leaf, nic.leaf)
+    def dag(leaf: str) -> Dag:  # the NICs under a leaf are reached through the same leaves
+        far = leaves.under[leaf][0]
+        return leaves.to(nic, far) if direction == 0 else leaves.to(far, nic)
 
     for leaf in sorted(leaves.leaves, key=lambda other: (-min(dag(other).paths, MAX_PORTS), turn[other], other)):
         under = leaves.under[leaf]
@@ -275,14 +294,14 @@ def _far_end(leaves: Leaves, nic: Nic, direction: int, ports: dict, turn: Counte
 def draw_paths(leaves: Leaves, src: Nic, dst: Nic, count: int, rng: random.Random) -> list[tuple[Hop, ...]]:
     """Paths of `count` flows hashed uniformly at every hop, as the agents would discover them."""
     hops, ends = leaves.hops, leaves.ends
-    dag = leaves.dag(src.leaf, dst.leaf)
+    dag = leaves.to(src, dst)
     drawn = []
     for _ in range(count):
         path, at = [ends[src.label][0]], src.leaf
-        while at != dst.leaf:
+        while dag.nexts.get(at):
             nxt = rng.choice(dag.nexts[at])
             path.append(hops[(at, nxt)])
             at = nxt
-        path.append(ends[dst.label][1])
+        path.append(leaves.down[(at, dst.address)])
         drawn.append(tuple(path))
     return drawn

@@ -32,6 +32,7 @@ from twin.events import JsonlTail
 from twin.lab.handle import Lab, python_module
 from twin.lab.pfc import published as pfc_counters
 from twin.model.fabric import Fabric
+from twin.model.nics import fabric_nics, nic_links
 from twin.probes.agent import TRACE_PPS, TRACE_ROUNDS
 from twin.probes.focus import Focus
 from twin.probes.pace import extra_probes, floor_per_interval
@@ -121,6 +122,11 @@ class PathNames:
     def __init__(self, fabric: Fabric):
         self.addresses = address_links(fabric)
         self.host_link = {f"{link.b.node}:{link.b.ifname}": link.name for link in fabric.links if link.kind == "host"}
+        # a dual-port NIC's label -> {leaf: its link from it}: a probe to it arrives on either port
+        self.into: dict[str, dict[str, str]] = {}
+        for nic in fabric_nics(fabric):
+            if len(nic.interfaces) > 1:
+                self.into[nic.label] = {link.a.node: link.name for link in nic_links(fabric, nic.host, nic.ifname)}
         self.ends = {link.name: (link.a.node, link.b.node) for link in fabric.links}
         self.entered = {str(end.address.ip): end.node for link in fabric.links for end in (link.a, link.b)
                         if fabric.nodes[end.node].is_switch and end.address is not None}
@@ -130,15 +136,17 @@ class PathNames:
         self._only: dict[tuple[str, str, int], list[str | None]] = {}  # _only_switches' answers
 
     def path(self, src: str, offenders: list[str | None], dst: str) -> tuple[str | None, ...]:
-        first, last = self.host_link[src], self.host_link[dst]
+        first = self.host_link[src]
+        # switches[i]: the switch the i-th link enters (the first is the source's leaf)
+        switches = [self._other(first, src.split(":")[0]), *(self.entered.get(a) if a else None for a in offenders)]
+        last = self._last_link(dst, switches[-1])
         names = [first, *(self.addresses.get(a) if a else None for a in offenders), last]
         if None not in names:
             return tuple(names)
-        # switches[i]: the switch the i-th link enters (the first is the source's leaf)
-        switches = [self._other(first, src.split(":")[0]), *(self.entered.get(a) if a else None for a in offenders)]
-        switches[-1] = switches[-1] or self._other(last, dst.split(":")[0])
-        for i, only in enumerate(self._only_switches(switches[0], switches[-1], len(switches))):
-            switches[i] = switches[i] or only
+        if last is not None:
+            switches[-1] = switches[-1] or self._other(last, dst.split(":")[0])
+            for i, only in enumerate(self._only_switches(switches[0], switches[-1], len(switches))):
+                switches[i] = switches[i] or only
         for i in range(len(switches) - 2, 0, -1):  # an unanswered hop: the near end of the next link
             if switches[i] is None and switches[i + 1] is not None and names[i + 1] is not None:
                 switches[i] = self._other(names[i + 1], switches[i + 1])
@@ -146,6 +154,15 @@ class PathNames:
             if names[i] is None and switches[i - 1] and switches[i]:
                 names[i] = self.between.get(frozenset((switches[i - 1], switches[i])))
         return tuple(names)
+
+    def _last_link(self, dst: str, last_switch: str | None) -> str | None:
+        """The link a probe to `dst` arrives on: its own, or for a port of a dual-port NIC the NIC's
+        link from the switch the trace ended at (None if that switch did not answer: the last spine
+        hashes between the NIC's leaves, which the model cannot tell)."""
+        into = self.into.get(dst)
+        if into is None:
+            return self.host_link[dst]
+        return into.get(last_switch) if last_switch else None
 
     def _other(self, link: str, node: str) -> str:
         a, b = self.ends[link]
@@ -269,13 +286,16 @@ class ProbeMesh:
         # Every host in the mesh runs an agent: it sends its own probes and answers others'.
         for host in sorted({p.src.host for p in self.plans} | {p.dst.host for p in self.plans}):
             mine = [p for p in self.plans if p.src.host == host]
-            local = sorted({(p.src.label, p.src.ifname, p.src.address) for p in self.plans if p.src.host == host}
-                           | {(p.dst.label, p.dst.ifname, p.dst.address) for p in self.plans if p.dst.host == host})
+            local = sorted({(p.src.label, p.src.ifname, p.src.address, p.src.shares_address)
+                            for p in self.plans if p.src.host == host}
+                           | {(p.dst.label, p.dst.ifname, p.dst.address, p.dst.shares_address)
+                              for p in self.plans if p.dst.host == host})
             config = {
                 "epoch": self.epoch, "interval_ms": self.interval_ms, "report_ms": self.report_ms,
                 "grace_s": self.grace_s, "refresh_s": self.refresh_s, "rtt_every": self.rtt_every,
                 "port": PROBE_PORT, "nics": labels,
-                "local_nics": [{"label": lab, "ifname": ifn, "address": addr} for lab, ifn, addr in local],
+                "local_nics": [{"label": lab, "ifname": ifn, "address": addr, "shared": shared}
+                               for lab, ifn, addr, shared in local],
                 "pairs": [{"src": p.src.label, "dst": p.dst.label, "dst_address": p.dst.address,
                            "hops": p.hops, "sports": list(p.sports)} for p in mine],
                 "output": str(self.directory / f"{host}.jsonl"),

@@ -25,6 +25,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from twin.model.fabric import Fabric
+from twin.model.nics import probe_destination
 from twin.probes.cover import Hop, Leaves
 from twin.probes.pace import extra_probes, paces
 
@@ -329,11 +330,12 @@ class Directions:
     def __init__(self, fabric: Fabric):
         self.leaves = Leaves(fabric)
         self.ends = {link.name: (link.a.node, link.b.node) for link in fabric.links}
-        self.host_of = {f"{link.b.node}:{link.b.ifname}": (link.b.node,
-                                                           link.a.node) for link in fabric.links if link.kind == "host"}
+        # NIC label -> (its host, the leaves that deliver to it: a dual-port NIC's port, both its NIC's)
+        self.host_of = {end.label: (end.host, end.delivering_leaves)
+                        for nic in self.leaves.nics for end in (nic, probe_destination(nic))}
 
     def hops(self, src: str, links: tuple[str | None, ...], dst: str) -> tuple[Hop, ...]:
-        at, (dst_host, dst_leaf) = self.host_of[src][0], self.host_of[dst]
+        at, (dst_host, dst_leaves) = self.host_of[src][0], self.host_of[dst]
         out = []
         for name in links:
             if name is None or name not in self.ends:
@@ -343,8 +345,10 @@ class Directions:
             if at in (a, b):
                 to = b if at == a else a
             else:
-                distance = self.leaves.distance(dst_leaf)
-                to = min((a, b), key=lambda n: -1 if n == dst_host else distance.get(n, math.inf))
+                def distance(node: str) -> float:
+                    return -1 if node == dst_host else \
+                        min(self.leaves.distance(leaf).get(node, math.inf) for leaf in dst_leaves)
+                to = min((a, b), key=distance)
             out.append((name, to))
             at = to
         return tuple(out)

@@ -23,7 +23,7 @@ from functools import cache
 import networkx as nx
 
 from twin.model.fabric import Fabric
-from twin.model.nics import Nic, fabric_nics
+from twin.model.nics import Nic, probe_destination
 from twin.probes.cover import Leaves, candidates, draw_paths
 from twin.probes.select import Selection, select
 
@@ -101,8 +101,8 @@ def fewest_flows(fabric: Fabric, pairs: str, k: int = PATHS_PER_LINK) -> int:
     oversized mesh is refused before its plan is built. cover: every NIC's link is crossed by k
     flows each way, and a flow crosses two NIC links."""
     hosts, rails = len(fabric.hosts), fabric.rails
-    same_rail = rails * hosts * (hosts - 1)
-    return {"full": hosts * rails * (hosts - 1) * rails, "rail": same_rail, "cover": k * hosts * rails}[pairs]
+    senders = hosts * rails * fabric.nic_ports  # a dual-port NIC sends from each port, to a NIC's address
+    return {"full": senders * (hosts - 1) * rails, "rail": senders * (hosts - 1), "cover": k * senders}[pairs]
 
 
 # What a plan may hold: the rail and full meshes list every equal-cost path of every pair they
@@ -114,16 +114,17 @@ MAX_PLANNED_PATHS = 200_000
 
 def most_paths(fabric: Fabric) -> int:
     """The most equal-cost paths between two NICs, from the counts: up, across, down."""
+    last_hop = fabric.nic_ports  # the last spine hashes between a dual-port NIC's leaves
     if fabric.tiers == 2:
-        return len(fabric.by_role("spine"))
+        return len(fabric.by_role("spine")) * last_hop
     spines_per_plane = len(fabric.by_role("spine")) // fabric.rails
-    return spines_per_plane * len(fabric.by_role("superspine")) * spines_per_plane
+    return spines_per_plane * len(fabric.by_role("superspine")) * spines_per_plane * last_hop
 
 
 def plan_size_bound(fabric: Fabric, pairs: str, k: int = PATHS_PER_LINK) -> int:
     """An upper bound on the paths a plan lists (cover: k per NIC link and direction, drawn)."""
     if pairs == "cover":
-        return 2 * k * len(fabric.hosts) * fabric.rails
+        return 2 * k * len(fabric.hosts) * fabric.rails * fabric.nic_ports
     return fewest_flows(fabric, pairs, k) * most_paths(fabric)
 
 
@@ -132,12 +133,14 @@ def plan(fabric: Fabric, mode: str = "cover", seed: int = 1, coverage: float = C
     if mode == "cover":
         return cover_plan(fabric, k, seed, floor).plans
     rng = random.Random(seed)
+    leaves = Leaves(fabric)
+    # A dual-port NIC sends from each port and is sent to once, at its address (either port takes it).
     plans = []
-    for src, dst in choose_pairs(fabric_nics(fabric), mode):
-        paths = equal_cost_paths(fabric, src, dst)
-        count = ports_needed(len(paths), coverage)
+    for src, dst in dict.fromkeys((src, probe_destination(dst)) for src, dst in choose_pairs(leaves.nics, mode)):
+        dag = leaves.to(src, dst)
+        count = ports_needed(dag.paths, coverage)
         sports = tuple(sorted(rng.sample(range(PORT_BASE, PORT_BASE + PORT_SPAN), count)))
-        plans.append(PairPlan(src, dst, len(paths), len(paths[0]), sports, len(paths)))
+        plans.append(PairPlan(src, dst, dag.paths, dag.hops, sports, dag.paths))
     return plans
 
 
@@ -150,14 +153,22 @@ def cover_plan(fabric: Fabric, k: int = PATHS_PER_LINK, seed: int = 1, floor: in
     rng, routes_rng = random.Random(seed), random.Random(seed + 1)
     leaves = Leaves(fabric)
     found = candidates(leaves, k)
+    # Pairs toward either port of a dual-port NIC are one pair, toward the NIC (model/nics.py).
+    ports: Counter = Counter()
+    links_too: set[tuple[Nic, Nic]] = set()  # pairs planned for links, not only for routes
+    for (src, dst), count in found.ports.items():
+        ports[(src, probe_destination(dst))] += count
+        if (src, dst) not in found.for_routes:
+            links_too.add((src, probe_destination(dst)))
+    for_routes = set(ports) - links_too
     plans, drawn = [], {}
-    for (src, dst), count in sorted(found.ports.items(), key=lambda item: (item[0][0].label, item[0][1].label)):
-        dag = leaves.dag(src.leaf, dst.leaf)
-        draw = routes_rng if (src, dst) in found.for_routes else rng
+    for (src, dst), count in sorted(ports.items(), key=lambda item: (item[0][0].label, item[0][1].label)):
+        dag = leaves.to(src, dst)
+        draw = routes_rng if (src, dst) in for_routes else rng
         sports = tuple(sorted(draw.sample(range(PORT_BASE, PORT_BASE + PORT_SPAN), count)))
         for sport, path in zip(sports, draw_paths(leaves, src, dst, count, draw)):
             drawn[(src.label, dst.label, sport)] = path
-        plans.append(PairPlan(src, dst, dag.paths, dag.hops, sports, routes_only=(src, dst) in found.for_routes))
+        plans.append(PairPlan(src, dst, dag.paths, dag.hops, sports, routes_only=(src, dst) in for_routes))
     expected = select(drawn, k, routes_only=routes_only_pairs(plans))
     expected.pace(drawn, floor)
     per_pair = Counter((s, d) for s, d, _ in expected.flows)

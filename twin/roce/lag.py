@@ -18,10 +18,11 @@ import socket
 import struct
 from collections.abc import Callable
 
+from twin.sockopts import send_from
+
 CARRIER_CHECK_S = 0.02  # how often the NIC looks at its ports' carrier (a LAG hears of a port in microseconds)
 SIOCGIFFLAGS, SIOCGIFINDEX = 0x8913, 0x8933
 IFF_RUNNING = 0x40
-IP_UNICAST_IF = 50  # linux/in.h; not exported by the socket module
 IFREQ_FLAGS = struct.Struct("16sH22x")
 IFREQ_INDEX = struct.Struct("16si20x")
 
@@ -34,17 +35,6 @@ def has_carrier(sock: socket.socket, ifname: str) -> bool:
 def interface_index(sock: socket.socket, ifname: str) -> int:
     _name, index = IFREQ_INDEX.unpack(fcntl.ioctl(sock.fileno(), SIOCGIFINDEX, IFREQ_INDEX.pack(ifname.encode(), 0)))
     return index
-
-
-def send_from(sock: socket.socket, index: int) -> None:
-    """Unicast from this socket leaves by interface `index` (its receiving is not restricted);
-    a connected socket is connected again, so that its cached route is looked up anew."""
-    sock.setsockopt(socket.IPPROTO_IP, IP_UNICAST_IF, struct.pack("!I", index))
-    try:
-        peer = sock.getpeername()
-    except OSError:  # not connected
-        return
-    sock.connect(peer)
 
 
 class PortAffinity:

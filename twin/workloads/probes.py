@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from twin.model.nics import require_fabric_pairs, require_single_port
+from twin.model.nics import require_fabric_pairs
 from twin.probes.focus import TIMES as FOCUS_TIMES
 from twin.probes.mesh import PROBES_FILE, Interval, ProbeMesh
 from twin.probes.pace import MIN_LINK_PPS, floor_per_interval
@@ -96,7 +96,6 @@ def planning_work(fabric) -> int:
 
 def check_load(params: ProbesParams, fabric) -> None:
     require_fabric_pairs(fabric, "the probe mesh")
-    require_single_port(fabric, "the probe mesh")
     least = fewest_flows(fabric, params.pairs, params.paths_per_link) * 1000 / params.interval_ms
     if least > params.max_pps:
         raise ProbeLoadError(f"the {params.pairs} mesh at interval_ms {params.interval_ms} sends at least "
