@@ -18,14 +18,16 @@ PACKETS = 400  # a QP's data packets in one interval (about 0.2 s of a 100 Mbit/
 class Job:
     """Every ordered pair of the fabric's NICs, one QP each, on a path drawn from the model."""
 
-    def __init__(self, fabric, seed: int = 1, hosts_named: str = "host-"):
+    def __init__(self, fabric, seed: int = 1, hosts_named: str = "host-", label=lambda port: port):
+        """`label`: the rank's NIC label from its port's (a dual-port NIC's QPs are its NIC's; each
+        QP's port is the one its path starts from)."""
         rng = random.Random(seed)
         hosts = [link for link in fabric.links if link.kind == "host" and link.b.node.startswith(hosts_named)]
         graph = fabric.switch_graph()
         self.qps = []
         for a in hosts:
             for b in hosts:
-                if a is b:
+                if a.b.address == b.b.address:  # the same port, or the other port of the same NIC
                     continue
                 switches = rng.choice(list(nx.all_shortest_paths(graph, a.a.node, b.a.node)))
                 answers = {"1": str(a.endpoint(a.a.node).address.ip)}
@@ -33,7 +35,7 @@ class Job:
                 answers |= {str(ttl): ingress(fabric, x, y) for ttl, (x, y) in enumerate(hops, 2)}
                 names = [a.name, *(next(link.name for link in fabric.links_of(x) if link.peer(x).node == y)
                                    for x, y in zip(switches, switches[1:])), b.name]
-                self.qps.append({"src": f"{a.b.node}:{a.b.ifname}", "dst": str(b.b.address.ip),
+                self.qps.append({"src": label(f"{a.b.node}:{a.b.ifname}"), "dst": str(b.b.address.ip),
                                  "sport": 40000 + len(self.qps), "dport": 50000,
                                  "path": answers, "traced": 1, "links": {link_key(n) for n in names},
                                  "sent": 0, "naks": 0, "timeouts": 0})
@@ -76,6 +78,20 @@ def test_a_lossy_link_is_named_from_the_qps_that_cross_it_within_a_second():
     assert verdicts, "no verdict"
     assert {link_key(v.link or "") for v in verdicts} == {link_key(bad)}
     assert verdicts[0].t <= 1.0
+
+
+def test_on_dual_port_nics_a_qp_is_charged_to_the_port_its_path_starts_from():
+    """A dual-port NIC's QPs are the NIC's (`host:nic1`), each on the port its LAG placed it on; the
+    first TTL's answer (that port's leaf) says which, and the last hop is the destination's port
+    the last spine hashed to. A lossy link into one of a -b leaf's hosts is named, not its NIC's
+    other link."""
+    fabric = fabric_of("mini-dual")
+    bad = "leaf-g2-r1-b -- host-g2-h1"
+    job = Job(fabric, label=lambda port: port[:-1])  # host-g1-h1:nic1a -> host-g1-h1:nic1
+    assert {qp["src"] for qp in job.qps} == {f"host-g{g}-h{h}:nic1" for g in (1, 2) for h in (1, 2)}
+    verdicts = run(fabric, {bad: 0.01}, job=job)
+    assert verdicts and {link_key(v.link or "") for v in verdicts} == {link_key(bad)}
+    assert run(fabric, {}, job=Job(fabric, label=lambda port: port[:-1])) == []
 
 
 def test_a_healthy_job_names_nothing():

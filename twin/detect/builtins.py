@@ -38,9 +38,6 @@ class BuiltinDetector:
     fed_by: Callable[[dict], bool] | None = None  # which workload entries feed it (default: kind == needs)
     hint: str = ""  # how to give it what it needs (default: add the workload `needs` names)
     evidence: str = ""  # the results file `twin detect replay` runs it again on ("": not replayable)
-    # names a flow's links from its host links (detect/transport_state.py, probes/mesh.py PathNames),
-    # which a dual-port NIC's flow may take either of: refused on such a lab (model/nics.py)
-    host_link_paths: bool = False
 
     def feeds_on(self, workload: dict) -> bool:
         return self.fed_by(workload) if self.fed_by else workload.get("kind") == self.needs
@@ -97,4 +94,4 @@ BUILTINS.add(transport_state.DETECTOR, BuiltinDetector("names the link whose RoC
                                                        fed_by=lambda workload: workload.get("kind") in COLLECTIVES,
                                                        hint="add a collective workload, e.g. `- kind: allreduce` "
                                                             "(gloo's TCP, or `transport: roce`)",
-                                                       evidence=transport_state.TRANSPORT_FILE, host_link_paths=True))
+                                                       evidence=transport_state.TRANSPORT_FILE))

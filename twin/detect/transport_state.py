@@ -50,6 +50,7 @@ import networkx as nx
 from twin.detect.likelihood import LikelihoodLocalizer
 from twin.detect.verdicts import Verdict
 from twin.model.fabric import Fabric, link_key
+from twin.model.nics import fabric_nics, nic_links
 from twin.probes.mesh import PathNames, PathSample
 from twin.probes.trace import unless_silent
 from twin.procs import INSTRUMENT_NICE, set_priority
@@ -89,10 +90,13 @@ class QpEvidence:
 
     def __init__(self, fabric: Fabric):
         self.names = PathNames(fabric)
-        host_links = [link for link in fabric.links if link.kind == "host"]
-        self.nic_at = {str(link.b.address.ip): f"{link.b.node}:{link.b.ifname}"
-                       for link in host_links if link.b.address is not None}
-        self.leaf_of = {f"{link.b.node}:{link.b.ifname}": link.a.node for link in host_links}
+        nics = fabric_nics(fabric)
+        self.nic_at = {nic.address: nic.label for nic in nics}
+        # NIC label -> its leaves (a dual-port NIC's two); a port's host link -> the port's label
+        self.leaves_of = {nic.label: tuple(link.a.node for link in nic_links(fabric, nic.host, nic.ifname))
+                          for nic in nics}
+        self.port_of = {link.name: f"{link.b.node}:{link.b.ifname}" for link in fabric.links if link.kind == "host"}
+        self.leaves_of.update({port: (self.names.ends[link][0],) for link, port in self.port_of.items()})
         self.graph = fabric.switch_graph()
         self._hops: dict[tuple[str, str], int] = {}
         self._totals: dict[tuple, QpTotals] = {}
@@ -162,18 +166,29 @@ class QpEvidence:
         lossy link silenced past it, agreeing where it was answered, is the QP's last whole path."""
         if path is None:
             return None
+        port = src if src in self.names.host_link else self._port(path.get("1"))
+        if port is None:
+            return None
         offenders = [path.get(str(ttl)) for ttl in range(2, self.hops(src, dst) + 1)]
-        links = unless_silent(self._known.get(key), self.names.path(src, offenders, dst))
+        links = unless_silent(self._known.get(key), self.names.path(port, offenders, dst))
         if None not in links:
             self._known[key] = links
         return links
 
+    def _port(self, first_answer: str | None) -> str | None:
+        """The port of a dual-port NIC a QP sends from (its LAG's choice): the one whose leaf
+        answered its discovery's first TTL, from the leaf's address on that port's link."""
+        link = self.names.addresses.get(first_answer) if first_answer else None
+        return self.port_of.get(link) if link else None
+
     def hops(self, src: str, dst: str) -> int:
-        """Switches on a shortest path between two NICs (the TTLs that switches answer)."""
-        leaves = (self.leaf_of[src], self.leaf_of[dst])
-        if leaves not in self._hops:
-            self._hops[leaves] = nx.shortest_path_length(self.graph, *leaves) + 1
-        return self._hops[leaves]
+        """Switches on a shortest path between two NICs (the TTLs that switches answer); a dual-port
+        NIC's leaves are wired alike, and the nearer pair is the one a route takes."""
+        key = (src, dst)
+        if key not in self._hops:
+            self._hops[key] = 1 + min(nx.shortest_path_length(self.graph, a, b)
+                                      for a in self.leaves_of[src] for b in self.leaves_of[dst])
+        return self._hops[key]
 
     def ambiguous(self) -> list[list[str]]:
         """The links the QPs' own packets cannot tell apart: crossed by exactly the same QPs that

@@ -123,14 +123,15 @@ def require_fabric_pairs(fabric: Fabric, what: str) -> None:
 
 
 class DualPortNicsError(ValueError):
-    """What names a flow's path by its host links, which a dual-port NIC's flow may take either of."""
-    hint = "a lab with `nic_ports: 1` for it; collectives, flows, faults and the convergence check run on both"
+    """What re-traces a flow from its NIC's one port (flow dodging), which a dual-port NIC's flow
+    may leave by either."""
+    hint = ("a lab with `nic_ports: 1` for it; collectives, flows, probes, faults and every detector run on "
+            "both")
 
 
 def require_single_port(fabric: Fabric, what: str) -> None:
-    """Refuse `what` on a dual-port NIC lab: its paths start at the host link the first hop took,
-    which the probe plans and path names do not model yet (a flow takes either port by the host's
-    hash)."""
+    """Refuse `what` on a dual-port NIC lab: it follows a flow from its NIC's one port, and the
+    host's hash sends a dual-port NIC's flow out of either."""
     if fabric.nic_ports != 1:
         raise DualPortNicsError(f"{what} does not model dual-port NICs yet (lab {fabric.name} has "
                                 f"nic_ports: {fabric.nic_ports})")

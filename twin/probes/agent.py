@@ -192,6 +192,10 @@ class Agent:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic["ifname"].encode())
         elif not receiver:
             send_from_port(sock, nic["ifname"])
+            # The NIC's other port may send from the same source port (the plan draws each pair's
+            # apart): both bind the address. What comes back to either (an echo, a trace's answer)
+            # names its flow in the quoted payload, and both sockets are read.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         sock.bind((nic["address"], port))
         sock.setblocking(False)

@@ -32,7 +32,6 @@ from twin.lab import runtime
 from twin.lab.files import search_dirs
 from twin.model.build import build_fabric
 from twin.model.fabric import Fabric
-from twin.model.nics import DualPortNicsError, require_single_port
 from twin.model.targets import TargetError
 from twin.results.expectations import EXPECTATIONS, Expectation, workload_names
 from twin.results.record import PlannedFault, RunRecord, this_machine
@@ -116,7 +115,7 @@ def load_scenario(path: Path, quick: bool = False, parsed: tuple[dict, SourceMap
     faults = _faults(spec, fabric, problem)
     workloads = _workloads(spec, fabric, problem)
     _rank_faults(spec, fabric, faults, workloads, problem)
-    detectors = _detectors(spec, fabric, problem)
+    detectors = _detectors(spec, problem)
     expectations = _expectations(spec, detectors, problem)
     if problems:
         raise LabFileError(problems)
@@ -267,7 +266,7 @@ def _rank_faults(spec: ScenarioSpec, fabric: Fabric, faults: list[ScheduledFault
                 f"add a {needed} workload with ranks there (e.g. `ranks: all`)")
 
 
-def _detectors(spec: ScenarioSpec, fabric: Fabric, problem) -> list[DetectorSpec]:
+def _detectors(spec: ScenarioSpec, problem) -> list[DetectorSpec]:
     detectors, names = [], {}
     for number, detector in _valid(DetectorSpec, spec.detectors, "detectors", problem,
                                    "e.g. builtin: probe-likelihood, or command: [./tool] (and ready_within_s: 30, "
@@ -277,11 +276,6 @@ def _detectors(spec: ScenarioSpec, fabric: Fabric, problem) -> list[DetectorSpec
             problem(("detectors", number, "builtin"), f"{detector.builtin} needs {builtin.needs} workload"
                     if builtin.fed_by else f"{detector.builtin} needs the {builtin.needs} workload",
                     builtin.hint or f"add a workload: - kind: {builtin.needs}")
-        if builtin and builtin.host_link_paths:
-            try:
-                require_single_port(fabric, detector.builtin)
-            except DualPortNicsError as exc:
-                problem(("detectors", number, "builtin"), str(exc), exc.hint)
         if detector.command and not _runnable(detector.command[0]):
             problem(("detectors", number, "command"), f"command {detector.command[0]!r} is not found",
                     "a program on PATH, or a path from the folder `twin run` starts in")
