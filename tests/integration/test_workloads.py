@@ -315,7 +315,12 @@ def test_slow_node_search_finds_the_slowed_host(lab):
     first, second = search.steps
     assert first.halves == [["host-g1-h1", "host-g1-h2"], ["host-g2-h1", "host-g2-h2"]]
     assert second.measured == [["host-g2-h1", "host-g1-h1"], ["host-g2-h2", "host-g1-h1"]]
-    assert min(s.ratio for s in search.steps) > 2  # a quarter of line rate: about 4x slower
+    # The half holding the slowed host runs at no more than the fault's quarter of line rate: the
+    # shaper caps it whatever the machine does. How much faster the other half runs is the CPU's
+    # to say (on two cores under the suite's other worker gloo stays below 200 Mbit/s: CI once saw
+    # it only 1.95x faster), and the search needs only MIN_RATIO of it.
+    for step in search.steps:
+        assert min(step.busbw) * 8 <= 0.25 * lab.fabric.rate_bps, search.as_dict()
 
 
 def test_a_lab_with_one_group_is_probed_over_every_link(runtime, tmp_path):
