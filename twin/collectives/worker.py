@@ -49,6 +49,7 @@ from twin.collectives.control import asked, control_file
 from twin.collectives.tcp_state import TcpState, Tracer
 from twin.collectives.verify import Buffers
 from twin.lab.identity import become_rank
+from twin.model.nics import Nic
 from twin.procs import LOAD_NICE, set_priority
 from twin.roce.nic import multipath_setting
 from twin.roce.qp import REPORTED_FIELDS as TRANSPORT_FIELDS
@@ -316,18 +317,16 @@ def tcp_reader(job: dict, rank: int, tracer: Tracer) -> Callable[[], list[tuple[
 def main() -> None:
     job = json.loads(Path(sys.argv[1]).read_text())
     rank = int(sys.argv[2])
-    nic = job["nics"][rank]
+    nic = Nic(**job["nics"][rank])
     # gloo binds its sockets to this interface's address: the rank's traffic uses its own rail
     # (a dual-port NIC's ports hold its one address: either names it).
-    ports = nic.get("ports") or [nic["ifname"]]
-    os.environ["GLOO_SOCKET_IFNAME"] = ports[0]
-    device = nic["ifname"] if len(ports) == 1 else ""  # model/nics.py, Nic.device
+    os.environ["GLOO_SOCKET_IFNAME"] = nic.interfaces[0]
     if job.get("transport") == "roce":  # configured like NCCL, from the environment
         roce = job["roce"]
         os.environ.update({
-            "FABRIC_TWIN_ROCE_ADDRESS": nic["address"], "FABRIC_TWIN_ROCE_IFNAME": device,
-            "FABRIC_TWIN_ROCE_PORTS": ",".join(ports) if len(ports) > 1 else "",
-            "FABRIC_TWIN_ROCE_LABEL": f"{nic['host']}:{nic['ifname']}", "FABRIC_TWIN_ROCE_MTU": str(roce["mtu"]),
+            "FABRIC_TWIN_ROCE_ADDRESS": nic.address, "FABRIC_TWIN_ROCE_IFNAME": nic.device or "",
+            "FABRIC_TWIN_ROCE_PORTS": ",".join(nic.interfaces) if nic.device is None else "",
+            "FABRIC_TWIN_ROCE_LABEL": nic.label, "FABRIC_TWIN_ROCE_MTU": str(roce["mtu"]),
             "FABRIC_TWIN_ROCE_TIME_SCALE": str(roce["time_scale"]), "NCCL_IB_TIMEOUT": str(roce["ib_timeout"]),
             "NCCL_IB_RETRY_CNT": str(roce["retry_cnt"]), "NCCL_IB_QPS_PER_CONNECTION": str(roce["qps_per_connection"]),
             "FABRIC_TWIN_ROCE_CC": roce.get("cc", "none"), "FABRIC_TWIN_ROCE_LINE_BPS": str(roce.get("line_bps", 0)),
@@ -343,8 +342,8 @@ def main() -> None:
         from twin.roce.backend import register
         register()
 
-    tracer = open_tracer(nic["address"]) if job.get("transport") != "roce" else None  # raw sockets: while root
-    become_rank(job["nics"][rank]["rail"], job["directory"])
+    tracer = open_tracer(nic.address) if job.get("transport") != "roce" else None  # raw sockets: while root
+    become_rank(nic.rail, job["directory"])
 
     torch.set_num_threads(1)  # two cores for the whole lab: no intra-op thread pools
     worker = Rank(job, rank)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import networkx as nx
 
 from twin.model.buffers import for_port
-from twin.model.ecmp import prefix_leaves
+from twin.model.ecmp import announcer_distances
 from twin.model.fabric import Fabric
 from twin.model.ports import TIER, Port, ports
 
@@ -38,14 +38,11 @@ def uplinks(fabric: Fabric, switch: str) -> list[Port]:
 
 def ecmp_groups(fabric: Fabric) -> dict[str, list[list[Port]]]:
     """switch -> its ECMP groups, each its ports in the order of their far ends' names."""
-    switches = fabric.switch_graph()
-    # per set of leaves announcing a prefix (one; two for a dual-port NIC, whose two leaves are a
-    # group of their own at each spine above them), each switch's distance to the nearest
-    announcers = sorted(set(prefix_leaves(fabric).values()))
-    distance = {leaf: nx.single_source_shortest_path_length(switches, leaf)
-                for leaf in {leaf for leaves in announcers for leaf in leaves}}
-    nearest = {leaves: {node: min(distance[leaf].get(node, len(distance)) for leaf in leaves) for node in switches}
-               for leaves in announcers}
+    switches = nx.Graph(fabric.switch_graph())
+    # per set of leaves announcing a prefix (a dual-port NIC's two leaves are a group of their own
+    # at each spine above them), each switch's distance to the nearest
+    nearest = announcer_distances(fabric, switches)
+    announcers = sorted(nearest)
     groups: dict[str, list[list[Port]]] = {}
     for switch in fabric.switches:
         name = switch.name

@@ -54,7 +54,7 @@ class Node(_Freezable):
     group: int | None = None  # hosts and leaves
     rail: int | None = None  # leaves, and spines of a rail plane (3-tier)
     index: int = 0  # host number in its group, spine number in its plane, superspine number
-    side: str = ""  # leaves of a dual-port NIC fabric: "a" or "b" (fabric.nic_ports: 2)
+    side: str = ""  # leaves of a dual-port NIC fabric, spines of a dual-plane one: "a" or "b"
     asn: int | None = None  # switches only
     loopback: IPv4Address | None = None  # switches only
 
@@ -249,6 +249,15 @@ class Fabric(_Freezable):
     def host_nics(self) -> list[tuple[str, Endpoint]]:
         """(host name, its NIC endpoint) for every host NIC, in a stable order."""
         return [(link.b.node, link.b) for link in self.links if link.kind == "host"]
+
+    def links_by_nic(self) -> dict[tuple[str, int], list[Link]]:
+        """(host, rail) -> the host links of that NIC: one, or a dual-port NIC's two (its ports
+        `nicRa`, `nicRb`), in the model's link order."""
+        by_nic: dict[tuple[str, int], list[Link]] = {}
+        for link in self.links:
+            if link.kind == "host":
+                by_nic.setdefault((link.b.node, link.rail or 1), []).append(link)
+        return by_nic
 
     def find_link(self, a: str, b: str) -> Link | None:
         for link in self.links_of(a):

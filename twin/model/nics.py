@@ -61,12 +61,8 @@ def fabric_nics(fabric: Fabric) -> list[Nic]:
     if fabric.nic_ports == 1:
         return [Nic(link.b.node, link.b.ifname, str(link.b.address.ip), link.rail or 1, link.a.node)
                 for link in fabric.links if link.kind == "host"]
-    ports: dict[tuple[str, int], list] = {}
-    for link in fabric.links:
-        if link.kind == "host":
-            ports.setdefault((link.b.node, link.rail or 1), []).append(link)
     return [Nic(host, nic_port_name(rail), str(links[0].b.address.ip), rail, links[0].a.node,
-                tuple(link.b.ifname for link in links)) for (host, rail), links in ports.items()]
+                tuple(link.b.ifname for link in links)) for (host, rail), links in fabric.links_by_nic().items()]
 
 
 def probe_endpoints(fabric: Fabric) -> list[Nic]:
@@ -77,10 +73,9 @@ def probe_endpoints(fabric: Fabric) -> list[Nic]:
     if fabric.nic_ports == 1:
         return fabric_nics(fabric)
     ends = []
-    for nic in fabric_nics(fabric):
-        links = nic_links(fabric, nic.host, nic.ifname)
+    for (host, rail), links in fabric.links_by_nic().items():
         leaves = tuple(link.a.node for link in links)
-        ends += [Nic(nic.host, link.b.ifname, nic.address, nic.rail, link.a.node, reached_from=leaves)
+        ends += [Nic(host, link.b.ifname, str(link.b.address.ip), rail, link.a.node, reached_from=leaves)
                  for link in links]
     return ends
 
