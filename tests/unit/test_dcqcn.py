@@ -86,6 +86,17 @@ def test_the_rate_never_passes_line_rate_nor_falls_below_the_minimum():
     assert P.min_bps < rp.rate_bps <= LINE and rp.target_bps <= LINE
 
 
+def test_a_qp_spraying_over_two_ports_recovers_to_both_ports_line():
+    """A multipath QP of a dual-port NIC: cut, it climbs back to the two ports' rate, not one's."""
+    both = P.spanning(2)
+    assert (both.line_bps, both.ai_bps, both.cnp_interval_s) == (2 * LINE, 2 * P.ai_bps, P.cnp_interval_s)
+    rp = ReactionPoint(both, now=0.0)
+    rp.on_cnp(0.0)
+    assert rp.rate_bps < LINE * 1.5
+    rp.advance(1000.0)
+    assert rp.rate_bps > 1.9 * LINE
+
+
 def test_the_notification_point_sends_one_cnp_per_interval():
     np_ = NotificationPoint(interval_s=0.01)
     sent = [np_.on_marked(t / 1000) for t in range(0, 30)]  # a marked packet every ms

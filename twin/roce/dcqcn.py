@@ -27,7 +27,7 @@ REFERENCE_BPS / line rate, byte counts stay, and rates are shares of the line ra
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 REFERENCE_BPS = 40e9
 
@@ -69,6 +69,14 @@ class ScaledParams:
     hai_bps: float
     min_bps: float
     most_cut: float
+
+    def spanning(self, ports: int) -> ScaledParams:
+        """For a QP that sprays over `ports` ports of its NIC (a multipath QP of a dual-port NIC):
+        it may send at their summed line rate, and recovers toward it in steps scaled alike. The
+        timers stay the port's. With one port's rate it ran at one port's share of the NIC once a
+        CNP had cut it (recovery stops at line_bps), though its packets arrived on both."""
+        return replace(self, line_bps=self.line_bps * ports, ai_bps=self.ai_bps * ports,
+                       hai_bps=self.hai_bps * ports, min_bps=self.min_bps * ports)
 
 
 @dataclass

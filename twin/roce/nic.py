@@ -250,7 +250,8 @@ class Nic:
             endpoint = Endpoint(kind(qpn, -1, self.payload, self.timers), sock, spray=spray)
             if self.dcqcn is not None:
                 now = time.monotonic()
-                endpoint.rate = ReactionPoint(self.dcqcn, now)
+                spans = len(self.ports.ports) if self.ports is not None and self.multipath else 1
+                endpoint.rate = ReactionPoint(self.dcqcn.spanning(spans) if spans > 1 else self.dcqcn, now)
                 endpoint.notify = NotificationPoint(self.dcqcn.cnp_interval_s)
                 endpoint.pacer = Pacer(burst=PACED_PACKETS * self.wire_packet, at=now)
             self.endpoints[qpn] = endpoint
