@@ -3,12 +3,13 @@ collective, and what a leaf's death costs a RoCE job.
 
     python bench/dual_port.py --rate 25mbit --runs 2 --out docs/benchmarks.md
 
-Bandwidth: a copy of mini-dual (and, for comparison, of mini: the same fabric with one port a NIC)
-at --rate, an allreduce of 8 MiB over all four NICs in a ring (the rail-aligned case: every NIC
-on rail 1), as RoCE RC QPs with 1, 2 and 4 QPs per connection (DCQCN on, and once off), as
-multipath QPs on a copy balancing per packet (`load_balance: packet`), and as gloo's TCP. busbw
-against one port's line rate and against the NIC's (both ports'), and how evenly the hosts' ports
-sent and received it (the smallest port's share of its host's bytes; 0.5 is even). The rate is low because
+Bandwidth: a copy of mini-dual, the same with `dual_plane: true` (each side its own spines), and
+for comparison of mini (the same fabric with one port a NIC) at --rate, an allreduce of 8 MiB over
+all four NICs in a ring (the rail-aligned case: every NIC on rail 1), as RoCE RC QPs with 1, 2 and
+4 QPs per connection (DCQCN on, and once off), as multipath QPs on a copy balancing per packet
+(`load_balance: packet`), and as gloo's TCP. busbw against one port's line rate and against the
+NIC's (both ports'), and how evenly the hosts' ports sent and received it (the smallest port's
+share of its host's bytes; 0.5 is even). The rate is low because
 on 2 cores the ranks' CPU, not the fabric, caps a collective at 200 Mbit/s.
 
 Leaf down: `scenarios/dual-tor.yaml` (mini-dual at its 200 Mbit/s, a RoCE RC allreduce, leaf-g1-r1-a
@@ -72,20 +73,21 @@ def evenness(before: dict, after: dict) -> float | None:
     return round(min(shares), 2) if shares else None
 
 
-def bandwidth(lab_name: str, rate: str, folder: Path) -> list[dict]:
+def bandwidth(lab_name: str, rate: str, folder: Path, fabric_keys: dict | None = None, label: str = "") -> list[dict]:
     rows = []
     for routing in ({}, {"load_balance": "packet"}):
         cases = [case for case in CASES if case[1] == routing]
-        path = lab_copy(lab_name, "dpb" + ("p" if routing else ""), folder, rate=rate, routing=routing or None)
+        path = lab_copy(lab_name, "dpb" + ("p" if routing else ""), folder, rate=rate, routing=routing or None,
+                        fabric=fabric_keys)
         lab_file, fabric = open_lab(str(path))
         with deploy.running(lab_file, fabric, timeout_s=120) as lab:
-            for label, _routing, keys in cases:
+            for case, _routing, keys in cases:
                 params = CollectiveParams(**keys)
                 before = {way: host_port_bytes(lab, f"{way}_bytes") for way in ("tx", "rx")}
                 roce = params.roce(fabric.mtu, fabric.rate_bps) if params.transport == "roce" else None
                 result = run_bench(lab, "allreduce", [SIZE], iters=ITERS, transport=params.transport, roce=roce)
                 measured = result.measurements[-1]
-                row = {"lab": lab_name, "case": label, "busbw_MBps": round(measured.busbw / 1e6, 2),
+                row = {"lab": label or lab_name, "case": case, "busbw_MBps": round(measured.busbw / 1e6, 2),
                        "of_port": round(measured.line_fraction(result.rate_bps), 2),
                        "of_nic": round(measured.line_fraction(result.rate_bps * fabric.nic_ports), 2),
                        **{f"{way}_evenness": evenness(before[way], host_port_bytes(lab, f"{way}_bytes"))
@@ -128,15 +130,17 @@ def leaf_down(runs: int, folder: Path) -> list[dict]:
 def render(bw: list[dict], down: list[dict], rate: str, command: str) -> list[str]:
     lines = [BEGIN, f"## Dual-port NICs (issue 32, {datetime.date.today().isoformat()})", "",
              f"`{command}` on {machine()}.", "",
-             f"Bandwidth: copies of mini-dual (each NIC's two ports to two leaves, `nic_ports: 2`) and mini (one port) "
-             f"at {rate} ({parse_rate_bps(rate) / 1e6:g} Mbit/s a port), an allreduce of 8 MiB over the four rail-1 "
-             f"NICs in a ring, {ITERS} iterations. busbw against one port's line rate and against the NIC's "
+             f"Bandwidth: copies of mini-dual (each NIC's two ports to two leaves, `nic_ports: 2`), of mini-dual with "
+             "`dual_plane: true` (the -a leaves on spines of their own, the -b leaves on theirs) and of mini (one "
+             f"port) at {rate} ({parse_rate_bps(rate) / 1e6:g} Mbit/s a port), an allreduce of 8 MiB over the four "
+             f"rail-1 NICs in a ring, {ITERS} iterations. busbw against one port's line rate and against the NIC's "
              "(mini-dual: two ports); evenness: the smallest share of its host's bytes a port sent (received), "
              "over the hosts (0.5: even). The NIC places its QPs on its ports in turn (roce/lag.py), so what it "
-             "sends is even from 2 QPs a connection; what it receives is not its choice: the NIC's address is "
-             "announced by both of its leaves, and each spine hashes a flow to one of them (or, adaptive, sends it "
-             "to the one its own queue toward is shorter), so an RC ring's QPs often arrive on one port, which "
-             "caps it. Multipath QPs arrive almost evenly and still run at one port's rate: that cap is not found.",
+             "sends is even from 2 QPs a connection; what it receives is not its choice on mini-dual: the NIC's "
+             "address is announced by both of its leaves, and each spine hashes a flow to one of them (or, "
+             "adaptive, sends it to the one its own queue toward is shorter), so an RC ring's QPs often arrive on "
+             "one port, which caps it. On the dual plane what leaves by port a arrives by port a. A multipath QP "
+             "of a dual-port NIC paces at both ports' line rate (its DCQCN rates span them, roce/dcqcn.py).",
              "", "| lab | transport | busbw | of a port's line | of the NIC's line | evenness sent | received |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in bw:
@@ -166,7 +170,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        bw = bandwidth("mini-dual", args.rate, Path(folder)) + bandwidth("mini", args.rate, Path(folder))
+        bw = bandwidth("mini-dual", args.rate, Path(folder))
+        bw += bandwidth("mini-dual", args.rate, Path(folder), {"dual_plane": True}, "mini-dual, dual plane")
+        bw += bandwidth("mini", args.rate, Path(folder))
         down = leaf_down(args.runs, Path(folder))
     emit(render(bw, down, args.rate, "python bench/dual_port.py " + " ".join(sys.argv[1:])), args.out, BEGIN, END)
 

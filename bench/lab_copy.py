@@ -11,8 +11,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def lab_copy(name: str, new_name: str, folder: Path, rate: str | None = None, links: dict | None = None,
-             routing: dict | None = None) -> Path:
-    """labs/<name>.yaml as `new_name` in `folder`, its links at `rate` and with `links` and `routing` set."""
+             routing: dict | None = None, fabric: dict | None = None) -> Path:
+    """labs/<name>.yaml as `new_name` in `folder`, its links at `rate` and with `links`, `routing` and
+    `fabric` set."""
     yaml = YAML()
     doc = yaml.load((ROOT / "labs" / f"{name}.yaml").read_text())
     doc["name"] = new_name
@@ -21,6 +22,7 @@ def lab_copy(name: str, new_name: str, folder: Path, rate: str | None = None, li
     doc["links"].update(links or {})
     if routing:
         doc.setdefault("routing", {}).update(routing)
+    doc["fabric"].update(fabric or {})
     path = folder / f"{new_name}.yaml"
     with open(path, "w") as handle:
         yaml.dump(doc, handle)

@@ -219,3 +219,40 @@ def test_a_slow_nic_is_both_of_its_ports_and_a_port_can_be_slow_alone(dual3):
     with pytest.raises(TargetError) as refused:
         ports("nic3")
     assert refused.value.hint == "NICs: nic1, nic1a, nic1b, nic2, nic2a, nic2b"
+
+
+DUAL_PLANE = THREE_TIER.replace("nic_ports: 2}", "nic_ports: 2, dual_plane: true}")
+
+
+def test_a_dual_plane_fabric_gives_each_side_spines_of_its_own(tmp_path):
+    lab = lab_from_text(tmp_path, DUAL_PLANE)
+    fabric, size = build_fabric(lab), fabric_size(lab.spec.fabric)
+    assert (size["nodes"], size["links"]) == (len(fabric.nodes), len(fabric.links))
+    spines = sorted(n.name for n in fabric.by_role("spine"))
+    assert spines == [f"spine-r{r}-s{s}-{side}" for r in (1, 2) for s in (1, 2) for side in "ab"]
+    for link in fabric.links:
+        ends = [fabric.nodes[link.a.node], fabric.nodes[link.b.node]]
+        if {n.role for n in ends} == {"spine", "leaf"}:
+            assert ends[0].side == ends[1].side and ends[0].rail == ends[1].rail
+    # a spine routes a NIC's address toward its own side's leaf only; a leaf over its side's spines
+    expected = expected_next_hops(fabric)
+    nic = next(n for n in fabric_nics(fabric) if n.label == "host-g2-h1:nic1")
+    prefix = IPv4Network(f"{nic.address}/32")
+    assert expected["spine-r1-s1-a"][prefix] == 1 and expected["leaf-g1-r1-b"][prefix] == 2
+    assert expected["superspine-1"][prefix] == 4  # either side's two spines of the rail
+
+
+def test_a_dual_plane_fabric_needs_dual_port_nics(tmp_path):
+    with pytest.raises(LabFileError, match="dual_plane") as refused:
+        lab_from_text(tmp_path, THREE_TIER.replace("nic_ports: 2}", "dual_plane: true}"))
+    assert "nic_ports: 2" in str(refused.value.problems[0].hint)
+
+
+def test_probes_cover_a_dual_plane_fabric(tmp_path):
+    from twin.probes.selection import cover_plan
+
+    fabric = build_fabric(lab_from_text(tmp_path, DUAL_PLANE))
+    plan = cover_plan(fabric, k=3)
+    crossings = Counter(hop for flow in plan.expected.flows for hop in set(plan.drawn[flow]))
+    every = {(link.name, end.node) for link in fabric.links for end in (link.a, link.b)}
+    assert not plan.unreachable and min(crossings[hop] for hop in every) >= 3

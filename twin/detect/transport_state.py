@@ -185,8 +185,8 @@ class QpEvidence:
         """Switches on a shortest path between two NICs (the TTLs that switches answer); a dual-port
         NIC's leaves are wired alike, and the nearer pair is the one a route takes."""
         key = (src, dst)
-        if key not in self._hops:
-            self._hops[key] = 1 + min(nx.shortest_path_length(self.graph, a, b)
+        if key not in self._hops:  # a dual-plane fabric's -a leaves reach no -b leaf: leave those out
+            self._hops[key] = 1 + min(nx.single_source_shortest_path_length(self.graph, a).get(b, math.inf)
                                       for a in self.leaves_of[src] for b in self.leaves_of[dst])
         return self._hops[key]
 

@@ -61,8 +61,14 @@ def nic_port_name(rail: int, side: str = "") -> str:
     return f"nic{rail}{side}"
 
 
-def spine_name(tiers: int, rail: int, spine: int) -> str:
-    return f"spine-r{rail}-s{spine}" if tiers == 3 else f"spine-{spine}"
+def spine_name(tiers: int, rail: int, spine: int, side: str = "") -> str:
+    """spine-rR-sN (3-tier) or spine-N, and -a / -b on the two planes of a dual-plane fabric."""
+    return (f"spine-r{rail}-s{spine}" if tiers == 3 else f"spine-{spine}") + (f"-{side}" if side else "")
+
+
+def spine_sides(dual_plane: bool) -> tuple[str, ...]:
+    """The planes a rail's spines are on: one unnamed, or a and b (fabric.dual_plane)."""
+    return ("a", "b") if dual_plane else ("",)
 
 
 def superspine_name(index: int) -> str:
@@ -76,7 +82,7 @@ def short_name(node: Node) -> str:
     if node.role == "leaf":
         return f"lf-g{node.group}r{node.rail}{node.side}"
     if node.role == "spine":
-        return f"sp-r{node.rail}s{node.index}" if node.rail else f"sp-{node.index}"
+        return (f"sp-r{node.rail}s{node.index}" if node.rail else f"sp-{node.index}") + node.side
     return f"ss-{node.index}"
 
 
@@ -90,13 +96,15 @@ def add_nodes(fabric: Fabric, lab: LabFile) -> None:
                 _add(fabric, Node(leaf_name(group, rail, side), "leaf", group=group, rail=rail, side=side))
     if spec.tiers == 3:
         for rail in range(1, spec.rails + 1):
-            for spine in range(1, spec.spines_per_plane + 1):
-                _add(fabric, Node(spine_name(3, rail, spine), "spine", rail=rail, index=spine))
+            for side in spine_sides(spec.dual_plane):
+                for spine in range(1, spec.spines_per_plane + 1):
+                    _add(fabric, Node(spine_name(3, rail, spine, side), "spine", rail=rail, index=spine, side=side))
         for index in range(1, (spec.superspines or 0) + 1):
             _add(fabric, Node(superspine_name(index), "superspine", index=index))
     else:
-        for spine in range(1, spec.spines_per_plane + 1):
-            _add(fabric, Node(spine_name(2, 0, spine), "spine", index=spine))
+        for side in spine_sides(spec.dual_plane):
+            for spine in range(1, spec.spines_per_plane + 1):
+                _add(fabric, Node(spine_name(2, 0, spine, side), "spine", index=spine, side=side))
 
 
 def _add(fabric: Fabric, node: Node) -> None:
@@ -105,7 +113,7 @@ def _add(fabric: Fabric, node: Node) -> None:
 
 def wire(fabric: Fabric, lab: LabFile) -> None:
     """Host NIC r -> leaf (g, r) (each port of a dual-port NIC to its side's leaf); leaf -> spines (of
-    its plane in 3-tier); spine -> superspines."""
+    its rail plane in 3-tier; of its side on a dual-plane fabric); spine -> superspines."""
     spec = lab.spec.fabric
     for leaf in fabric.by_role("leaf"):
         for host in range(1, spec.hosts_per_group + 1):
@@ -113,7 +121,7 @@ def wire(fabric: Fabric, lab: LabFile) -> None:
                                      "host", rail=leaf.rail))
     for leaf in fabric.by_role("leaf"):
         for spine in fabric.by_role("spine"):
-            if spec.tiers == 2 or spine.rail == leaf.rail:
+            if (spec.tiers == 2 or spine.rail == leaf.rail) and spine.side in ("", leaf.side):
                 fabric.links.append(Link(Endpoint(spine.name), Endpoint(leaf.name), "fabric"))
     for spine in fabric.by_role("spine"):
         for superspine in fabric.by_role("superspine"):
@@ -155,14 +163,10 @@ def assign_addresses(fabric: Fabric, lab: LabFile) -> None:
 
 def _assign_dual_port(fabric: Fabric) -> None:
     """A dual-port NIC's address, on both its ports, and its leaves' port addresses (module doc)."""
-    by_nic: dict[tuple[str, int], list[Link]] = {}
-    for link in fabric.links:
-        if link.kind == "host":
-            by_nic.setdefault((link.b.node, link.rail), []).append(link)
     ports = {rail: next(rail_network(rail).subnets(new_prefix=17)).subnets(new_prefix=31)
              for rail in range(1, fabric.rails + 1)}
     nic_numbers = {rail: 0 for rail in range(1, fabric.rails + 1)}
-    for (_host, rail), links in by_nic.items():
+    for (_host, rail), links in fabric.links_by_nic().items():
         pair = next(ports[rail])
         address = rail_network(rail)[(1 << 15) + nic_numbers[rail]]
         nic_numbers[rail] += 1

@@ -58,6 +58,11 @@ class FabricSpec(_Strict):
     nic_ports: Literal[1, 2] = Field(
         1, description="ports per NIC: 1, or 2 to two leaves of its rail (leaf-gG-rR-a and -b), the NIC's "
                        "address reachable through both (dual-ToR)")
+    dual_plane: bool = Field(
+        False, description="with nic_ports: 2, the -a leaves reach only spines of their own (spine-N-a, "
+                           "spine-rR-sN-a) and the -b leaves only theirs: two planes, as Alibaba HPN wires "
+                           "dual-ToR, so the port a packet leaves by is the port it arrives on; spines_per_plane "
+                           "is then each plane's")
 
 
 class LinksSpec(_Strict):
@@ -169,6 +174,9 @@ def _semantic_problems(lab: LabFile, runtimes: list[str]) -> list[Problem]:
                 "remove it, or set `load_balance: flowlet`")
     elif spec.routing.flowlet_gap is not None and parse_time_s(spec.routing.flowlet_gap) <= 0:
         problem(("routing", "flowlet_gap"), "a flowlet gap must be above 0", "e.g. flowlet_gap: 5ms")
+    if fabric.dual_plane and fabric.nic_ports != 2:
+        problem(("fabric", "dual_plane"), "dual_plane splits the spines between the two ports of dual-port NICs",
+                "remove it, or set `nic_ports: 2`")
     if spec.routing.hash_offset and fabric.nic_ports != 1:
         problem(("routing", "hash_offset"), "hash_offset paths start at a NIC's one leaf, and a dual-port NIC's "
                 "host picks either port by its own hash", "remove it, or set `nic_ports: 1`")
@@ -211,11 +219,12 @@ def fabric_size(fabric: FabricSpec) -> dict[str, int]:
     """Node and link counts of the fabric a spec describes (the wiring rules of docs/formats.md)."""
     leaves = fabric.groups * fabric.rails * fabric.nic_ports
     hosts = fabric.groups * fabric.hosts_per_group
+    sides = 2 if fabric.dual_plane else 1  # a leaf reaches its side's spines only
     if fabric.tiers == 2:
-        spines, superspines = fabric.spines_per_plane, 0
-        switch_links = leaves * spines
+        spines, superspines = fabric.spines_per_plane * sides, 0
+        switch_links = leaves * fabric.spines_per_plane
     else:
-        spines, superspines = fabric.rails * fabric.spines_per_plane, fabric.superspines or 0
+        spines, superspines = fabric.rails * fabric.spines_per_plane * sides, fabric.superspines or 0
         switch_links = leaves * fabric.spines_per_plane + spines * superspines
     return {"nodes": leaves + spines + superspines + hosts, "switch_links": switch_links,
             "links": switch_links + hosts * fabric.rails * fabric.nic_ports}
