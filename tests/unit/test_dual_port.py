@@ -256,3 +256,17 @@ def test_probes_cover_a_dual_plane_fabric(tmp_path):
     crossings = Counter(hop for flow in plan.expected.flows for hop in set(plan.drawn[flow]))
     every = {(link.name, end.node) for link in fabric.links for end in (link.a, link.b)}
     assert not plan.unreachable and min(crossings[hop] for hop in every) >= 3
+
+
+@pytest.mark.parametrize("text", [THREE_TIER, DUAL_PLANE, DUAL_PLANE.replace("tiers: 3", "tiers: 2")
+                                  .replace(", superspines: 2", "")], ids=["dual3", "dual-plane", "dual-plane-2tier"])
+def test_the_most_paths_bound_is_the_most_a_pair_of_nics_has(tmp_path, text):
+    """plan_size_bound's factor: on a dual plane a NIC's port reaches half the spines, and one leaf."""
+    from twin.probes.cover import Leaves
+    from twin.probes.selection import most_paths
+
+    fabric = build_fabric(lab_from_text(tmp_path, text))
+    leaves = Leaves(fabric)
+    most = max(leaves.to(src, probe_destination(dst)).paths for src in leaves.nics for dst in leaves.nics
+               if src.host != dst.host)
+    assert most_paths(fabric) == most

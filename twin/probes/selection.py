@@ -113,12 +113,16 @@ MAX_PLANNED_PATHS = 200_000
 
 
 def most_paths(fabric: Fabric) -> int:
-    """The most equal-cost paths between two NICs, from the counts: up, across, down."""
-    last_hop = fabric.nic_ports  # the last spine hashes between a dual-port NIC's leaves
+    """The most equal-cost paths between two NICs, from the counts: up, across, down. The last
+    spine hashes between a dual-port NIC's leaves, unless the fabric is dual-plane: there a leaf
+    reaches its own side's spines only, and a spine its own side's leaf."""
+    spines = fabric.by_role("spine")
+    sides = len({spine.side for spine in spines})  # 2 on a dual plane (fabric.dual_plane)
+    last_hop = fabric.nic_ports // sides
     if fabric.tiers == 2:
-        return len(fabric.by_role("spine")) * last_hop
-    spines_per_plane = len(fabric.by_role("spine")) // fabric.rails
-    return spines_per_plane * len(fabric.by_role("superspine")) * spines_per_plane * last_hop
+        return len(spines) // sides * last_hop
+    down = len(spines) // fabric.rails  # the far rail's spines, of either side
+    return down // sides * len(fabric.by_role("superspine")) * down * last_hop
 
 
 def plan_size_bound(fabric: Fabric, pairs: str, k: int = PATHS_PER_LINK) -> int:
