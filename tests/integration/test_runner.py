@@ -265,8 +265,16 @@ def test_a_crashed_rank_is_named_as_its_host_restarted_after_the_clear_and_the_j
     crashed_at, restarted_at = (e["t"] for e in train["rank_exits"])
     assert crash["applied_s"] <= crashed_at <= crash["applied_s"] + 1 and crash["cleared_s"] <= restarted_at
     assert any(h["cause"] == "peer_closed" for h in train["hang_events"]) and train["wrong"] == 0
-    assert crash["cleared_s"] <= train["recovered_s"] <= crash["cleared_s"] + 10
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    # One rejoin, in the generation the survivors wait in: their collective broke once (generation 0),
+    # they re-formed the group with the restarted rank (generation 1) and nothing broke after. How long
+    # the new process takes to start (Python and torch) is the machine's: under CI's load it took 13 s
+    # after the clear, here 3.3 s beside two busy loops and 6.9 s beside four: a bound on it measured the CPU.
+    rejoin = [e for e in events if e["kind"] in ("hang", "recovered", "rank_connected", "rejoin_failed")
+              and e["t"] > crashed_at]
+    assert {e["gen"] for e in rejoin if e["kind"] in ("hang", "rejoin_failed")} <= {0}, rejoin
+    assert {e["gen"] for e in rejoin if e["kind"] != "hang"} == {1}, rejoin
+    assert crash["cleared_s"] <= restarted_at <= train["recovered_s"]
     steps = sorted({e["iter"] for e in events if e["kind"] == "collective" and e["gen"] >= 1 and e["rank"] == 2})
     survivors = {e["iter"] for e in events if e["kind"] == "collective" and e["gen"] >= 1 and e["rank"] == 0}
     assert steps and steps[0] == min(survivors) > 0  # the new rank took up its peers' step, not step 0
