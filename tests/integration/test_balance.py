@@ -35,6 +35,7 @@ PORT = 47000
 MARKED, UNMARKED = REORDERABLE_DSCP << 2, 0
 UPLINKS = ("sp-1", "sp-2")  # leaf-g2-r1's ports toward spine-1 and spine-2
 FLOWS = (("host-g2-h1:nic1", "host-g1-h1:nic1"), ("host-g2-h2:nic1", "host-g1-h2:nic1"))  # both up leaf-g2-r1
+SENDERS = tuple(tuple(src.split(":")) for src, _dst in FLOWS)  # their ports, as the pause counters name them
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +70,8 @@ def kernel_uplink(lab, flow: tuple[str, str], sport: int) -> str:
 
 def both_flows(lab, tos: int, sports: tuple[int, int]) -> dict:
     """FLOWS at once, PACKETS jumbo datagrams each as fast as their NICs take them: the packets
-    each uplink of leaf-g2-r1 sent, how many arrived, how long sending took, the pauses and the
-    packets adaptive routing moved meanwhile."""
+    each uplink of leaf-g2-r1 sent, how many arrived, how long sending took, the pauses (and the
+    ports that received them) and the packets adaptive routing moved meanwhile."""
     nics = {n.label: n for n in fabric_nics(lab.fabric)}
     arrived = [set() for _ in FLOWS]
     sockets, threads = [], []
@@ -112,6 +113,8 @@ def both_flows(lab, tos: int, sports: tuple[int, int]) -> dict:
     return {"uplinks": {ifname: after[ifname] - before[ifname] for ifname in UPLINKS},
             "arrived": [len(a) for a in arrived], "sending_s": sending_s,
             "pauses": sum(now[port].rx_pause - counted[port].rx_pause for port in now),
+            "paused": {port: now[port].rx_pause - counted[port].rx_pause for port in now
+                       if now[port].rx_pause > counted[port].rx_pause},
             "moved": sum(now[port].steered_in - counted[port].steered_in for port in now)}
 
 
@@ -125,27 +128,46 @@ def colliding_sports(lab) -> tuple[int, int]:
     pytest.fail("no source port in 63 collides with the first flow: the kernel's hash is not ECMP")
 
 
+def sender_pauses(result: dict) -> int:
+    return sum(result["paused"].get(port, 0) for port in SENDERS)
+
+
 def test_marked_flows_the_kernel_collides_are_spread_over_the_uplinks(sprayed):
     result = both_flows(sprayed, MARKED, colliding_sports(sprayed))
     assert result["arrived"] == [PACKETS, PACKETS], result
     assert min(result["uplinks"].values()) >= 0.4 * PACKETS, result  # both uplinks carried half
     assert result["moved"] >= 0.3 * PACKETS, result  # off the kernel's choice, by the program
-    assert result["pauses"] == 0, result  # no queue reached XOFF: the load went where there was room
+    # The load went where there was room: the same flows on one uplink, unmarked, have their
+    # senders paused about 180 times each here; spread, the senders get at most a tenth of that.
+    # Not none: every link of the path is then exactly full (two line-rate flows over two uplinks,
+    # two spines' links and two host links), so a queue that a late shaper tick or a run of
+    # per-packet choices builds is never drained; it reaches XOFF 0-30 times a run, anywhere on the
+    # path, and its pauses travel back (measured 2026-12-02; the test once asserted none).
+    shared = both_flows(sprayed, UNMARKED, sharing_sports(sprayed))
+    assert sender_pauses(result) <= sender_pauses(shared) / 10, (result["paused"], shared["paused"])
+
+
+def leaf_egress(lab, flow: tuple[str, str], sport: int) -> str:
+    """The uplink of leaf-g2-r1 an unmarked packet of `flow` from `sport` takes, by the model."""
+    nics = {n.label: n for n in fabric_nics(lab.fabric)}
+    hops = pathhash.Paths(lab.fabric).path(ip_address(nics[flow[0]].address), ip_address(nics[flow[1]].address),
+                                           17, sport, PORT)
+    return hops[1].egress.ifname
+
+
+def sharing_sports(lab) -> tuple[int, int]:
+    """Source ports that put FLOWS, unmarked, on one uplink: the first flow at offset 0, the
+    second from the first port the model sends the same way."""
+    first = pathhash.with_offset(47100, 0)
+    uplink = leaf_egress(lab, FLOWS[0], first)
+    return first, next(s for s in range(47100, 47400) if leaf_egress(lab, FLOWS[1], s) == uplink)
 
 
 def test_unmarked_flows_take_the_paths_their_offsets_name(sprayed):
-    paths = pathhash.Paths(sprayed.fabric)
-    nics = {n.label: n for n in fabric_nics(sprayed.fabric)}
-
-    def leaf_egress(flow, sport):
-        hops = paths.path(ip_address(nics[flow[0]].address), ip_address(nics[flow[1]].address), 17, sport, PORT)
-        return hops[1].egress.ifname
-
     # offsets one apart leave by different uplinks; two flows on one named uplink share it
-    first = [leaf_egress(FLOWS[0], pathhash.with_offset(47100, offset)) for offset in range(4)]
+    first = [leaf_egress(sprayed, FLOWS[0], pathhash.with_offset(47100, offset)) for offset in range(4)]
     assert first[0] != first[1] and first[1] != first[2], first
-    sport = next(s for s in range(47100, 47400) if leaf_egress(FLOWS[1], s) == first[0])
-    result = both_flows(sprayed, UNMARKED, (pathhash.with_offset(47100, 0), sport))
+    result = both_flows(sprayed, UNMARKED, sharing_sports(sprayed))
     assert result["arrived"] == [PACKETS, PACKETS], result
     assert result["uplinks"][first[0]] >= 2 * PACKETS and min(result["uplinks"].values()) <= 20, result
     assert result["moved"] == 0 and result["pauses"] > 0, result  # one uplink for two: PFC held the senders
