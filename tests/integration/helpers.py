@@ -8,6 +8,8 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from twin.lab import deploy
 from twin.lab.files import open_lab
 from twin.lab.runtime.docker import labelled_containers
@@ -101,3 +103,11 @@ def marking(lab, kmin: int = 0, kmax: int | None = None, pmax: float | None = No
         pfc_client.release(lab.paths.root, "test-marking")
 
 
+
+
+def netns_tier_only(runtime: str, why: str) -> None:
+    """Skip on the docker tier a test of what does not depend on the runtime: `why` says so. The
+    docker tier runs on one of CI's two workers, beside the netns tier; it keeps what containers
+    change (exec, processes and sockets in them, their teardown)."""
+    if runtime != "netns":
+        pytest.skip(f"{why} (netns tier only)")

@@ -18,7 +18,7 @@ import pytest
 from twin.lab.handle import Lab
 from twin.lab.ports import phy
 
-from .helpers import ROOT, lab_running, twin_cli
+from .helpers import ROOT, lab_running, netns_tier_only, twin_cli
 
 pytestmark = pytest.mark.integration
 TWIN = [sys.executable, "-c", "from twin.cli import main; main()"]
@@ -42,8 +42,7 @@ def _dashboard(url: str) -> dict:
 
 
 def test_concurrent_commands_lose_no_fault(runtime, lab_ref, tmp_path):
-    if runtime != "netns":
-        pytest.skip("the lab state's locking and merge do not depend on the runtime (netns tier only)")
+    netns_tier_only(runtime, "the lab state's locking and merge do not depend on the runtime")
     with lab_running(lab_ref("mini"), runtime) as lab:
         name = lab.name
         links = sorted(link.name for link in lab.fabric.links if link.kind == "fabric")

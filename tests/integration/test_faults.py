@@ -31,7 +31,7 @@ from twin.model.targets import resolve_link
 from twin.procs import alive
 from twin.progress import NullProgress
 
-from .helpers import lab_running, marking
+from .helpers import lab_running, marking, netns_tier_only
 from .test_pfc import incast
 
 pytestmark = pytest.mark.integration
@@ -221,8 +221,7 @@ def test_a_runs_clock_starts_only_once_its_fault_applier_is_ready(lab, runtime, 
     """The applier keeps the timeline; under CI's load it took more than 3 s to start, and a fault
     due at 3 s was applied 0.62 s late. Here it is made to start 3 s late: the fault at 1 s is
     still applied on schedule, because the run's clock waits for it."""
-    if runtime != "netns":
-        pytest.skip("the run's clock does not depend on the runtime (netns tier only)")
+    netns_tier_only(runtime, "the run's clock does not depend on the runtime")
     from twin.faults import applier as applier_module
     from twin.run import runner
     from twin.run.plan import load_scenario

@@ -13,7 +13,7 @@ from twin.lab.state import load_state
 from twin.lab.status import lab_status
 from twin.model.fabric import link_key
 
-from .helpers import lab_name, lab_running, leftovers, twin_cli
+from .helpers import lab_name, lab_running, leftovers, netns_tier_only, twin_cli
 
 pytestmark = pytest.mark.integration
 BAD = "leaf-g1-r1 -- spine-1"
@@ -101,6 +101,8 @@ duration_s: 14
 def test_a_verdict_moves_the_flows_crossing_the_named_link_before_they_lose_packets(tmp_path, runtime, lab_ref):
     """At 2 packets/s a flow's first loss at 5 % comes after 10 s on average: the flows that
     move soon after the controller names BAD (0.5 s after onset) are moved by the sweep."""
+    netns_tier_only(runtime, "which flows a verdict moves is the dodger's choice; the hash-dodging test runs "
+                             "its sockets and traces in the containers")
     report, events, stdout = run_scenario(tmp_path, f"""name: sweep
 lab: {lab_ref("mini")}
 duration_s: 10
@@ -154,7 +156,8 @@ def test_drain_and_undrain_by_hand(mini):
     assert wait_for(lambda: not unhealthy_sessions(mini)), unhealthy_sessions(mini)
 
 
-def test_isolation_drains_what_a_detector_names_and_restores_it_at_the_clear(mini, tmp_path, lab_ref):
+def test_isolation_drains_what_a_detector_names_and_restores_it_at_the_clear(mini, tmp_path, lab_ref, runtime):
+    netns_tier_only(runtime, "isolation drains by the commands test_drain_and_undrain_by_hand runs on both")
     fabric = mini.fabric
     report, events, stdout = run_scenario(tmp_path, f"""name: isolation
 lab: {lab_ref("mini")}

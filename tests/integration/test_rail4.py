@@ -11,7 +11,7 @@ from twin.lab.kernel.shaping import shaped_rate_bps
 from twin.lab.reach import unreachable_pairs
 from twin.lab.status import lab_status
 
-from .helpers import lab_running
+from .helpers import lab_running, netns_tier_only
 
 pytestmark = pytest.mark.integration
 
@@ -252,11 +252,10 @@ def test_no_hidden_fault_can_be_listed_on_any_node(rail4, runtime):
     of that kind may differ (VISIBLE). The ports' physical layer (lab/ports/phy.py) is not listable by a
     node's commands: it stands for the optics and the forwarding chip. The GPU kinds of level 5 are
     left out: they act inside a running job (its control files), not on the fabric."""
-    if runtime != "netns":
-        # 74 s of CI's parallel part for the same comparison: the kinds act on the same kernel
-        # objects through the node's namespace on either runtime, and what a node lists of them is
-        # the namespace's (a container's `tc`, `nft` and `ip` read the kernel, as ip netns exec's do)
-        pytest.skip("what a fault leaves listable is the kernel's, whatever runs the node (netns tier only)")
+    # 74 s of CI's parallel part for the same comparison: the kinds act on the same kernel
+    # objects through the node's namespace on either runtime, and what a node lists of them is
+    # the namespace's (a container's `tc`, `nft` and `ip` read the kernel, as ip netns exec's do)
+    netns_tier_only(runtime, "what a fault leaves listable is the kernel's, whatever runs the node")
     import random
 
     from twin.faults import engine

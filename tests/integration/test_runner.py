@@ -13,7 +13,7 @@ import pytest
 
 from twin.lab.state import lab_dir
 
-from .helpers import DOCKER_LAB_PREFIX, ROOT, lab_copy, lab_name, leftovers, scenario_on, twin_cli
+from .helpers import DOCKER_LAB_PREFIX, ROOT, lab_copy, lab_name, leftovers, netns_tier_only, scenario_on, twin_cli
 
 pytestmark = pytest.mark.integration
 
@@ -87,6 +87,7 @@ def test_training_job_hangs_on_a_black_hole_and_comes_back(tmp_path, runtime, la
 
 
 def test_external_detector_is_graded_like_the_builtin(tmp_path, runtime, lab_ref):
+    netns_tier_only(runtime, "an external detector runs beside the runner, not in a node")
     _result, run_dir = _run_shipped(tmp_path, "external-detector", runtime, lab_ref)
     report = json.loads((run_dir / "report.json").read_text())
     link_state = report["detectors"]["link-state"]
@@ -103,8 +104,7 @@ def test_external_detector_is_graded_like_the_builtin(tmp_path, runtime, lab_ref
 def test_a_detector_that_never_says_ready_holds_the_clock_only_as_long_as_it_said(tmp_path, runtime, lab_ref):
     """`ready_within_s`: the clock waits for the watcher's ready line, at most that long; a mute one
     is a `not_ready` event, the run goes on, and it ends with the run like any detector."""
-    if runtime != "netns":
-        pytest.skip("the wait for a detector does not depend on the runtime (netns tier only)")
+    netns_tier_only(runtime, "the wait for a detector does not depend on the runtime")
     scenario = tmp_path / "mute.yaml"
     scenario.write_text(f"name: mute-watcher\nlab: {lab_ref('mini')}\nduration_s: 2\ndetectors:\n"
                         "  - command: [sleep, '120']\n    name: mute\n    ready_within_s: 1.5\n"
@@ -287,6 +287,8 @@ def test_a_crashed_rank_is_named_as_its_host_restarted_after_the_clear_and_the_j
 def test_a_hung_and_a_slow_gpu_are_named_as_their_hosts_and_the_network_is_not(tmp_path, runtime, lab_ref):
     """The job reports timeouts while one rank's GPU hangs, and slower steps while another's throttles;
     rank-health names both hosts, the probes lose nothing and the probe localizer says nothing."""
+    netns_tier_only(runtime, "a GPU fault reaches its rank by the job's control file, which the crashed-rank "
+                             "test exercises on both")
     _result, run_dir = _run_shipped(tmp_path, "dead-gpu", runtime, lab_ref)
     report = json.loads((run_dir / "report.json").read_text())
     train = report["collectives"]["train-0"]

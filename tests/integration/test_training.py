@@ -11,7 +11,7 @@ import pytest
 
 from twin.lab.state import lab_dir
 
-from .helpers import lab_name, leftovers, twin_cli
+from .helpers import lab_name, leftovers, netns_tier_only, twin_cli
 
 pytestmark = pytest.mark.integration
 # Level 2 on mini and on d-mini: a silent drop on a leaf-spine link (on another link on each),
@@ -51,6 +51,8 @@ def _link_of(name, port: tuple[str, str], env) -> str:
 
 
 def test_scripted_trainee_finds_a_silent_drop_with_counters(tmp_path, runtime, lab_ref):
+    netns_tier_only(runtime, "a session drives the lab by twin's own commands, which the docker tier runs "
+                             "elsewhere (status, counters, exec, faults)")
     env = {**os.environ, "FABRIC_TWIN_SCORES": str(tmp_path / "scores")}
     name = lab_name(lab_ref("mini"))  # the other tier's session may run at the same time: --lab on every command
     started = _cli("train", "start", "--level", "2", "--lab", lab_ref("mini"), "--seed", str(SEED),

@@ -19,7 +19,7 @@ from twin.lab.ports.counters import CounterReader
 from twin.probes.mesh import ProbeMesh
 from twin.probes.run import run_probe_mesh
 
-from .helpers import ROOT, lab_running, twin_cli
+from .helpers import ROOT, lab_running, netns_tier_only, twin_cli
 
 pytestmark = pytest.mark.integration
 KiB, MiB = 1024, 1024 * 1024
@@ -39,7 +39,8 @@ def test_every_collective_returns_correct_data(lab):
     assert not [r for r in lab.state.resources if r.kind == "worker"], "ranks left in the lab state"
 
 
-def test_a_slow_link_slows_the_collective_in_proportion(lab):
+def test_a_slow_link_slows_the_collective_in_proportion(lab, runtime):
+    netns_tier_only(runtime, "a slowed NIC is its shaper, the kernel's on either runtime")
     def busbw():
         result = run_bench(lab, "allreduce", [2 * MiB], iters=3)
         return result.measurements[0].busbw
@@ -302,7 +303,9 @@ def test_diagnose_answers_a_configuration_anomaly_with_the_switch_and_no_loss(la
     assert any("maximum-paths 1, intended 2" in e for e in found["suspects"][0]["evidence"])
 
 
-def test_slow_node_search_finds_the_slowed_host(lab):
+def test_slow_node_search_finds_the_slowed_host(lab, runtime):
+    netns_tier_only(runtime, "the search bisects with collectives, which test_every_collective_returns_correct_data "
+                             "runs on both")
     from twin.detect.slow_node_search import find_slow_node
 
     timing, params = engine.parse({"id": "slow", "kind": "slow_node", "node": "host-g2-h2", "rate_pct": 25})
@@ -326,8 +329,7 @@ def test_slow_node_search_finds_the_slowed_host(lab):
 def test_a_lab_with_one_group_is_probed_over_every_link(runtime, tmp_path):
     """Every host under the same leaves: same-rail pairs never leave a leaf (their discovery has
     nothing to trace), and only cross-rail pairs reach the spines."""
-    if runtime != "netns":
-        pytest.skip("pair planning and discovery do not depend on the runtime (netns tier only)")
+    netns_tier_only(runtime, "pair planning and discovery do not depend on the runtime")
     lab_file = tmp_path / "onegroup.yaml"
     lab_file.write_text("name: onegroup\n"
                         "fabric: {tiers: 2, groups: 1, rails: 2, hosts_per_group: 2, spines_per_plane: 2}\n"
