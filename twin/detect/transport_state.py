@@ -99,6 +99,7 @@ class QpEvidence:
         self.leaves_of.update({port: (self.names.ends[link][0],) for link, port in self.port_of.items()})
         self.graph = fabric.switch_graph()
         self._hops: dict[tuple[str, str], int] = {}
+        self._leaf_distances: dict[str, dict[str, int]] = {}
         self._totals: dict[tuple, QpTotals] = {}
         self._known: dict[tuple, tuple[str, ...]] = {}  # a QP's last path with every link named
         self._traced: dict[tuple, int] = {}  # a QP's last discovery taken as probes
@@ -186,9 +187,15 @@ class QpEvidence:
         NIC's leaves are wired alike, and the nearer pair is the one a route takes."""
         key = (src, dst)
         if key not in self._hops:  # a dual-plane fabric's -a leaves reach no -b leaf: leave those out
-            self._hops[key] = 1 + min(nx.single_source_shortest_path_length(self.graph, a).get(b, math.inf)
+            self._hops[key] = 1 + min(self._distances(a).get(b, math.inf)
                                       for a in self.leaves_of[src] for b in self.leaves_of[dst])
         return self._hops[key]
+
+    def _distances(self, leaf: str) -> dict[str, int]:
+        """Hops from a leaf to every node, one search per leaf (not one per NIC pair)."""
+        if leaf not in self._leaf_distances:
+            self._leaf_distances[leaf] = nx.single_source_shortest_path_length(self.graph, leaf)
+        return self._leaf_distances[leaf]
 
     def ambiguous(self) -> list[list[str]]:
         """The links the QPs' own packets cannot tell apart: crossed by exactly the same QPs that

@@ -225,6 +225,7 @@ def build_fabric(lab: LabFile) -> Fabric:
     fabric = Fabric(
         name=spec.name, tiers=spec.fabric.tiers, groups=spec.fabric.groups, rails=spec.fabric.rails,
         rate_bps=parse_rate_bps(spec.links.rate), mtu=spec.links.mtu, nic_ports=spec.fabric.nic_ports,
+        dual_plane=spec.fabric.dual_plane,
         delay_s=parse_time_s(spec.links.delay) if spec.links.delay else None,
         bfd_interval_ms=spec.routing.bfd.interval_ms, bfd_multiplier=spec.routing.bfd.multiplier,
         ecmp_hash=spec.routing.ecmp_hash, runtime=spec.runtime,

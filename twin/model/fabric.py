@@ -122,6 +122,7 @@ class Fabric(_Freezable):
     runtime: str
     delay_s: float | None = None
     nic_ports: int = 1  # 2: every NIC has a port to each of two leaves of its rail (model/build.py)
+    dual_plane: bool = False  # with 2 ports: the -a leaves on spines of their own, the -b on theirs
     pfc: bool = True  # lossless: PFC-like pauses instead of congestion drops (pfc/)
     buffer_bytes: int | None = None  # per switch port; None = derived (pfc/thresholds.py)
     pfc_xoff_bytes: int | None = None

@@ -117,7 +117,7 @@ def most_paths(fabric: Fabric) -> int:
     spine hashes between a dual-port NIC's leaves, unless the fabric is dual-plane: there a leaf
     reaches its own side's spines only, and a spine its own side's leaf."""
     spines = fabric.by_role("spine")
-    sides = len({spine.side for spine in spines})  # 2 on a dual plane (fabric.dual_plane)
+    sides = 2 if fabric.dual_plane else 1
     last_hop = fabric.nic_ports // sides
     if fabric.tiers == 2:
         return len(spines) // sides * last_hop
