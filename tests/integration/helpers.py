@@ -103,8 +103,6 @@ def marking(lab, kmin: int = 0, kmax: int | None = None, pmax: float | None = No
         pfc_client.release(lab.paths.root, "test-marking")
 
 
-
-
 def netns_tier_only(runtime: str, why: str) -> None:
     """Skip on the docker tier a test of what does not depend on the runtime: `why` says so. The
     docker tier runs on one of CI's two workers, beside the netns tier; it keeps what containers

@@ -147,25 +147,25 @@ def test_marked_flows_the_kernel_collides_are_spread_over_the_uplinks(sprayed):
     assert sender_pauses(result) <= sender_pauses(shared) / 10, (result["paused"], shared["paused"])
 
 
-def leaf_egress(lab, flow: tuple[str, str], sport: int) -> str:
+def leaf_egress(paths: pathhash.Paths, flow: tuple[str, str], sport: int) -> str:
     """The uplink of leaf-g2-r1 an unmarked packet of `flow` from `sport` takes, by the model."""
-    nics = {n.label: n for n in fabric_nics(lab.fabric)}
-    hops = pathhash.Paths(lab.fabric).path(ip_address(nics[flow[0]].address), ip_address(nics[flow[1]].address),
-                                           17, sport, PORT)
+    nics = {n.label: n for n in fabric_nics(paths.fabric)}
+    hops = paths.path(ip_address(nics[flow[0]].address), ip_address(nics[flow[1]].address), 17, sport, PORT)
     return hops[1].egress.ifname
 
 
 def sharing_sports(lab) -> tuple[int, int]:
     """Source ports that put FLOWS, unmarked, on one uplink: the first flow at offset 0, the
     second from the first port the model sends the same way."""
-    first = pathhash.with_offset(47100, 0)
-    uplink = leaf_egress(lab, FLOWS[0], first)
-    return first, next(s for s in range(47100, 47400) if leaf_egress(lab, FLOWS[1], s) == uplink)
+    paths, first = pathhash.Paths(lab.fabric), pathhash.with_offset(47100, 0)
+    uplink = leaf_egress(paths, FLOWS[0], first)
+    return first, next(s for s in range(47100, 47400) if leaf_egress(paths, FLOWS[1], s) == uplink)
 
 
 def test_unmarked_flows_take_the_paths_their_offsets_name(sprayed):
     # offsets one apart leave by different uplinks; two flows on one named uplink share it
-    first = [leaf_egress(sprayed, FLOWS[0], pathhash.with_offset(47100, offset)) for offset in range(4)]
+    paths = pathhash.Paths(sprayed.fabric)
+    first = [leaf_egress(paths, FLOWS[0], pathhash.with_offset(47100, offset)) for offset in range(4)]
     assert first[0] != first[1] and first[1] != first[2], first
     result = both_flows(sprayed, UNMARKED, sharing_sports(sprayed))
     assert result["arrived"] == [PACKETS, PACKETS], result
