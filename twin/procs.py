@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,8 @@ from contextlib import contextmanager
 URGENT_NICE = -10
 INSTRUMENT_NICE = -5
 LOAD_NICE = 0
+CPU_LATENCY_QOS = "/dev/cpu_dma_latency"
+_latency_request: list[int] = []  # the descriptor that holds this process's request, kept open
 
 
 def set_priority(nice: int) -> None:
@@ -42,6 +45,28 @@ def real_time(priority: int) -> str | None:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
     except OSError as exc:
         return f"no real-time priority ({exc.strerror})"
+    return None
+
+
+def cpus_awake() -> str | None:
+    """Ask the kernel to keep every CPU out of its idle states that take time to leave (a CPU
+    latency request of 0 us, PM QoS), until this process exits, however it exits: the request is the
+    open descriptor. The reason when it cannot.
+
+    Why: the lab's data plane runs on the kernel's timers (every port's HTB shaper, the PFC gates),
+    and a CPU that halted when idle wakes for a timer late. On a VM a halted vCPU waits for its
+    host to run it again: a port's shaper lost the line time it slept through (its burst is below
+    one jumbo frame), a queue built behind it, ECN marked it and DCQCN cut the senders, so a healthy
+    fabric ran at 0.2-0.6 of line (2026-12-02, docs/benchmarks.md). A switch's ASIC never sleeps;
+    the twin's CPUs stand in for it while a lab is up. The cost: idle CPUs poll instead of halting."""
+    if _latency_request:
+        return None
+    try:
+        fd = os.open(CPU_LATENCY_QOS, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"no CPU latency request ({exc.strerror})"
+    os.write(fd, struct.pack("i", 0))
+    _latency_request.append(fd)
     return None
 
 
