@@ -46,7 +46,9 @@ def bench(ctx, transport, iters=3, **roce):
 # CPU hogs (0.92 with cc none; 0.83-0.93 with the switch ports' burst raised to 18000 bytes,
 # so the shapers explain part of it);
 # 0.63 in CI beside the docker tier (2026-11-28). These tests
-# measure the transport, not the machine's load: they run alone (marker quiet).
+# measure the transport, not the machine's load: they run alone (marker quiet). Alone is not idle:
+# a halted vCPU wakes for the shapers' timers late, and this test failed 3 of 4 runs on a quiet VM
+# (0.42 of line in CI, 2026-12-02) until the lab held the CPUs awake (procs.cpus_awake): 9 of 9.
 @pytest.mark.quiet
 def test_roce_allreduce_is_correct_and_keeps_the_line_busy(mini):
     m = bench(mini, "roce")
@@ -162,7 +164,12 @@ def test_a_multipath_qp_spreads_over_an_ecmp_fabric_by_its_source_ports(mini, mu
     before = sent()
     result = roce_incast(mini, [nics["host-g2-h1:nic1"]], nics["host-g1-h1:nic1"], 1.5, multipath=multipath)
     each = sorted(after - first for first, after in zip(before, sent()))
-    assert result.goodput_bps(warmup_s=0.5) > 0.5 * mini.fabric.rate_bps, result.received[-1]
+    # Enough of a stream to judge its spread (the uplinks also carry BGP and BFD: a few packets a
+    # second). Not a rate: how fast one Python QP streams is the machine's (CI's parallel tier of
+    # 2026-12-02: 0.2 of line beside the other worker, 16 MB; alone, 4 of 12 runs under 0.5 without
+    # the lab's CPU latency request, 1 of 14 with it), and the multipath section of
+    # docs/benchmarks.md measures it.
+    assert sum(each) >= 500, (each, result.received[-1])
     assert result.stats["timeouts"] == 0, result.stats
     if multipath:
         assert each[0] >= 0.5 / ENTROPY * sum(each), each

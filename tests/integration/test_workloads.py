@@ -120,11 +120,15 @@ def test_probes_to_a_host_behind_a_total_drop_are_lost_within_one_interval(lab):
         time.sleep(1.0)
         timing, params = engine.parse({"id": "cut", "kind": "silent_drop", "link": "leaf-g2-r1 -- host-g2-h2",
                                        "direction": "a_to_b", "loss_pct": 100})
+        # The drop takes hold somewhere inside inject (0.2-0.4 s of it at rest, longer under load):
+        # healthy intervals are those that ended before it began, faulty ones began after it returned.
+        # (CI of 2026-12-02 saw a loss in an interval that ended between the two.)
+        injecting = time.monotonic()
         engine.inject(FaultContext(lab, seed=3), timing, params)
         injected = time.monotonic()
         time.sleep(2.0)
         engine.clear(FaultContext(lab, seed=3), "cut")
-    before = [i for i in intervals if i.t + 0.25 <= injected]
+    before = [i for i in intervals if i.t + 0.25 <= injecting]
     first_after = next(i for i in intervals if i.t >= injected)
     assert before and all(s.lost == 0 for i in before for s in i.samples)
     to_victim = [s for s in first_after.samples if s.dst == "host-g2-h2:nic1"]
