@@ -1,16 +1,14 @@
 """YAML with line numbers, and pydantic errors turned into located Problems.
 
 Lab files and scenario files share this. The file's text (bounded: spec/filebytes.py) is parsed
-by libyaml (ruamel's C parser; its pure-Python loader took 7 s for a 1 MB file), twice, and
-nothing is built until the first pass has seen the whole event stream (where libyaml, a YAML 1.1
-parser, refuses what YAML 1.2 allows, ruamel's own parser decides, and its message is shown):
-
-1. the events: one document, no anchors or aliases (a few lines of nested aliases expand to
-   gigabytes), no explicit tags, at most MAX_DEPTH levels of nesting (the loader recursed per
-   level: 700 levels of `[` raised RecursionError), no number longer than MAX_NUMBER_CHARS
-   (Python refuses to convert an int of 4,300 digits) or not finite (`.inf`);
-2. the node tree, turned into plain dicts, lists and scalars here, with the line of every key
-   and list item (SourceMap), and keys that appear twice refused.
+by libyaml (ruamel's C parser; its pure-Python loader took 7 s for a 1 MB file; where libyaml, a
+YAML 1.1 parser, refuses what YAML 1.2 allows, ruamel's own parser decides, and its message is
+shown), and plain dicts, lists and scalars are built from its events in one pass (_Builder), with
+the line of every key and list item (SourceMap). Refused as they are met, before anything under
+them is read: a second document, anchors and aliases (a few lines of nested aliases expand to
+gigabytes), explicit tags, more than MAX_DEPTH levels of nesting (ruamel's composer recursed per
+level: 700 levels of `[` raised RecursionError), a number longer than MAX_NUMBER_CHARS (Python
+refuses to convert an int of 4,300 digits) or not finite (`.inf`), a key that appears twice.
 
 The plain document is validated by a pydantic model, and every validation error becomes a
 Problem naming file, line and key.
@@ -28,6 +26,7 @@ from typing import Any
 import pydantic
 from ruamel.yaml import YAML, events, nodes
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.resolver import VersionedResolver
 
 from twin.errors import MAX_PROBLEMS_LISTED, LabFileError, Problem, closest
 from twin.spec.filebytes import MAX_FILE_BYTES, decoded, read_bounded, refuse
@@ -74,12 +73,15 @@ def read_yaml(path: Path, raw: bytes | None = None) -> tuple[dict, SourceMap]:
 def parse_yaml(path: Path, raw: bytes) -> tuple[dict, SourceMap]:
     """Parse a file's bytes (read by read_yaml, or from standard input), named `path` in errors."""
     text = decoded(path, raw)
+    lines: dict[Loc, int] = {}
     try:
-        root = _compose(path, text, pure=False)
+        root = _Builder(path, YAML(typ="safe", pure=False).parse(text), lines).document()
     except YAMLError:
         root = None  # libyaml (YAML 1.1) refuses `[host-g1-h1:nic1]`, which YAML 1.2 allows: ask ruamel's own
     try:
-        root = root or _compose(path, text, pure=True)
+        if root is None:
+            lines.clear()
+            root = _Builder(path, YAML(typ="safe", pure=True).parse(text), lines).document()
     except MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
         raise LabFileError([Problem(str(path), line, "", f"YAML syntax: {exc.problem}",
@@ -89,42 +91,92 @@ def parse_yaml(path: Path, raw: bytes) -> tuple[dict, SourceMap]:
         line = text.count("\n", 0, mark) + 1 if isinstance(mark, int) else None
         raise refuse(path, line, f"YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
                      "save the file as plain UTF-8 text") from None
-    if not isinstance(root, nodes.MappingNode):
+    if not isinstance(root, dict):
         raise LabFileError([Problem(str(path), 1, "", "the file must be a YAML mapping", "start with `name: ...`")])
-    lines: dict[Loc, int] = {}
-    return _plain(path, root, (), lines), SourceMap(lines)
+    return root, SourceMap(lines)
 
 
-def _compose(path: Path, text: str, pure: bool) -> nodes.Node | None:
-    _check_events(path, YAML(typ="safe", pure=pure).parse(text))
-    return YAML(typ="safe", pure=pure).compose(text)
+class _Yaml12Resolver(VersionedResolver):
+    """Scalars are read by YAML 1.2's core schema, whatever a `%YAML` directive says (libyaml does
+    not pass one on). ruamel's resolver looks the version up for every scalar, under libyaml through
+    two caught AttributeErrors: a third of the time 11,000 faults took to parse."""
+
+    processing_version = (1, 2)
 
 
-def _check_events(path: Path, stream) -> None:
-    """Refuse what the loader would expand, misread or recurse on, from the event stream (linear in
-    the file's size: nothing is built yet)."""
-    documents = depth = 0
-    for event in stream:
-        line = event.start_mark.line + 1 if event.start_mark else None
-        if isinstance(event, events.DocumentStartEvent):
-            documents += 1
-            if documents > 1:
-                raise refuse(path, line, "a second YAML document (`---`)", "one file holds one lab or one scenario")
-        elif isinstance(event, events.AliasEvent) or getattr(event, "anchor", None):
-            raise refuse(path, line, "YAML anchors and aliases (&name, *name) are not supported",
+class _Builder:
+    """Plain data from the parser's events in one pass, with the line of every key and list item
+    (ruamel's composer and constructor would recurse per level and expand aliases: both are
+    refused here before anything under them is read)."""
+
+    def __init__(self, path: Path, stream: typing.Iterable[events.Event], lines: dict[Loc, int]) -> None:
+        self.path, self.events, self.lines = path, iter(stream), lines
+        self.resolver = _Yaml12Resolver()
+
+    def document(self) -> Any:
+        """The file's one document (None when it is empty)."""
+        documents, root = 0, None
+        for event in self.events:
+            if isinstance(event, events.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    raise refuse(self.path, _line(event), "a second YAML document (`---`)",
+                                 "one file holds one lab or one scenario")
+            elif isinstance(event, (events.NodeEvent)):
+                root = self._value(event, (), 0)
+        return root
+
+    def _value(self, event: events.Event, loc: Loc, depth: int) -> Any:
+        line = _line(event)
+        if isinstance(event, events.AliasEvent) or getattr(event, "anchor", None):
+            raise refuse(self.path, line, "YAML anchors and aliases (&name, *name) are not supported",
                          "write the value out where it is used")
-        elif getattr(event, "tag", None) and getattr(event, "tag", None) != "!":  # "!": a quoted scalar's own
-            tag = str(event.tag).replace(_TAG, "!!")
-            raise refuse(path, line, f"YAML tag {tag} is not supported", "write the plain value, without the tag")
-        if isinstance(event, (events.SequenceStartEvent, events.MappingStartEvent)):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise refuse(path, line, f"nested more than {MAX_DEPTH} levels deep",
-                             "lab and scenario files nest a few levels: is this the right file?")
-        elif isinstance(event, (events.SequenceEndEvent, events.MappingEndEvent)):
-            depth -= 1
-        elif isinstance(event, events.ScalarEvent) and not event.style:  # plain (None or ""): may be a number
-            _check_number(path, line, event.value)
+        tag = getattr(event, "tag", None)
+        if tag and tag != "!":  # "!": a quoted scalar's own
+            raise refuse(self.path, line, f"YAML tag {str(tag).replace(_TAG, '!!')} is not supported",
+                         "write the plain value, without the tag")
+        if isinstance(event, events.ScalarEvent):
+            if not event.style:  # plain (None or ""): may be a number
+                _check_number(self.path, line, event.value)
+            return _scalar(self.resolver.resolve(nodes.ScalarNode, event.value, event.implicit).suffix, event.value)
+        if depth >= MAX_DEPTH:
+            raise refuse(self.path, line, f"nested more than {MAX_DEPTH} levels deep",
+                         "lab and scenario files nest a few levels: is this the right file?")
+        if isinstance(event, events.SequenceStartEvent):
+            return self._sequence(loc, depth + 1)
+        return self._mapping(loc, depth + 1)
+
+    def _sequence(self, loc: Loc, depth: int) -> list:
+        items: list[Any] = []
+        for event in self.events:
+            if isinstance(event, events.SequenceEndEvent):
+                break
+            here = loc + (len(items),)
+            self.lines[here] = _line(event)
+            items.append(self._value(event, here, depth))
+        return items
+
+    def _mapping(self, loc: Loc, depth: int) -> dict:
+        result: dict[str, Any] = {}
+        for event in self.events:
+            if isinstance(event, events.MappingEndEvent):
+                break
+            line = _line(event)
+            if not isinstance(event, (events.ScalarEvent, events.AliasEvent)):
+                raise refuse(self.path, line, "a key must be a plain name, not a list or mapping",
+                             "write `key: value`")
+            key = str(self._value(event, loc, depth))
+            here = loc + (key,)
+            if key in result:
+                raise refuse(self.path, line, f"key '{shown_name(key)}' appears twice (also line "
+                             f"{self.lines[here]})", "keep one of them")
+            self.lines[here] = line
+            result[key] = self._value(next(self.events), here, depth)
+        return result
+
+
+def _line(event: events.Event) -> int | None:
+    return event.start_mark.line + 1 if event.start_mark else None
 
 
 def _check_number(path: Path, line: int | None, value: str) -> None:
@@ -141,34 +193,8 @@ def _check_number(path: Path, line: int | None, value: str) -> None:
             pass  # hexadecimal, octal: YAML's own rules decide
 
 
-def _plain(path: Path, node: nodes.Node, loc: Loc, lines: dict[Loc, int]) -> Any:
-    """A node as plain data, recording the line of every key and item under `loc`."""
-    if isinstance(node, nodes.MappingNode):
-        result: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, nodes.ScalarNode):
-                raise refuse(path, key_node.start_mark.line + 1, "a key must be a plain name, not a list or mapping",
-                             "write `key: value`")
-            key = str(_scalar(key_node))
-            here = loc + (key,)
-            if key in result:
-                raise refuse(path, key_node.start_mark.line + 1, f"key '{shown_name(key)}' appears twice (also "
-                             f"line {lines[here]})", "keep one of them")
-            lines[here] = key_node.start_mark.line + 1
-            result[key] = _plain(path, value_node, here, lines)
-        return result
-    if isinstance(node, nodes.SequenceNode):
-        items = []
-        for number, item in enumerate(node.value):
-            lines[loc + (number,)] = item.start_mark.line + 1
-            items.append(_plain(path, item, loc + (number,), lines))
-        return items
-    return _scalar(node)
-
-
-def _scalar(node: nodes.ScalarNode) -> Any:
+def _scalar(tag: str, value: str) -> Any:
     """A scalar by the tag YAML 1.2's core schema resolved for it (explicit tags were refused)."""
-    tag, value = node.tag, node.value
     if tag == _TAG + "null":
         return None
     if tag == _TAG + "bool":
