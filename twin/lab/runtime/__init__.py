@@ -7,16 +7,24 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from twin.lab.runtime.base import ExecResult, Runtime
-from twin.lab.runtime.netns import NetnsRuntime
 from twin.registry import Registry
 
 RuntimeFactory = Callable[[str], Runtime]  # lab name -> the runtime of that lab
 RUNTIMES: Registry[RuntimeFactory] = Registry("runtime", plural="runtimes")
-RUNTIMES.add("netns", NetnsRuntime)
+
+
+# Each runtime's module is imported when a lab runs on it: Docker's SDK cost every `twin` command
+# 0.2 s of start-up, pyroute2 (netns) 0.1 s.
+def _netns_runtime(lab: str) -> Runtime:
+    from twin.lab.runtime.netns import NetnsRuntime
+
+    return NetnsRuntime(lab)
+
+
+RUNTIMES.add("netns", _netns_runtime)
 
 
 def _docker_runtime(lab: str) -> Runtime:
-    # Docker's SDK is imported when a lab runs on it: it cost every `twin` command 0.2 s of start-up.
     from twin.lab.runtime.docker import DockerRuntime
 
     return DockerRuntime(lab)
