@@ -25,7 +25,7 @@ URGENT_NICE = -10
 INSTRUMENT_NICE = -5
 LOAD_NICE = 0
 CPU_LATENCY_QOS = "/dev/cpu_dma_latency"
-_latency_request: list[int] = []  # the descriptor that holds this process's request, kept open
+_latency_request: int | None = None  # the descriptor that holds this process's request, kept open
 
 
 def set_priority(nice: int) -> None:
@@ -58,15 +58,17 @@ def cpus_awake() -> str | None:
     host to run it again: a port's shaper lost the line time it slept through (its burst is below
     one jumbo frame), a queue built behind it, ECN marked it and DCQCN cut the senders, so a healthy
     fabric ran at 0.2-0.6 of line (2026-12-02, docs/benchmarks.md). A switch's ASIC never sleeps;
-    the twin's CPUs stand in for it while a lab is up. The cost: idle CPUs poll instead of halting."""
-    if _latency_request:
+    the twin's CPUs stand in for it while a lab is up (lab/awake.py). The cost: idle CPUs poll
+    instead of halting."""
+    global _latency_request
+    if _latency_request is not None:
         return None
     try:
         fd = os.open(CPU_LATENCY_QOS, os.O_WRONLY | os.O_CLOEXEC)
     except OSError as exc:
         return f"no CPU latency request ({exc.strerror})"
     os.write(fd, struct.pack("i", 0))
-    _latency_request.append(fd)
+    _latency_request = fd
     return None
 
 

@@ -12,10 +12,12 @@ import time
 import pytest
 from pyroute2 import netns
 
-from twin.lab import neigh
+from twin.lab import awake, neigh
+from twin.lab.pfc import client as pfc_client
 from twin.lab.reach import unreachable_pairs
 from twin.lab.routing.frr import vtysh_json
 from twin.lab.state import lab_dir
+from twin.procs import CPU_LATENCY_QOS, alive
 
 from .helpers import ROOT, lab_copy, lab_running, leftovers, twin_cli
 
@@ -94,6 +96,22 @@ def test_two_labs_side_by_side(tmp_path):
         assert unreachable_pairs(side_a) == []
         assert twin_cli("lab", "status", "side-a").returncode == 0
     assert "side-a" not in neigh.reserved()
+
+
+def test_a_lossy_lab_without_a_bfd_data_plane_keeps_the_cpus_awake_while_it_is_up(tmp_path):
+    """The lab holds the CPU latency request itself (lab/awake.py), not its PFC controller or BFD
+    data plane: this one runs neither, and its shapers' timers need it all the same."""
+    path = lab_copy(tmp_path, "mini", "awake")
+    path.write_text(path.read_text().replace("mtu: 9000", "mtu: 9000\n  pfc: false\n  ecn: false")
+                    .replace("multiplier: 3}", "multiplier: 3, offload: false}"))
+    with lab_running(str(path)) as lab:
+        assert not lab.fabric.queue_programs and not lab.fabric.bfd_offload
+        assert not pfc_client.running(lab.state)
+        holders = [r for r in lab.state.resources if r.name == awake.RESOURCE]
+        assert len(holders) == 1 and alive(holders[0].pid)
+        with open(CPU_LATENCY_QOS, "rb") as target:
+            assert target.read(4) == bytes(4), "the kernel's CPU latency target is not 0 us"
+    assert not alive(holders[0].pid)
 
 
 def test_a_lab_with_4_byte_asns_converges(tmp_path):

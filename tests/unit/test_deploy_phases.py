@@ -8,7 +8,8 @@ from twin.lab.deploy import PHASES
 def test_phases_are_named_once_and_ordered_by_what_each_needs():
     names = [phase.name for phase in PHASES]
     assert len(names) == len(set(names))
-    before = [("namespaces", "links"), ("links", "addresses+shaping"),
+    before = [("cpu-awake", "addresses+shaping"),  # the shapers' timers fire on time from the first
+              ("namespaces", "links"), ("links", "addresses+shaping"),
               ("pfc", "phy"),  # the queue programs replace the ports' clsact qdiscs, phy adds to them
               ("addresses+shaping", "frr-start"), ("frr-start", "bgp-release"), ("bgp-release", "bgp-ecmp"),
               ("bgp-ecmp", "bfd"), ("bfd", "reachability")]
@@ -19,4 +20,4 @@ def test_a_lab_runs_the_optional_phases_it_asks_for():
     fabric = fabric_of("mini")
     wanted = {phase.name for phase in PHASES if phase.wanted(fabric)}
     assert ("pfc" in wanted) == fabric.queue_programs and ("lldp" in wanted) == fabric.lldp
-    assert {"namespaces", "frr-start", "reachability"} <= wanted
+    assert {"cpu-awake", "namespaces", "frr-start", "reachability"} <= wanted

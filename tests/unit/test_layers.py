@@ -175,7 +175,7 @@ LAB_ROOMS = {
     "state": 0, "kernel": 0,
     "runtime": 1,
     "files": 2, "handle": 2, "nft": 2, "identity": 2, "reach": 2, "traffic": 2,
-    "ebpf": 3, "pfc": 4, "bfd": 4,
+    "ebpf": 3, "pfc": 4, "bfd": 4, "awake": 4,
     "ports": 5,
     "routing": 6,
     "deploy": 7, "status": 7, "capacity": 7, "idle": 7, "neigh": 7, "kernel_state": 7,

@@ -12,7 +12,8 @@ before it (tests/unit/test_layers.py, LAB_ROOMS):
   between host NICs (`reach`: ICMP all pairs, `traffic`: UDP flows).
 - `ebpf/`: the C programs and their loader (libbpf); `pfc/`: the PFC and ECN controller; `bfd/`:
   the BFD data plane, one process sending and timing every switch's BFD packets for its bfdd
-  (their steady state in the kernel: `fastpath`).
+  (their steady state in the kernel: `fastpath`); `awake`: the process that keeps the CPUs out of
+  deep idle states while the lab is up (the ports' timers).
 - `ports/`: what every port is and counts: its physical layer (`phy`: hidden faults, black holes,
   swapped cables), its optics' readings (`optics`), interface and queue counters (`counters`).
 - `routing/`: the nodes' daemons: FRR (`frr`: start, ask; `frr_answers`: judge what it answers,

@@ -1,6 +1,6 @@
 """Bring a lab up (ordered steps, each recorded before it acts) and tear it down.
 
-up:   neighbour-table reservation -> namespaces -> sysctls -> links -> interfaces, routing, shaping
+up:   CPUs kept awake -> neighbour-table reservation -> namespaces -> sysctls -> links -> interfaces, routing, shaping
       -> PFC controller -> BFD data plane -> FRR -> convergence
 down: daemons by recorded pid -> every node carrying this lab's prefix -> the lab directory
 A failure or Ctrl-C during `up` tears down whatever was built.
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from twin.errors import LabStateError, RuntimeBackendError
-from twin.lab import capacity, idle, neigh
+from twin.lab import awake, capacity, idle, neigh
 from twin.lab.bfd import client as bfd_client
 from twin.lab.handle import Lab
 from twin.lab.kernel import netconf, nlbatch, offload, shaping, vxlan
@@ -103,6 +103,12 @@ class Build:
     timeout_s: float
     all_pairs: bool
     deadline: float = 0.0  # set when routing starts: the timeout covers convergence, not the build
+
+
+def _cpus_awake(build: Build) -> None:
+    build.progress.phase("keeping the CPUs awake (the ports' timers)", None)
+    if (refused := awake.start(build.lab)) is not None:
+        build.progress.note(refused)
 
 
 def _namespaces(build: Build) -> None:
@@ -222,6 +228,7 @@ class Phase:
 
 
 PHASES = (
+    Phase("cpu-awake", _cpus_awake),
     Phase("namespaces", _namespaces),
     Phase("sysctls", _sysctls),
     Phase("links", _links),

@@ -42,7 +42,7 @@ from twin.lab.ebpf import layout
 from twin.lab.ebpf.libbpf import BpfError
 from twin.lab.handle import Lab
 from twin.lab.kernel.nsutil import in_netns, interface_indexes
-from twin.procs import cpus_awake, real_time, stop_on_signals
+from twin.procs import real_time, stop_on_signals
 
 SINGLE_HOP_PORT = 3784
 SOURCE_PORT = 49152  # RFC 5881 4: from 49152-65535, one per session or shared
@@ -498,8 +498,6 @@ def main() -> None:
     plane.open()
     if (refused := real_time(RT_PRIORITY)) is not None:
         print(f"{refused}: timers may slip under load", file=sys.stderr, flush=True)
-    if (refused := cpus_awake()) is not None:
-        print(f"{refused}: the ports' timers may fire late", file=sys.stderr, flush=True)
     stop_on_signals(lambda: setattr(plane, "stopping", True))
     try:
         plane.run()

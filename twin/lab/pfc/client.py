@@ -108,4 +108,4 @@ def start(lab: Lab) -> int:
 
 
 def running(state: LabState) -> bool:
-    return any(r.kind == "controller" and r.pid and alive(r.pid) for r in state.resources)
+    return any(r.name == RESOURCE and r.pid and alive(r.pid) for r in state.resources)

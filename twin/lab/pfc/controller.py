@@ -52,7 +52,7 @@ from twin.lab.pfc.queues import Queues
 from twin.model import queue_tree
 from twin.model.buffers import frame_bytes, switch_queue_limit
 from twin.model.ports import Port, ports
-from twin.procs import cpus_awake, real_time, stop_on_signals
+from twin.procs import real_time, stop_on_signals
 
 SOCKET = "control.sock"
 FLUSH_S = 0.1
@@ -595,8 +595,6 @@ def main() -> None:
     controller.start()  # forks the kicker, which stays at normal priority
     if (refused := real_time(RT_PRIORITY)) is not None:
         controller.errors.append(f"{refused}: reactions may be slower under load")
-    if (refused := cpus_awake()) is not None:
-        controller.errors.append(f"{refused}: the ports' timers may fire late")
     stop_on_signals(lambda: setattr(controller, "stopping", True))
     try:
         controller.run()
