@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import TYPE_CHECKING
 
-from twin.lab.handle import Lab, python_module
 from twin.procs import cpus_awake
+
+if TYPE_CHECKING:  # the holder itself imports nothing of the lab: it starts in a few milliseconds
+    from twin.lab.handle import Lab
 
 RESOURCE = "cpu/awake"
 HELD = "held"
@@ -23,6 +26,8 @@ HELD = "held"
 def start(lab: Lab) -> str | None:
     """Start the holder and wait until it holds the request; the reason when the kernel refused it
     (no PM QoS, or no right to it in a container): the lab runs on, its timers may then fire late."""
+    from twin.lab.handle import python_module
+
     log = lab.paths.root / "awake.log"
     spawned = lab.spawn_owned(RESOURCE, python_module("twin.lab.awake", str(lab.paths.root)), log,
                               kind="controller", pipe_stdout=True)
