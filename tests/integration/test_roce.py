@@ -57,6 +57,13 @@ def test_roce_allreduce_is_correct_and_keeps_the_line_busy(mini):
     assert m.transport["retrans_bytes"] == 0 and m.transport["timeouts"] == 0, m.transport
 
 
+def _summary(m) -> str:
+    """A measurement in one line: what a failure message needs to tell the machine from the transport."""
+    stats = {k: m.transport.get(k) for k in ("ecn_marked", "cnps_received", "naks_sent", "retrans_packets",
+                                              "timeouts")} if m.transport else {}
+    return f"busbw {m.busbw / 1e6:.1f} MB/s, {m.time_s:.3f} s an iteration, {stats}"
+
+
 # Under loss the first timeout is 0.27 s (ib_timeout 16), not NCCL's 4.3 s: go-back-N still resends
 # a window per NAK, but a run is no longer a random sum of 4.3 s timeouts. At 20, 3-7 timeouts made
 # the lossy bench take 10-40 s here, and a CI run under load (the ranks' sockets overflow, more
@@ -77,7 +84,8 @@ def test_one_percent_loss_costs_roce_more_than_tcp(mini):
     def measured(transport):
         return bench(mini, transport, LOSSY_ITERS, **(LOSSY_TIMER if transport == "roce" else {}))
 
-    healthy = {t: measured(t).busbw for t in ("roce", "tcp")}
+    healthy_runs = {t: measured(t) for t in ("roce", "tcp")}
+    healthy = {t: healthy_runs[t].busbw for t in healthy_runs}
     timing, params = engine.parse({"id": "lossy", "kind": "silent_drop", "link": "leaf-g1-r1 -- host-g1-h1",
                                    "loss_pct": 1})
     engine.inject(FaultContext(mini), timing, params)
@@ -88,9 +96,14 @@ def test_one_percent_loss_costs_roce_more_than_tcp(mini):
     assert lossy["roce"].wrong == 0 and lossy["tcp"].wrong == 0
     kept = {t: lossy[t].busbw / healthy[t] for t in healthy}
     # go-back-N resends a window per loss and waits a timeout per lost tail; TCP's selective
-    # repeat resends what was lost (LOSSY_ITERS: the figures)
-    assert kept["roce"] < 0.8 and kept["roce"] < kept["tcp"], (kept, lossy["roce"])
-    assert kept["tcp"] > 0.7, (kept, lossy["tcp"])
+    # repeat resends what was lost (LOSSY_ITERS: the figures). Alone on 2026-12-02 (4 runs) RoCE
+    # kept 0.53-0.70, TCP 0.88-0.93; one CI run that day kept 0.80 and 0.86 (the lossy RoCE run saw
+    # 1,490 ECN marks on a fabric with no other traffic: queues the machine built; cause not found):
+    # the message says each run's busbw, marks, CNPs, NAKs and timeouts, so the next one says why.
+    why = {f"{state} {t}": _summary(runs[t]) for state, runs in (("healthy", healthy_runs), ("lossy", lossy))
+           for t in runs} | {"kept": kept}
+    assert kept["roce"] < 0.8 and kept["roce"] < kept["tcp"], why
+    assert kept["tcp"] > 0.7, why
     stats = lossy["roce"].transport
     assert stats["naks_sent"] > 0 and stats["retrans_bytes"] > SIZE // 10, stats
     assert stats["retrans_packets"] > 3 * stats["naks_sent"], stats  # a window per NAK, not one packet

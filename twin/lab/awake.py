@@ -1,6 +1,8 @@
 """The lab's CPUs kept awake while it is up: one process the lab owns holds a CPU latency request
 of 0 us (procs.cpus_awake) from the first phase of `twin lab up` until `twin lab down` ends it, or
-until it dies (the kernel drops the request with its descriptor), whatever else the lab runs.
+until it dies (the kernel drops the request with its descriptor), whatever else the lab runs. Like
+the PFC controller, it ends itself when the lab's state is gone (removed, then `twin cleanup` by the
+nodes' names or labels): nothing would end it, and it would keep the machine's CPUs polling.
 
 Every lab needs it, lossy or lossless, with or without a BFD data plane: each port's HTB shaper runs
 on the kernel's timers, and a halted vCPU fires them late (2026-12-02, docs/benchmarks.md).
@@ -10,8 +12,9 @@ on the kernel's timers, and a halted vCPU fires them late (2026-12-02, docs/benc
 
 from __future__ import annotations
 
-import signal
 import sys
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twin.procs import cpus_awake
@@ -21,6 +24,7 @@ if TYPE_CHECKING:  # the holder itself imports nothing of the lab: it starts in 
 
 RESOURCE = "cpu/awake"
 HELD = "held"
+STATE_CHECK_S = 1.0
 
 
 def start(lab: Lab) -> str | None:
@@ -41,13 +45,14 @@ def start(lab: Lab) -> str | None:
 
 
 def main() -> None:
+    state = Path(sys.argv[1]) / "state.json"
     if (refused := cpus_awake()) is not None:
         print(f"{refused}: the ports' timers may fire late", flush=True)
         return
     print(HELD, flush=True)
     sys.stdout.close()  # nobody reads on: a full pipe must never block it
-    while True:
-        signal.pause()  # until SIGTERM (teardown) or SIGKILL ends it, the request with it
+    while state.exists():  # until SIGTERM (teardown) ends it, or the lab's state goes
+        time.sleep(STATE_CHECK_S)
 
 
 if __name__ == "__main__":

@@ -122,7 +122,7 @@ class _Builder:
                 if documents > 1:
                     raise refuse(self.path, _line(event), "a second YAML document (`---`)",
                                  "one file holds one lab or one scenario")
-            elif isinstance(event, (events.NodeEvent)):
+            elif isinstance(event, events.NodeEvent):
                 root = self._value(event, (), 0)
         return root
 
