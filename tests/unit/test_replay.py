@@ -113,3 +113,14 @@ def test_transport_state_replay_needs_its_rows(tmp_path):
     (folder / "transport.jsonl").write_text('{"t": 1.0, "nic": "host-g1-h2:nic1", "qps": [{"sport": 1}]}\n')
     with pytest.raises(TwinError, match="a row is not a QP state"):
         replay(folder, "transport-state")
+
+
+def test_transport_state_takes_no_path_discovery_that_no_switch_answered(tmp_path):
+    """A RoCE job's recorded QP states (CI, 2026-12-02; scenario.yaml beside them): a 2 % drop on a
+    rank's host link, named in 0.4 s; during it one QP's discovery came back with no answer at all,
+    not even its own leaf's (its NIC did not hear them), and live the detector took that as five TTL
+    probes lost on the QP's own healthy host link and named it too. Replayed, it is named alone."""
+    result = replay(recorded(tmp_path, name="replay-unheard"), "transport-state")
+    assert result.live is not None and (result.live.right, result.live.wrong) == (1, 1)  # the case is in it
+    assert (result.replayed.right, result.replayed.wrong) == (1, 0)
+    assert set(result.replayed.detect_s) == {"crossed"}

@@ -136,7 +136,12 @@ class QpEvidence:
         flow = self._flows.setdefault(key, len(self._flows) + 1)
         if state.get("traced", 0) > self._traced.get(key, 0):
             self._traced[key] = state["traced"]
-            self._discovery(src, dst, flow, links, state["path"])
+            # A discovery that no switch answered, not even the QP's own leaf, says nothing of the
+            # path: a lossy link silences the TTLs past it, never its own leaf's over a link the
+            # QP's packets cross meanwhile; the NIC did not hear its answers (a CI run named the
+            # QP's healthy host link from one such discovery: 5 TTL probes "lost" on it at once).
+            if state["path"]:
+                self._discovery(src, dst, flow, links, state["path"])
         if sent <= 0 and lost <= 0:
             return
         sent = max(sent, lost)  # a wait or timeout with nothing new sent: the packet it gave up on
