@@ -24,6 +24,8 @@ A QP's path discoveries are probes too (007 traces the flows that retransmit): a
 again when it loses or waits, and each discovery's TTL t (1 to the switches on its path) is one
 probe over the path's first t links, lost when switch t did not answer. Where the answers stop
 is where a black hole or a dead link stops the QP's packets, which its own counters cannot say.
+A discovery that no switch answered, not even the QP's own leaf, is not taken: its NIC did not
+hear the answers (tests/unit/test_replay.py, replay-unheard).
 
 Naming is probe-likelihood's (likelihood.py) over those samples: a QP is a probed path that
 carries thousands of packets a second, so a link whose QPs lose while the QPs beside it carry
