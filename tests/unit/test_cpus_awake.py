@@ -44,7 +44,7 @@ def test_the_labs_holder_ends_itself_when_the_labs_state_is_gone(tmp_path):
     must not keep the machine's CPUs polling for good."""
     state = tmp_path / "state.json"
     state.write_text("{}")
-    holder = subprocess.Popen([sys.executable, "-m", "twin.lab.awake", str(tmp_path)], stdout=subprocess.PIPE,
+    holder = subprocess.Popen([sys.executable, "-m", "twin.lab.awake", str(state)], stdout=subprocess.PIPE,
                               text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

@@ -7,7 +7,7 @@ nodes' names or labels): nothing would end it, and it would keep the machine's C
 Every lab needs it, lossy or lossless, with or without a BFD data plane: each port's HTB shaper runs
 on the kernel's timers, and a halted vCPU fires them late (2026-12-02, docs/benchmarks.md).
 
-    python -m twin.lab.awake <lab dir>      (started by `start`; the lab directory marks it as the lab's)
+    python -m twin.lab.awake <lab's state file>   (started by `start`; its path marks it as the lab's)
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def start(lab: Lab) -> str | None:
     from twin.lab.handle import python_module
 
     log = lab.paths.root / "awake.log"
-    spawned = lab.spawn_owned(RESOURCE, python_module("twin.lab.awake", str(lab.paths.root)), log,
+    spawned = lab.spawn_owned(RESOURCE, python_module("twin.lab.awake", str(lab.paths.state)), log,
                               kind="controller", pipe_stdout=True)
     with spawned.proc.stdout:
         answer = spawned.proc.stdout.readline().strip()
@@ -45,7 +45,7 @@ def start(lab: Lab) -> str | None:
 
 
 def main() -> None:
-    state = Path(sys.argv[1]) / "state.json"
+    state = Path(sys.argv[1])
     if (refused := cpus_awake()) is not None:
         print(f"{refused}: the ports' timers may fire late", flush=True)
         return
