@@ -68,3 +68,17 @@ def test_a_publication_that_cannot_be_stored_is_an_error_not_a_crash(tmp_path):
     publisher.submit(published.encode(1.0, {}, {}))
     publisher.close()
     assert publisher.errors and "cannot publish the counters" in publisher.errors[0]
+
+
+@pytest.mark.parametrize(("phase", "feeders_held", "expected"), [
+    (1, True, True),  # above XOFF, its feeders held
+    (1, False, True),  # above XOFF, the XOFF event not yet acted on
+    (2, True, True),  # below XON in the kernel, the XON not yet acted on: its feeders are still held
+    (2, False, False),  # released
+    (0, False, False),  # never paused
+])
+def test_a_queue_pauses_its_feeders_from_its_xoff_until_the_controller_releases_them(phase, feeders_held, expected):
+    """The published `xoff` must not fall between the programs' XON and the controller's release:
+    a port held by a switch showing no queue above XOFF is the pause localizer's evidence of a pause
+    with no cause (detect/pauses.py)."""
+    assert published.pausing(phase, feeders_held) is expected

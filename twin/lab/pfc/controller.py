@@ -453,7 +453,8 @@ class Controller:
             if queue_ is not None:
                 occ, phase, peak = self.queues.read(queue_.id)
                 counter.queue, counter.queue_peak = max(0, occ), max(counter.queue_peak, peak)
-                counter.xoff, counter.xoff_times = bool(phase & 1), (phase + 1) // 2
+                counter.xoff = published.pausing(phase, bool(self.paused_by_queue.get(queue_.id)))
+                counter.xoff_times = (phase + 1) // 2
                 counter.ecn_marked = self.queues.marked(queue_.id)
                 counter.steered_in, counter.steered_away = self.queues.steered(queue_.id)
                 counter.late = self.queues.late(queue_.id)

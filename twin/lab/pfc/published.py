@@ -9,8 +9,8 @@ per-port PFC counters:
     paused_s    seconds this port's egress was held, the ongoing pause included
     paused      held right now, paused_for_s for how long (0 when not held)
     queue       bytes in its egress queue now (switch ports), queue_peak the most it held
-    xoff        its queue is above XOFF: it is pausing the ports that feed it; xoff_times how
-                often it went above
+    xoff        its queue is pausing the ports that feed it: from crossing XOFF until the controller
+                has released them after XON (`pausing`); xoff_times how often it went above XOFF
     watchdog    times the PFC watchdog turned its pause into drops
     ecn_marked  packets its queue marked Congestion Experienced (ECN)
     steered_in  adaptive routing: packets the kernel routed to another uplink, moved to this one;
@@ -52,6 +52,17 @@ class PortCounters:
     steered_in: int = 0
     steered_away: int = 0
     late: int = 0
+
+
+def pausing(phase: int, feeders_held: bool) -> bool:
+    """Whether a queue is pausing its feeders, given its XOFF phase (odd from crossing XOFF until
+    falling below XON; the programs move it in the kernel) and whether the controller still holds
+    ports for it. The programs move the phase before the controller acts on the XON event: a
+    publication in between showed a port held by a switch none of whose queues was above XOFF,
+    which is what a pause with no cause looks like (detect/pauses.py named such links pfc_pause,
+    0.7 s after a storm's clear, while the spread unwound). So a queue counts as pausing until
+    its feeders are released, as a real switch's queue pauses its senders until its XON is sent."""
+    return bool(phase & 1) or feeders_held
 
 
 def directory(lab_dir: Path) -> Path:
