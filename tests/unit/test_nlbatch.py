@@ -26,3 +26,38 @@ def test_a_program_fd_is_written_where_its_sentinel_was():
     assert sum(a != b for a, b in zip(message, patched)) <= 4
     with pytest.raises(ValueError, match="found 0 times"):
         nlbatch.patch(patched, nlbatch.FD_SENTINEL, 8)
+
+
+def _attributes(message: bytes) -> dict[int, bytes]:
+    """A tc request's attributes after its tcmsg, by type."""
+    found, offset = {}, nlbatch.INDEX_OFFSET + 16
+    while offset < nlbatch.HEADER.unpack_from(message)[0]:
+        length, kind = struct.unpack_from("=HH", message, offset)
+        found[kind] = message[offset + 4:offset + length]
+        offset += (length + 3) & ~3
+    return found
+
+
+def test_a_ports_clsact_names_the_nodes_shared_blocks_and_the_loopbacks_does_not():
+    """Each block a qdisc binds alone costs every later bind a step of a kernel-wide search: the
+    ports share their node's two blocks (nlbatch.SHARED_BLOCKS)."""
+    (shared,) = nlbatch.clsact()
+    assert nlbatch.HEADER.unpack_from(shared)[0] == len(shared)
+    attributes = _attributes(shared)
+    assert attributes[1] == b"clsact\0"  # TCA_KIND, intact
+    assert struct.unpack("=I", attributes[nlbatch.TCA_INGRESS_BLOCK])[0] == nlbatch.SHARED_BLOCKS[nlbatch.CLSACT_INGRESS]
+    assert struct.unpack("=I", attributes[nlbatch.TCA_EGRESS_BLOCK])[0] == nlbatch.SHARED_BLOCKS[nlbatch.CLSACT_EGRESS]
+    (own,) = nlbatch.clsact(shared=False)
+    assert not {nlbatch.TCA_INGRESS_BLOCK, nlbatch.TCA_EGRESS_BLOCK} & set(_attributes(own))
+    (removal,) = nlbatch.clsact("del")
+    assert nlbatch.TCA_INGRESS_BLOCK not in _attributes(removal)
+
+
+def test_a_shared_filter_names_its_hooks_block_where_a_ports_names_the_hook():
+    parent = struct.Struct("=I")
+    parent_offset = nlbatch.INDEX_OFFSET + 8  # tcmsg: index, handle, parent
+    for hook in (nlbatch.CLSACT_INGRESS, nlbatch.CLSACT_EGRESS):
+        (shared,) = nlbatch.bpf_filter(hook, "phy", 0xE000)
+        (own,) = nlbatch.bpf_filter(hook, "phy", 0xE000, shared=False)
+        assert parent.unpack_from(shared, parent_offset)[0] == nlbatch.SHARED_BLOCKS[hook]
+        assert parent.unpack_from(own, parent_offset)[0] == int(hook.replace(":", ""), 16)

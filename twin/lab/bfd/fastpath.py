@@ -83,16 +83,19 @@ class FastPath:
         return mmap.mmap(self.bpf.map_fd(name), length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
 
     def attach(self, netns: str, node: str, ports: dict[str, int], loopback: int) -> None:
-        """`bfd_receive` on each port's ingress, `bfd_tick` on the loopback's egress."""
+        """`bfd_receive` on the ports' ingress (the node's shared block: every port of it, those
+        without a session too, whose packets it passes), `bfd_tick` on the loopback's egress."""
         receive, tick = self.bpf.program_fd("bfd_receive"), self.bpf.program_fd("bfd_tick")
         with nlbatch.Sender(netns, node) as sender:
             for ifname, index in sorted(ports.items()):
                 sender.add(nlbatch.clsact(), index, f"clsact on {ifname}", frozenset({errno.EEXIST}))
+            if ports:  # once: the node's ports share the ingress block (a port without a session passes)
                 sender.add(nlbatch.with_program(nlbatch.bpf_filter(nlbatch.CLSACT_INGRESS, "bfd", RECEIVE_PRIORITY),
-                                                receive), index, f"BFD receive on {ifname}")
-            sender.add(nlbatch.clsact(), loopback, "clsact on lo", frozenset({errno.EEXIST}))
-            sender.add(nlbatch.with_program(nlbatch.bpf_filter(nlbatch.CLSACT_EGRESS, "bfd-tick", TICK_PRIORITY), tick),
-                       loopback, "BFD tick on lo")
+                                                receive), nlbatch.BLOCK_INDEX, f"BFD receive on {node}'s ports")
+            # the loopback's hooks are its own: the tick must not run on every port's egress
+            sender.add(nlbatch.clsact(shared=False), loopback, "clsact on lo", frozenset({errno.EEXIST}))
+            sender.add(nlbatch.with_program(nlbatch.bpf_filter(nlbatch.CLSACT_EGRESS, "bfd-tick", TICK_PRIORITY,
+                                                               shared=False), tick), loopback, "BFD tick on lo")
             sender.flush()
 
     # -- sessions ---------------------------------------------------------------------------------

@@ -54,20 +54,46 @@ def encode(build: Callable[[IPBatch], object]) -> list[bytes]:
 CLSACT_INGRESS, CLSACT_EGRESS = "ffff:fff2", "ffff:fff3"  # a clsact qdisc's two hooks, as filters name them
 FD_SENTINEL = 0x7EADBEEF  # where a program's fd goes in an encoded filter request
 
+# Every port of a node shares one filter block per hook (the kernel numbers blocks per namespace).
+# Each block a qdisc binds alone goes on one kernel-wide list, searched linearly at every bind
+# (flow_indr_dev_setup_offload, for devices without tc offload, such as veth): binding n costs
+# O(n^2), 10 ns per block already bound (docs/benchmarks.md, BFD data plane and AIPod). A shared
+# block goes on it once. The lab's programs find their port by (namespace, ifindex) anyway, so
+# one filter per node and hook serves all its ports, and a request names the block, not a port.
+SHARED_BLOCKS = {CLSACT_INGRESS: 1, CLSACT_EGRESS: 2}
+TCA_INGRESS_BLOCK, TCA_EGRESS_BLOCK = 13, 14  # the clsact qdisc's attributes naming them
+BLOCK_INDEX = -1  # TCM_IFINDEX_MAGIC_BLOCK: a filter request for the block in tcm_parent, not a device's
+NLA = struct.Struct("=HHI")  # a netlink attribute of one u32: length, type, value
+
 
 @cache
-def clsact(command: str = "add") -> list[bytes]:
-    """A clsact qdisc added (or "del"eted), the hooks the lab's BPF programs attach to."""
-    return encode(lambda batch: batch.tc(command, "clsact", 0))
+def clsact(command: str = "add", shared: bool = True) -> list[bytes]:
+    """A clsact qdisc added (or "del"eted), the hooks the lab's BPF programs attach to; `shared`:
+    its hooks are the node's shared blocks (SHARED_BLOCKS), whose filters every port runs."""
+    messages = encode(lambda batch: batch.tc(command, "clsact", 0))
+    if command != "add" or not shared:
+        return messages
+    return [with_attributes(m, ((TCA_INGRESS_BLOCK, SHARED_BLOCKS[CLSACT_INGRESS]),
+                                (TCA_EGRESS_BLOCK, SHARED_BLOCKS[CLSACT_EGRESS]))) for m in messages]
+
+
+def with_attributes(message: bytes, attributes: tuple[tuple[int, int], ...]) -> bytes:
+    """`message` with u32 attributes appended (ones pyroute2 does not know), its length updated."""
+    padded = message + bytes(-len(message) % 4)
+    data = bytearray(padded + b"".join(NLA.pack(NLA.size, kind, value) for kind, value in attributes))
+    struct.pack_into("=I", data, 0, len(data))
+    return bytes(data)
 
 
 @cache
-def bpf_filter(hook: str, name: str, priority: int | None = None) -> list[bytes]:
+def bpf_filter(hook: str, name: str, priority: int | None = None, shared: bool = True) -> list[bytes]:
     """A direct-action BPF filter on a clsact hook, named `name` (what `tc filter show` calls it),
-    its program's fd left as FD_SENTINEL for `with_program`. Without a priority the kernel gives it
-    49152."""
+    its program's fd left as FD_SENTINEL for `with_program`; `shared`: on the hook's shared block
+    (sent with BLOCK_INDEX for the interface: every port of the node runs it), else on the hook of
+    the interface it is sent for. Without a priority the kernel gives it 49152."""
     extra = {} if priority is None else {"prio": priority}
-    return encode(lambda batch: batch.tc("add-filter", "bpf", 0, ":1", fd=FD_SENTINEL, name=name, parent=hook,
+    parent = SHARED_BLOCKS[hook] if shared else hook
+    return encode(lambda batch: batch.tc("add-filter", "bpf", 0, ":1", fd=FD_SENTINEL, name=name, parent=parent,
                                          classid=1, direct_action=True, **extra))
 
 

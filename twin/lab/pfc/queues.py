@@ -1,6 +1,7 @@
 """The kernel side of the lab's queues (PFC and ECN): the compiled programs (ebpf/queues.bpf.c),
 loaded once per lab with libbpf and attached to every switch port and its peer with cls_bpf
-(direct action, on a clsact qdisc), and the queues read back and tuned.
+(direct action, on a clsact qdisc whose hooks are the node's shared blocks: one filter per node and
+hook, nlbatch.SHARED_BLOCKS), and the queues read back and tuned.
 
 Queue ids index the `queues` array; the array is mmap-ed (BPF_F_MMAPABLE), so reading every
 queue's occupancy, or setting its thresholds, costs no system call. A packet finds its queue by
@@ -139,8 +140,8 @@ class Queues:
 
     # --- programs --------------------------------------------------------------------------
     def attach(self) -> None:
-        """Tell the programs every port (its namespace's cookie and ifindex) and attach them to it;
-        replaces what an earlier controller left. The tc requests are encoded once (nlbatch):
+        """Tell the programs every port (its namespace's cookie and ifindex) and attach them to its
+        node's shared blocks; replaces what an earlier controller left. The tc requests are encoded once (nlbatch):
         pyroute2's encoding of 9,000 of them was most of pod128's controller start."""
         by_node: dict[str, list[tuple[str, str, int | None]]] = {}  # node -> (ifname, hook, queue id)
         for queue in self.queues:
@@ -172,10 +173,10 @@ class Queues:
                 for ifname in sorted({h[0] for h in hooks}):
                     sender.add(nlbatch.clsact("del"), index[ifname], f"removing {ifname}'s clsact", NO_QDISC)
                     sender.add(nlbatch.clsact(), index[ifname], f"clsact on {ifname}")
-                for ifname, hook, _queue_id in hooks:
+                for hook in sorted({h[1] for h in hooks}):  # once: the node's ports share the hook's block
                     name = PROGRAMS[hook]
                     sender.add(nlbatch.with_program(nlbatch.bpf_filter(hook, name), fds[hook]),
-                               index[ifname], f"{name} program on {ifname}")
+                               nlbatch.BLOCK_INDEX, f"{name} program on {node}'s ports")
                 sender.flush()
 
     def ingress_index(self) -> dict[tuple[str, int], Port]:

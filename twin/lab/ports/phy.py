@@ -69,7 +69,8 @@ def indexes(lab: Lab) -> dict[Port, int]:
 
 def attach(lab: Lab) -> None:
     """Load the programs, tell them every port and attach them to every port (`receive` on its
-    ingress, `transmit` on its egress; a clsact qdisc is added where the queue programs put none: a
+    ingress, `transmit` on its egress, once per node on the shared blocks its ports' clsact qdiscs
+    name, nlbatch.SHARED_BLOCKS; a clsact qdisc is added where the queue programs put none: a
     lossy lab's ports, hosts' NICs). Records the maps' ids for other processes."""
     table = indexes(lab)
     bpf = BpfObject(OBJECT, max_entries=dict.fromkeys(SIZED, len(table)))
@@ -89,10 +90,10 @@ def attach(lab: Lab) -> None:
             with nlbatch.Sender(netns, node) as sender:
                 for ifname in sorted(ifnames):
                     sender.add(nlbatch.clsact(), index[ifname], f"clsact on {ifname}", frozenset({errno.EEXIST}))
-                    for hook, fd in programs.items():
-                        program, priority = HOOKS[hook]
-                        sender.add(nlbatch.with_program(nlbatch.bpf_filter(hook, FILTER_NAME, priority), fd),
-                                   index[ifname], f"physical layer ({program}) on {ifname}")
+                for hook, fd in programs.items():  # once: the node's ports share the hook's block
+                    program, priority = HOOKS[hook]
+                    sender.add(nlbatch.with_program(nlbatch.bpf_filter(hook, FILTER_NAME, priority), fd),
+                               nlbatch.BLOCK_INDEX, f"physical layer ({program}) on {node}'s ports")
                 sender.flush()
     finally:
         bpf.close()  # the filters hold the program, the program its maps
