@@ -45,8 +45,10 @@ def test_a_ports_clsact_names_the_nodes_shared_blocks_and_the_loopbacks_does_not
     assert nlbatch.HEADER.unpack_from(shared)[0] == len(shared)
     attributes = _attributes(shared)
     assert attributes[1] == b"clsact\0"  # TCA_KIND, intact
-    assert struct.unpack("=I", attributes[nlbatch.TCA_INGRESS_BLOCK])[0] == nlbatch.SHARED_BLOCKS[nlbatch.CLSACT_INGRESS]
-    assert struct.unpack("=I", attributes[nlbatch.TCA_EGRESS_BLOCK])[0] == nlbatch.SHARED_BLOCKS[nlbatch.CLSACT_EGRESS]
+    kinds = (nlbatch.TCA_INGRESS_BLOCK, nlbatch.TCA_EGRESS_BLOCK)
+    blocks = {kind: struct.unpack("=I", attributes[kind])[0] for kind in kinds}
+    assert blocks == {nlbatch.TCA_INGRESS_BLOCK: nlbatch.SHARED_BLOCKS[nlbatch.CLSACT_INGRESS],
+                      nlbatch.TCA_EGRESS_BLOCK: nlbatch.SHARED_BLOCKS[nlbatch.CLSACT_EGRESS]}
     (own,) = nlbatch.clsact(shared=False)
     assert not {nlbatch.TCA_INGRESS_BLOCK, nlbatch.TCA_EGRESS_BLOCK} & set(_attributes(own))
     (removal,) = nlbatch.clsact("del")
