@@ -76,7 +76,9 @@ def workload_lines(report: Report) -> list[str]:
                      f"{fabric['paused_directions']} link direction(s)")
     probes = report.probes
     if probes:
-        during = ", ".join(f"{f.id}: {w['loss_pct']} %" for f, w in zip(report.faults, probes["fault_windows"]))
+        unseen = " (no probed path crossed it)"
+        during = ", ".join(f"{f.id}: {w['loss_pct']} %" + (unseen if f.probed_paths == 0 else "")
+                           for f, w in zip(report.faults, probes["fault_windows"]))
         lines.append(f"probes: loss {probes['baseline']['loss_pct']} % healthy, during faults {during or '-'}")
     mitigation = report.mitigation or {}
     dodges = mitigation.get("dodges") or {}

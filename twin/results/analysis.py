@@ -4,7 +4,8 @@ reads anything else, so a report can be rebuilt at any time (`twin report DIR`).
 
 from __future__ import annotations
 
-from twin.results import workloads
+from twin.probes.selection import REPORT_MS
+from twin.results import probe_cover, workloads
 from twin.results.balance import load_balance
 from twin.results.expectations import Expectation, grade
 from twin.results.grading import detectors
@@ -12,6 +13,7 @@ from twin.results.record import FaultTiming, RunFolder
 from twin.results.report import SCHEDULE_TOLERANCE_S, FaultWindow, FlowStats, Graded, Report
 from twin.workloads.flows import WARMUP_S
 
+PROBE_SPAN_S = REPORT_MS / 1000  # a run recorded before probe records carried their span
 RESTORE_WINDOW_S = 10.0  # route changes this long after a clear count as its restoration
 TRANSPORT_NOTE = ("flows and probes are UDP; collectives say their transport: tcp is gloo over TCP (selective "
                   "retransmission: loss costs little), roce the emulated RoCE RC transport (go-back-N, NCCL's "
@@ -95,6 +97,11 @@ def recovered_by(end: float, fault: FaultWindow) -> float:
     return end + max(workloads.SETTLE_S, (fault.restored_after_s or 0.0) + workloads.SETTLE_S / 2)
 
 
+def _probe_span_s(records: list[dict]) -> float:
+    """The probes' report interval, as their records say (probes.jsonl rows carry only a start)."""
+    return next((r.get("span_s", PROBE_SPAN_S) for r in records if r["kind"] == "probe"), PROBE_SPAN_S)
+
+
 def analyse(run: RunFolder) -> Report:
     """The report of the run in `run`, graded."""
     records, record = run.records, run.record
@@ -119,6 +126,10 @@ def analyse(run: RunFolder) -> Report:
         balance=load_balance(run.path, run.fabric),
         transport_note=TRANSPORT_NOTE, fabric_note=LOSSLESS_NOTE if run.fabric.pfc else LOSSY_NOTE,
         damaged=run.damaged)
+    crossing = probe_cover.crossing_paths(run.path, windows, [run.targets.get(t.id, []) for t in run.faults],
+                                          _probe_span_s(records))
+    for fault, paths in zip(report.faults, crossing or []):
+        fault.probed_paths = paths
     report.detectors = detectors(records, report.faults, run.targets, duration)
     expectations = [Expectation.model_validate(e) for e in record.expect]
     report.expectations = [Graded(**g) for g in grade(expectations, report, records)]

@@ -100,6 +100,9 @@ def _detect(target: FaultWithin, report: Report, _records) -> tuple:
     wrong = sum(d.wrong for d in report.detectors.values())
     why = (f"first right verdict {measured} s after onset" if measured is not None
            else "no detector named the fault's link or node") + f"; wrong verdicts in the run: {wrong}"
+    fault = next((f for f in report.faults if f.id == target.fault), None)
+    if measured is None and fault is not None and fault.probed_paths == 0:
+        why += "; no probed path crossed its link or node while it was on (the probes could not see it)"
     return measured, target.within_s, measured is not None and measured <= target.within_s, why
 
 

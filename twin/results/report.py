@@ -34,6 +34,9 @@ class FaultWindow(FaultTiming):
     bgp_downs: int = 0
     bfd_downs: int = 0
     first_bfd_down_s: float | None = None
+    # probed flows whose path crossed its link (or a link of its node) while it was on; None: no
+    # probes ran. 0: the probe detectors could not see it (results/probe_cover.py)
+    probed_paths: int | None = None
 
     def active(self, duration_s: float) -> tuple[float, float]:
         """From the start of its apply to its clear (or the end of the run)."""
