@@ -34,8 +34,7 @@ def crossing_paths(folder: Path, windows: list[tuple[float, float]], targets: li
                 if not (t < window[1] and t + span_s > window[0]):
                     continue
                 for sample in samples:
-                    crossed = (links.setdefault(name, _target(name)) for name in sample.get("links") or ()
-                               if isinstance(name, str))
+                    crossed = (_parsed(links, name) for name in sample.get("links") or () if isinstance(name, str))
                     if any(link is not None and link.names(fault) for link in crossed for fault in faulty if fault):
                         found.add((sample.get("src"), sample.get("dst"), sample.get("sport")))
     return [len(found) for found in seen]
@@ -53,6 +52,12 @@ def _row(line: str) -> tuple[float, list[dict]] | None:
     if not isinstance(t, int | float) or not isinstance(samples, list):
         return None
     return float(t), [s for s in samples if isinstance(s, dict)]
+
+
+def _parsed(cache: dict[str, Target | None], name: str) -> Target | None:
+    if name not in cache:
+        cache[name] = _target(name)
+    return cache[name]
 
 
 def _target(name: str) -> Target | None:
