@@ -274,10 +274,20 @@ def test_no_hidden_fault_can_be_listed_on_any_node(rail4, runtime):
     from twin.faults.registry import FAULTS
     from twin.lab import kernel_state as snapshot
     from twin.lab.deploy import wait_converged
+    from twin.lab.pfc.controller import WATCHDOG_TABLES
     from twin.train import pools
 
     def listable(snap):
-        return {node: {key: value for key, value in entry.items() if key != "phy"} for node, entry in snap.items()}
+        return {node: {key: value if key != "nft" else [o for o in value if not watchdog_acting(o)]
+                       for key, value in entry.items() if key != "phy"} for node, entry in snap.items()}
+
+    def watchdog_acting(nft_object: dict) -> bool:
+        """The PFC watchdog's drop mode (nft) on a port held longer than its watchdog: what a switch
+        shows of a storm it caught (SONiC's `show pfcwd stats`, its log line), not a leak. A snapshot
+        slower than the watchdog (2 s in pfc_storm's training entry) lists it: CI, 2026-12-02."""
+        tables = [body.get("name") if kind == "table" else body.get("table")
+                  for kind, body in nft_object.items() if isinstance(body, dict)]
+        return any(isinstance(t, str) and t.startswith(WATCHDOG_TABLES) for t in tables)
 
     fabric, rng = rail4.fabric, random.Random(36)
     entries = [{"kind": name, **kind.training_entry(fabric, rng, pools._fabric_links(fabric))}

@@ -87,6 +87,14 @@ class Tuning:
     marking: tuple[int, int, float] | None = None  # its (kmin, kmax, pmax) before
 
 
+WATCHDOG_TABLES = nft.table_name("pfcwd-")  # the start of every watchdog's table name
+
+
+def watchdog_table(port: Port) -> str:
+    """The nft table of a port the PFC watchdog put in drop mode (in its node's namespace)."""
+    return WATCHDOG_TABLES + port.ifname.replace("-", "_")
+
+
 class Latencies:
     """Kernel event to some point of handling it: a histogram of 5 % wide bins from 1 us, so adding
     costs one log and a summary reads a few hundred bins (a sorted sample every 100 ms cost 5 %
@@ -369,7 +377,7 @@ class Controller:
 
     def _enter_drop_mode(self, port: Port, now: float) -> None:
         """Stop honouring the pause (gate open) and drop what the port sends (an nft rule)."""
-        table = nft.table_name(f"pfcwd-{port.ifname}")
+        table = watchdog_table(port)
         self.dropping[port] = table
         for hold in self.holds.values():
             if port in hold.ports and hold.watchdog_s is None:
