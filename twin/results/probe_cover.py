@@ -6,9 +6,9 @@ unexplained."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from twin.events import read_jsonl
 from twin.model.targets import Target, TargetError
 from twin.probes.mesh import PROBES_FILE
 
@@ -24,34 +24,21 @@ def crossing_paths(folder: Path, windows: list[tuple[float, float]], targets: li
     faults = [[_target(t) for t in names] for names in targets]
     seen: list[set[tuple]] = [set() for _ in windows]
     links: dict[str, Target | None] = {}  # a path's link as probes.jsonl writes it -> parsed, once
-    with open(path, encoding="utf-8", errors="replace") as rows:
-        for line in rows:
-            row = _row(line)
-            if row is None:
+    rows, _damage = read_jsonl(path, required=("t", "samples"))  # a line a crash cut is left out
+    for row in rows:
+        t, samples = row["t"], row["samples"]
+        if not isinstance(t, int | float) or not isinstance(samples, list):
+            continue
+        for window, faulty, found in zip(windows, faults, seen):
+            if not (t < window[1] and t + span_s > window[0]):
                 continue
-            t, samples = row
-            for window, faulty, found in zip(windows, faults, seen):
-                if not (t < window[1] and t + span_s > window[0]):
+            for sample in samples:
+                if not isinstance(sample, dict):
                     continue
-                for sample in samples:
-                    crossed = (_parsed(links, name) for name in sample.get("links") or () if isinstance(name, str))
-                    if any(link is not None and link.names(fault) for link in crossed for fault in faulty if fault):
-                        found.add((sample.get("src"), sample.get("dst"), sample.get("sport")))
+                crossed = (_parsed(links, name) for name in sample.get("links") or () if isinstance(name, str))
+                if any(link is not None and link.names(fault) for link in crossed for fault in faulty if fault):
+                    found.add((sample.get("src"), sample.get("dst"), sample.get("sport")))
     return [len(found) for found in seen]
-
-
-def _row(line: str) -> tuple[float, list[dict]] | None:
-    """(t, samples) of one line; None for a line a crash cut or garbled."""
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(row, dict):
-        return None
-    t, samples = row.get("t"), row.get("samples")
-    if not isinstance(t, int | float) or not isinstance(samples, list):
-        return None
-    return float(t), [s for s in samples if isinstance(s, dict)]
 
 
 def _parsed(cache: dict[str, Target | None], name: str) -> Target | None:
