@@ -90,8 +90,8 @@ class FastPath:
             for ifname, index in sorted(ports.items()):
                 sender.add(nlbatch.clsact(), index, f"clsact on {ifname}", frozenset({errno.EEXIST}))
             if ports:  # once: the node's ports share the ingress block (a port without a session passes)
-                sender.add(nlbatch.with_program(nlbatch.bpf_filter(nlbatch.CLSACT_INGRESS, "bfd", RECEIVE_PRIORITY),
-                                                receive), nlbatch.BLOCK_INDEX, f"BFD receive on {node}'s ports")
+                sender.add_node_program(nlbatch.CLSACT_INGRESS, "bfd", receive, f"BFD receive on {node}'s ports",
+                                        RECEIVE_PRIORITY)
             # the loopback's hooks are its own: the tick must not run on every port's egress
             sender.add(nlbatch.clsact(shared=False), loopback, "clsact on lo", frozenset({errno.EEXIST}))
             sender.add(nlbatch.with_program(nlbatch.bpf_filter(nlbatch.CLSACT_EGRESS, "bfd-tick", TICK_PRIORITY,

@@ -132,6 +132,11 @@ class Sender:
             struct.pack_into("=I", data, 8, self.sequence)
             self.pending.append((bytes(data), what, tolerated))
 
+    def add_node_program(self, hook: str, name: str, fd: int, what: str, priority: int | None = None) -> None:
+        """The program behind `fd` on `hook` of every port of the node: a filter on the hook's
+        shared block, sent once (a shared filter names the block, never a port)."""
+        self.add(with_program(bpf_filter(hook, name, priority), fd), BLOCK_INDEX, what)
+
     def flush(self) -> None:
         pending, self.pending = self.pending, []
         start = 0

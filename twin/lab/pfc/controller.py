@@ -92,7 +92,7 @@ WATCHDOG_TABLES = nft.table_name("pfcwd-")  # the start of every watchdog's tabl
 
 def watchdog_table(port: Port) -> str:
     """The nft table of a port the PFC watchdog put in drop mode (in its node's namespace)."""
-    return WATCHDOG_TABLES + port.ifname.replace("-", "_")
+    return nft.table_name(f"pfcwd-{port.ifname}")
 
 
 class Latencies:

@@ -175,8 +175,7 @@ class Queues:
                     sender.add(nlbatch.clsact(), index[ifname], f"clsact on {ifname}")
                 for hook in sorted({h[1] for h in hooks}):  # once: the node's ports share the hook's block
                     name = PROGRAMS[hook]
-                    sender.add(nlbatch.with_program(nlbatch.bpf_filter(hook, name), fds[hook]),
-                               nlbatch.BLOCK_INDEX, f"{name} program on {node}'s ports")
+                    sender.add_node_program(hook, name, fds[hook], f"{name} program on {node}'s ports")
                 sender.flush()
 
     def ingress_index(self) -> dict[tuple[str, int], Port]:

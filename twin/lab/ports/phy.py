@@ -92,8 +92,8 @@ def attach(lab: Lab) -> None:
                     sender.add(nlbatch.clsact(), index[ifname], f"clsact on {ifname}", frozenset({errno.EEXIST}))
                 for hook, fd in programs.items():  # once: the node's ports share the hook's block
                     program, priority = HOOKS[hook]
-                    sender.add(nlbatch.with_program(nlbatch.bpf_filter(hook, FILTER_NAME, priority), fd),
-                               nlbatch.BLOCK_INDEX, f"physical layer ({program}) on {node}'s ports")
+                    sender.add_node_program(hook, FILTER_NAME, fd, f"physical layer ({program}) on {node}'s ports",
+                                            priority)
                 sender.flush()
     finally:
         bpf.close()  # the filters hold the program, the program its maps
