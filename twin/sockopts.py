@@ -20,6 +20,9 @@ ICMP_TIME_EXCEEDED = 11
 ICMP_DEST_UNREACH = 3  # a switch with no route for the datagram says so (the lab's switches are not rate limited)
 EXTENDED_ERR = struct.Struct("=IBBBBII")  # struct sock_extended_err
 IP_UNICAST_IF = 50  # linux/in.h: the interface unicast from this socket leaves by
+SO_TIMESTAMPNS = 35  # asm-generic/socket.h (SO_TIMESTAMPNS_OLD): each datagram's receive time, as ancillary data
+TIMESPEC = struct.Struct("=qq")  # struct timespec on a 64-bit kernel: seconds, nanoseconds (CLOCK_REALTIME)
+ARRIVAL_SPACE = socket.CMSG_SPACE(TIMESPEC.size)  # recvmsg's ancillary buffer for that time
 DEFAULT_TTL = 64
 SEND_ATTEMPTS = 4
 
@@ -45,6 +48,23 @@ def send_from(sock: socket.socket, index: int) -> None:
 def send_from_port(sock: socket.socket, ifname: str) -> None:
     """Unicast from this socket leaves by the interface named `ifname` of the caller's namespace."""
     send_from(sock, socket.if_nametoindex(ifname))
+
+
+def stamp_arrivals(sock: socket.socket) -> None:
+    """The kernel stamps each datagram for this socket when it arrives in the namespace (the
+    receiving interface's netif_receive), read back by arrival_time: a reader that wakes late
+    still learns when its datagram came."""
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+
+def arrival_time(ancillary: list[tuple[int, int, bytes]]) -> float | None:
+    """The receive time (CLOCK_REALTIME seconds) recvmsg returned with a datagram of a socket
+    stamp_arrivals set; None without one."""
+    for level, ctype, data in ancillary:
+        if level == socket.SOL_SOCKET and ctype == SO_TIMESTAMPNS and len(data) >= TIMESPEC.size:
+            seconds, nanoseconds = TIMESPEC.unpack_from(data)
+            return seconds + nanoseconds / 1e9
+    return None
 
 
 def report_errors(sock: socket.socket, on: bool = True) -> None:

@@ -80,6 +80,10 @@ def test_probe_mesh_discovers_a_path_over_every_link(lab):
     assert summary["paths"] == coverage["flows"] + coverage["route_flows"]
     assert summary["achieved_pps"] == pytest.approx(
         coverage["flows"] * 20 + coverage["paced_probes_per_s"] + coverage["route_flows"] * 2, rel=0.1)
+    # A round trip of mini's idle fabric is well under a millisecond (0.3 ms here). It counts from the
+    # kernel's receive times, less the time the echoing agent held the probe: CI saw a median of 8.5 ms
+    # on the docker tier (2026-12-02) while the other worker ran a lab of its own, when the two agents'
+    # waits for a CPU were part of every round trip (test_probe_agent: the round trip is the fabric's).
     assert summary["rtt_p50_ms"] is not None and summary["rtt_p50_ms"] < 5
 
 

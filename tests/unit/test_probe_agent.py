@@ -2,6 +2,8 @@
 marked final, only once its grace has passed before the agent last read its sockets."""
 
 import json
+import socket
+import time
 
 from twin.probes.agent import Agent
 
@@ -140,13 +142,10 @@ def test_a_probe_whose_echo_is_late_is_reported_missed_at_once_and_only_once(tmp
             self.data = [(MAGIC + bytes([ECHO]) + HEADER.pack(MAGIC, 1, 64, 0, 1, 10000, 1, start)[5:]).ljust(PAYLOAD,
                                                                                                              b"\0")]
 
-        def recvfrom(self, _size):
-            if not self.data:
+        def recvmsg(self, _size, _ancillary_size, flags=0):
+            if flags & socket.MSG_ERRQUEUE or not self.data:  # no ICMP error queued
                 raise BlockingIOError
-            return self.data.pop(), ("10.0.0.2", 47100)
-
-        def recvmsg(self, *_args):  # no ICMP error queued
-            raise BlockingIOError
+            return self.data.pop(), [], 0, ("10.0.0.2", 47100)
     probe._read("tx", Echoes(), start + 0.01)
     probe._report_missed(start + ECHO_WAIT_S / 2)
     assert not [r for r in lines(tmp_path) if r["type"] == "miss"]
@@ -203,3 +202,31 @@ def test_a_periodic_refresh_traces_the_probed_flows_and_all_again_only_when_one_
     probe.start_discovery(full=False)
     answer({10000: ["s3", "t1"]})  # the flow moved: every candidate again
     assert probe.tracing is None and {sport for _p, _s, _d, sport, _t in probe.trace_queue} == {10000, 10001, 10002}
+
+
+def test_a_round_trip_is_the_fabrics_not_the_agents_waits_for_a_cpu(tmp_path):
+    """Both agents read their sockets 50 ms after the datagram came (kept off the CPU by the
+    machine's other work): the round trip counts from the kernel's receive times and the echo
+    says how long its agent held the probe (TWAMP's T3 - T2), so neither wait is in the RTT; the
+    one-way delay counts from the receive time too. Real sockets on the loopback."""
+    from twin.probes.agent import HEADER, MAGIC, PAYLOAD, PROBE
+
+    probe = agent(tmp_path)
+    nic = {"address": "127.0.0.1", "ifname": "lo"}
+    receiver, sender = probe._socket(nic, 0, receiver=True), probe._socket(nic, 0)
+    try:
+        sent_at = time.monotonic()
+        sender.sendto(HEADER.pack(MAGIC, PROBE, 64, 0, 1, 10000, 1, sent_at).ljust(PAYLOAD, b"\0"),
+                      receiver.getsockname())
+        time.sleep(0.05)
+        probe._read("rx", receiver, time.monotonic())
+        time.sleep(0.05)
+        probe._read("tx", sender, time.monotonic())
+        waited = time.monotonic() - sent_at
+    finally:
+        receiver.close()
+        sender.close()
+    [one_way] = [d for flows in probe.received.values() for delays in flows.values() for d in delays]
+    [rtt] = [r for flows in probe.rtts.values() for rtts in flows.values() for r in rtts]
+    assert waited >= 0.1
+    assert 0 <= one_way < 0.05 and 0 <= rtt < 0.05, (one_way, rtt)

@@ -24,7 +24,8 @@ For every (src NIC, dst NIC, source port) the agent
   or one in `rtt_every` (an echo is a second packet across the fabric, and at pod128 the
   fabric's forwarding of the probes was most of the mesh's CPU; the one-way delay and the loss
   need no echo).
-It writes JSON lines per reporting bucket: what it sent, received and the RTTs of echoes; and,
+It writes JSON lines per reporting bucket: what it sent, received and the RTTs of echoes (the
+fabric's: from the kernel's receive times, less the time the echoing agent held the probe); and,
 when the config says `watch_echoes` (the mesh focuses after a loss: probes/focus.py), the flows of
 echoed probes whose echo has not come back within ECHO_WAIT_S (`miss`), at once: a bucket's loss is
 counted only after its end and the grace, half a second or more after the probe went missing.
@@ -48,18 +49,25 @@ from typing import NamedTuple
 from twin.probes.trace import agrees_where_answered
 from twin.procs import INSTRUMENT_NICE, set_priority
 from twin.sockopts import (
+    ARRIVAL_SPACE,
     DEFAULT_TTL,
     ICMP_DEST_UNREACH,
     ICMP_TIME_EXCEEDED,
+    arrival_time,
     icmp_errors,
     report_errors,
     send,
     send_from_port,
+    stamp_arrivals,
 )
 
 MAGIC = b"FTWp"
 PROBE, ECHO, TRACE = 1, 2, 3
 HEADER = struct.Struct("!4sBBHHHId")  # magic, type, ttl, src, dst, sport, seq, send time
+# In an echo, after the header: how long the echoing agent held the probe, from the kernel's receive
+# time to its echo's send (TWAMP's T3 - T2), which the sender takes off the round trip: an RTT is then
+# the fabric's, not the two agents' waits for a CPU (on a loaded 2-core machine, several ms each).
+HELD = struct.Struct("!d")
 PAYLOAD = 64
 TRACE_ROUNDS = 3  # unanswered TTL probes are resent this many times
 TRACE_PPS = 1000  # discovery pace per agent: thousands of TTL probes in one burst would crowd
@@ -197,6 +205,7 @@ class Agent:
             # names its flow in the quoted payload, and both sockets are read.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        stamp_arrivals(sock)
         sock.bind((nic["address"], port))
         sock.setblocking(False)
         return sock
@@ -382,28 +391,37 @@ class Agent:
         return int((sent_at - self.epoch) / self.report)
 
     def _read(self, role: str, sock: socket.socket, now: float) -> None:
+        """Read what arrived; delays count from the kernel's receive time (stamp_arrivals), not
+        from `now`, when this process got to it."""
         if role == "tx":
             self._read_errors(sock)
+        monotonic_from_real = time.monotonic() - time.time()  # read together: the kernel stamps real time
         while True:
             try:
-                data, peer = sock.recvfrom(512)
+                data, ancillary, _flags, peer = sock.recvmsg(512, ARRIVAL_SPACE)
             except (BlockingIOError, ConnectionRefusedError):
                 return
             except OSError:
                 return
             if len(data) < HEADER.size or data[:4] != MAGIC:
                 continue
+            stamped = arrival_time(ancillary)
+            arrived = now if stamped is None else stamped + monotonic_from_real
             _m, kind, _ttl, src, dst, sport, seq, sent_at = HEADER.unpack_from(data)
             if role == "rx" and kind == PROBE:
-                self.received[self._bucket(sent_at)][(src, dst, sport)].append(now - sent_at)
+                self.received[self._bucket(sent_at)][(src, dst, sport)].append(arrived - sent_at)
                 if seq % self.rtt_every:
                     continue
+                echo = bytearray(data.ljust(HEADER.size + HELD.size, b"\0"))
+                echo[4] = ECHO
+                HELD.pack_into(echo, HEADER.size, time.monotonic() - arrived)
                 try:
-                    sock.sendto(MAGIC + bytes([ECHO]) + data[5:], peer)
+                    sock.sendto(echo, peer)
                 except OSError:
                     pass
             elif role == "tx" and kind == ECHO:
-                self.rtts[self._bucket(sent_at)][(src, dst, sport)].append(now - sent_at)
+                held = HELD.unpack_from(data, HEADER.size)[0] if len(data) >= HEADER.size + HELD.size else 0.0
+                self.rtts[self._bucket(sent_at)][(src, dst, sport)].append(arrived - sent_at - held)
                 if self.awaiting is not None:
                     self.awaiting.pop(seq, None)
 
