@@ -109,7 +109,7 @@ def test_ports_are_shaped_as_pyroute2_and_the_export_shape_them(mini, node):
     same tree (model/queue_tree.py): the kernel must hold the same tree from all three. A host's
     NIC has two filters more (the RoCE transport's responses), matching under a mask."""
     port = next(link.endpoint(node).ifname for link in mini.fabric.links_of(node))
-    rate, queue, nic_mtu = port_shaping(mini.fabric, Port(node, port))
+    rate, queue, mtu, nic = port_shaping(mini.fabric, Port(node, port))
 
     def tree(ifname: str) -> str:
         return "".join(mini.runtime.exec(node, ["tc", "-d", what, "show", "dev", ifname]).stdout.replace(ifname, "X")
@@ -120,9 +120,9 @@ def test_ports_are_shaped_as_pyroute2_and_the_export_shape_them(mini, node):
             ipr.link("add", ifname=spare, kind="veth", peer=spare[:-1] + str(int(spare[-1]) + 1))
             spares[spare] = ipr.link_lookup(ifname=spare)[0]
         try:
-            shaping.shape(ipr, spares["ftwtest0"], rate, queue, nic_mtu)
+            shaping.shape(ipr, spares["ftwtest0"], rate, queue, mtu, nic)
             reference = tree("ftwtest0")
-            for args in queue_tree.tc_commands(queue_tree.port_tree(rate, queue, nic_mtu), "ftwtest2"):
+            for args in queue_tree.tc_commands(queue_tree.port_tree(rate, queue, mtu, nic), "ftwtest2"):
                 made = mini.runtime.exec(node, ["tc", *args])
                 assert made.rc == 0, (args, made.stderr)
             exported = tree("ftwtest2")

@@ -10,13 +10,13 @@ RTM_NEWQDISC, RTM_NEWTCLASS, RTM_NEWTFILTER = 36, 40, 44
 
 
 def test_shaping_is_nine_requests_for_interface_zero():
-    messages = shaping.requests(100_000_000, 200_000)
+    messages = shaping.requests(100_000_000, 200_000, 9000)
     kinds = [nlbatch.HEADER.unpack_from(m)[1] for m in messages]
     assert kinds == [RTM_NEWQDISC, RTM_NEWTCLASS, RTM_NEWTCLASS, RTM_NEWQDISC, RTM_NEWTCLASS] + [RTM_NEWTFILTER] * 4
     assert all(nlbatch.HEADER.unpack_from(m)[0] == len(m) for m in messages)
     assert all(nlbatch.INDEX.unpack_from(m, nlbatch.INDEX_OFFSET)[0] == 0 for m in messages)
     # the queue limit is in the TBF request, so each limit has its own requests
-    assert shaping.requests(100_000_000, 300_000)[3] != messages[3]
+    assert shaping.requests(100_000_000, 300_000, 9000)[3] != messages[3]
 
 
 def test_a_program_fd_is_written_where_its_sentinel_was():

@@ -38,12 +38,12 @@ RESPONSES = {"ACK": wire.Header(wire.ACK, 7, 100), "NAK": wire.Header(wire.NAK, 
 @pytest.mark.parametrize("name", sorted(RESPONSES))
 def test_a_nics_transport_responses_skip_its_data_queue_and_a_switchs_do_not(name):
     packet = _ip_udp(RESPONSES[name].pack())
-    assert _class_of(queue_tree.port_tree(RATE, 1 << 20, nic_mtu=9000), packet) == CONTROL_HANDLE
-    assert _class_of(queue_tree.port_tree(RATE, 1 << 20), packet) == CLASS_HANDLE
+    assert _class_of(queue_tree.port_tree(RATE, 1 << 20, 9000, nic=True), packet) == CONTROL_HANDLE
+    assert _class_of(queue_tree.port_tree(RATE, 1 << 20, 9000), packet) == CLASS_HANDLE
 
 
 def test_data_path_discovery_and_other_udp_stay_in_the_data_class_of_a_nic():
-    nic = queue_tree.port_tree(RATE, 1 << 20, nic_mtu=9000)
+    nic = queue_tree.port_tree(RATE, 1 << 20, 9000, nic=True)
     data = wire.Header(wire.DATA, 7, 100, msg=1, offset=0, msg_len=8948).pack() + bytes(8948)
     trace = wire.Header(wire.TRACE, 7, 3, msg=7).pack()
     not_ours = bytes([0xC4, wire.ACK]) + bytes(22)  # another magic: someone else's UDP
@@ -63,7 +63,7 @@ def test_the_tree_speaks_the_transports_header():
 
 @pytest.mark.parametrize("mtu", [1500, 4200, 9000])
 def test_a_nics_control_class_is_guaranteed_a_response_per_data_packet(mtu):
-    control = next(e for e in queue_tree.port_tree(RATE, 1 << 20, nic_mtu=mtu)
+    control = next(e for e in queue_tree.port_tree(RATE, 1 << 20, mtu, nic=True)
                    if isinstance(e, HtbClass) and e.handle == CONTROL_HANDLE)
     frames_per_s = RATE / 8 / (mtu + queue_tree.ETHERNET_HEADER_BYTES)
     assert control.rate_bps >= frames_per_s * queue_tree.ROCE_RESPONSE_BYTES * 8
@@ -71,6 +71,24 @@ def test_a_nics_control_class_is_guaranteed_a_response_per_data_packet(mtu):
 
 
 def test_a_mask_reaches_tc():
-    commands = queue_tree.tc_commands(queue_tree.port_tree(RATE, 1 << 20, nic_mtu=9000), "eth1")
+    commands = queue_tree.tc_commands(queue_tree.port_tree(RATE, 1 << 20, 9000, nic=True), "eth1")
     masked = [c for c in commands if "0xfffe" in c]
     assert len(masked) == 2 and all("at" in c and "28" in c for c in masked)
+
+
+@pytest.mark.parametrize("rate_bps", [10_000_000, 100_000_000, 200_000_000, 1_000_000_000, 10_000_000_000])
+@pytest.mark.parametrize("mtu", [1500, 4200, 9000])
+def test_a_shaper_makes_up_for_a_late_timer_without_a_burst_the_next_queue_marks(rate_bps, mtu):
+    """Every class's burst holds two frames or a frame and SHAPER_SLACK_S of line time (what a timer
+    woken that late lost is sent at once), and less than the default ECN threshold Kmin of the queue
+    it bursts into, so a healthy flow at line rate is not marked for the shapers' catching up."""
+    from twin.model.buffers import ECN_KMIN_MS, MIN_ECN_FRAMES, frame_bytes, line_bytes
+
+    classes = [e for e in queue_tree.port_tree(rate_bps, 1 << 20, mtu, nic=True) if isinstance(e, HtbClass)]
+    frame = frame_bytes(mtu)
+    kmin = max(line_bytes(rate_bps, ECN_KMIN_MS), MIN_ECN_FRAMES * frame)
+    assert len(classes) == 3
+    for htb in classes:
+        assert htb.burst >= 2 * frame and htb.burst >= frame + rate_bps / 8 * queue_tree.SHAPER_SLACK_S - 1
+        assert htb.burst < kmin
+    assert "burst" in queue_tree.tc_commands((classes[0],), "eth1")[0]

@@ -48,9 +48,10 @@ class SlowNode(OnNode):
                 index = ipr.link_lookup(ifname=end.ifname)[0]
                 rate = shaping.shaped_rate_bps(ipr, index)
                 prior.append({"node": end.node, "ifname": end.ifname, "rate_bps": rate})
-                shaping.set_class_rate(ipr, index, int(rate * params.rate_pct / 100))
+                shaping.set_class_rate(ipr, index, int(rate * params.rate_pct / 100), ctx.lab.fabric.mtu)
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         for item in record["prior"]:
             with ctx.lab.netlink(item["node"]) as ipr:
-                shaping.set_class_rate(ipr, ipr.link_lookup(ifname=item["ifname"])[0], item["rate_bps"])
+                shaping.set_class_rate(ipr, ipr.link_lookup(ifname=item["ifname"])[0], item["rate_bps"],
+                                       ctx.lab.fabric.mtu)

@@ -173,12 +173,11 @@ def queue_limit(fabric: Fabric, port: Port) -> int:
     return switch_queue_limit(fabric, port, for_port(fabric, port).buffer, lossless=fabric.pfc)
 
 
-def port_shaping(fabric: Fabric, port: Port) -> tuple[int, int, int | None]:
+def port_shaping(fabric: Fabric, port: Port) -> tuple[int, int, int, bool]:
     """What a port's queue tree is made from (model/queue_tree.py `port_tree`): the line rate, the
-    data queue's limit, and on a host's port, which is its NIC, the lab's MTU (its control class
-    carries a response for every data packet); None on a switch's."""
-    nic_mtu = None if fabric.nodes[port.node].is_switch else fabric.mtu
-    return fabric.rate_bps, queue_limit(fabric, port), nic_mtu
+    data queue's limit, the lab's MTU, and whether the port is a host's, which is its NIC (its
+    control class carries a response for every data packet)."""
+    return fabric.rate_bps, queue_limit(fabric, port), fabric.mtu, not fabric.nodes[port.node].is_switch
 
 
 def switch_queue_limit(fabric: Fabric, port: Port, buffer: int, lossless: bool) -> int:

@@ -10,6 +10,7 @@ the kernel as netlink (lab/kernel/shaping.py), the containerlab export writes it
     1:20  control: ARP, BGP (TCP 179) and BFD (UDP 3784); guaranteed 1% of the line rate,
           may borrow up to all of it. On a host's NIC also the emulated RoCE transport's
           responses (ACK, NAK, SACK, CNP), guaranteed a response per data packet
+    every class's burst: two frames, or a frame and 0.25 ms of its rate (SHAPER_SLACK_S below)
 
 Control traffic has its own class because PFC pauses one priority, not the port: a paused
 data class must not stop ARP replies, BGP keepalives or BFD, as it would not on a real switch.
@@ -29,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from twin.model.buffers import frame_bytes
+
 ROOT_HANDLE = 0x10000  # 1:
 LINK_HANDLE = 0x10001  # 1:1
 CLASS_HANDLE = 0x10010  # 1:10, data
@@ -39,6 +42,17 @@ GATE_OPEN_RATE = "10gbit"
 # and tc and pyroute2 round bytes to time differently: 262,144 B became 261,250 B by tc and 260,000 B
 # by pyroute2; 262,500 B is 261,250 B by both, so an exported port holds what a twin's port holds
 GATE_OPEN_BURST = 262_500
+# A shaper's burst. HTB sends a class's next packet when the class has gathered the tokens for it,
+# and waits for them on a timer; a CPU wakes for that timer late (on a VM, for as long as its host
+# takes to run the vCPU), and what the class gathered meanwhile, up to its burst, makes up for it.
+# The kernel's default burst (tc's and pyroute2's, about 1,600 B) is under one jumbo frame: every
+# late wake-up lost its lateness of line time for good, and one TCP flow across rail4 ran at
+# 178-186 Mbit/s of 200 on a slow VM (2026-12-02; 194-198 with two frames, docs/benchmarks.md,
+# "The shapers' burst"). A real port never sends faster than its line; the burst lets a shaper
+# send above it only what a late timer held back, or after an idle spell, at most one frame and
+# SHAPER_SLACK_S of line time back to back: below the ECN threshold Kmin of the queue behind it
+# (model/buffers.py: 0.5 ms of line time and 3 frames at least), so a burst alone is never marked.
+SHAPER_SLACK_S = 0.00025
 CONTROL_SHARE = 0.01
 CONTROL_FLOOR_BPS = 8000
 ETH_P_ARP, ETH_P_IP = 0x0806, 0x0800
@@ -59,6 +73,7 @@ class HtbClass:
     parent: int
     rate_bps: int
     ceil_bps: int
+    burst: int  # bytes, at the rate and at the ceiling (shaper_burst)
 
 
 @dataclass(frozen=True)
@@ -121,28 +136,35 @@ RESPONSE_MATCHES = tuple(
     for pair in ROCE_RESPONSES)
 
 
-def data_class(rate_bps: int) -> HtbClass:
-    """The data class at `rate_bps` (a slow-link fault changes only this)."""
-    return HtbClass(CLASS_HANDLE, LINK_HANDLE, rate_bps, rate_bps)
+def shaper_burst(rate_bps: int, mtu: int) -> int:
+    """A class's burst at `rate_bps` on a lab of `mtu` (SHAPER_SLACK_S): one frame, and one more or
+    SHAPER_SLACK_S of line time, whichever is more."""
+    return frame_bytes(mtu) + max(frame_bytes(mtu), int(rate_bps * SHAPER_SLACK_S / 8))
 
 
-def port_tree(rate_bps: int, queue_bytes: int, nic_mtu: int | None = None) -> tuple[Element, ...]:
-    """A port's tree at line rate `rate_bps`, its data queue holding `queue_bytes`, in the order the
-    elements are made (a parent before its children). A host NIC's port (`nic_mtu`: the lab's MTU)
+def data_class(rate_bps: int, mtu: int) -> HtbClass:
+    """The data class at `rate_bps` on a lab of `mtu` (a slow-link fault changes only this)."""
+    return HtbClass(CLASS_HANDLE, LINK_HANDLE, rate_bps, rate_bps, shaper_burst(rate_bps, mtu))
+
+
+def port_tree(rate_bps: int, queue_bytes: int, mtu: int, nic: bool = False) -> tuple[Element, ...]:
+    """A port's tree at line rate `rate_bps` on a lab of `mtu`, its data queue holding `queue_bytes`,
+    in the order the elements are made (a parent before its children). A host NIC's port (`nic`)
     sends the RoCE transport's responses in the control class too, which then is guaranteed a
     response for every data packet (a SACK per packet out of order: 4 % of the line at MTU 1500).
     Its 1 % would not do: beyond its guarantee a class borrows only what the data leaves unused,
     and under load the data uses the whole line."""
     control_bps = max(int(rate_bps * CONTROL_SHARE), CONTROL_FLOOR_BPS)
     matches = CONTROL_MATCHES
-    if nic_mtu is not None:
-        control_bps = max(control_bps, -(-rate_bps * ROCE_RESPONSE_BYTES // (nic_mtu + ETHERNET_HEADER_BYTES)))
+    if nic:
+        control_bps = max(control_bps, -(-rate_bps * ROCE_RESPONSE_BYTES // (mtu + ETHERNET_HEADER_BYTES)))
         matches += RESPONSE_MATCHES
+    burst = shaper_burst(rate_bps, mtu)
     return (HtbRoot(ROOT_HANDLE, CLASS_HANDLE & 0xFFFF),
-            HtbClass(LINK_HANDLE, ROOT_HANDLE, rate_bps, rate_bps),
-            data_class(rate_bps),
+            HtbClass(LINK_HANDLE, ROOT_HANDLE, rate_bps, rate_bps, burst),
+            data_class(rate_bps, mtu),
             TbfQueue(GATE_HANDLE, CLASS_HANDLE, GATE_OPEN_RATE, GATE_OPEN_BURST, queue_bytes),
-            HtbClass(CONTROL_HANDLE, LINK_HANDLE, control_bps, rate_bps),
+            HtbClass(CONTROL_HANDLE, LINK_HANDLE, control_bps, rate_bps, burst),
             *(U32Filter(ROOT_HANDLE, prio, protocol, CONTROL_HANDLE, matches)
               for prio, (protocol, matches) in enumerate(matches, start=1)))
 
@@ -165,9 +187,10 @@ def tc_commands(tree: tuple[Element, ...], dev: str) -> list[list[str]]:
             case HtbRoot(handle, default_minor):
                 commands.append(["qdisc", "replace", "dev", dev, "root", "handle", tc_handle(handle),
                                  "htb", "default", f"{default_minor:x}"])
-            case HtbClass(handle, parent, rate_bps, ceil_bps):
+            case HtbClass(handle, parent, rate_bps, ceil_bps, burst):
                 commands.append(["class", "replace", "dev", dev, "parent", tc_handle(parent), "classid",
-                                 tc_handle(handle), "htb", "rate", f"{rate_bps}bit", "ceil", f"{ceil_bps}bit"])
+                                 tc_handle(handle), "htb", "rate", f"{rate_bps}bit", "ceil", f"{ceil_bps}bit",
+                                 "burst", str(burst), "cburst", str(burst)])
             case TbfQueue(handle, parent, rate, burst, limit):
                 commands.append(["qdisc", "replace", "dev", dev, "parent", tc_handle(parent), "handle",
                                  tc_handle(handle), "tbf", "rate", rate, "burst", str(burst), "limit", str(limit)])

@@ -21,15 +21,16 @@ def _keys(matches: tuple[queue_tree.HeaderField, ...]) -> list[str]:
              for m, shift in zip(matches, shifts)] or ["0x0/0x0+0"])
 
 
-def shape(ipr: IPRoute, index: int, rate_bps: int, queue_bytes: int, nic_mtu: int | None = None) -> None:
-    """The port's queue tree at line rate `rate_bps`, its data queue holding `queue_bytes` (a host
-    NIC's: `nic_mtu`, model/queue_tree.py)."""
-    for element in queue_tree.port_tree(rate_bps, queue_bytes, nic_mtu):
+def shape(ipr: IPRoute, index: int, rate_bps: int, queue_bytes: int, mtu: int, nic: bool = False) -> None:
+    """The port's queue tree at line rate `rate_bps` on a lab of `mtu`, its data queue holding
+    `queue_bytes` (a host NIC's: `nic`, model/queue_tree.py)."""
+    for element in queue_tree.port_tree(rate_bps, queue_bytes, mtu, nic):
         match element:
             case HtbRoot(handle, default_minor):
                 ipr.tc("add", "htb", index, handle=handle, default=default_minor)
-            case HtbClass(handle, parent, rate, ceil):
-                ipr.tc("add-class", "htb", index, handle=handle, parent=parent, rate=f"{rate}bit", ceil=f"{ceil}bit")
+            case HtbClass(handle, parent, rate, ceil, burst):
+                ipr.tc("add-class", "htb", index, handle=handle, parent=parent, rate=f"{rate}bit", ceil=f"{ceil}bit",
+                       burst=burst, cburst=burst)
             case TbfQueue(handle, parent, rate, burst, limit):
                 ipr.tc("add", "tbf", index, handle=handle, parent=parent, rate=rate, burst=burst, limit=limit)
             case U32Filter(parent, prio, protocol, target, matches):
@@ -38,16 +39,16 @@ def shape(ipr: IPRoute, index: int, rate_bps: int, queue_bytes: int, nic_mtu: in
 
 
 @lru_cache(maxsize=64)
-def requests(rate_bps: int, queue_bytes: int, nic_mtu: int | None = None) -> list[bytes]:
-    """shape()'s requests, encoded once for a (rate, queue, NIC) and sent for every port by nlbatch."""
-    return nlbatch.encode(lambda batch: shape(batch, 0, rate_bps, queue_bytes, nic_mtu))
+def requests(rate_bps: int, queue_bytes: int, mtu: int, nic: bool = False) -> list[bytes]:
+    """shape()'s requests, encoded once for a (rate, queue, MTU, NIC) and sent for every port by nlbatch."""
+    return nlbatch.encode(lambda batch: shape(batch, 0, rate_bps, queue_bytes, mtu, nic))
 
 
-def set_class_rate(ipr: IPRoute, index: int, rate_bps: int) -> None:
-    """Rate and ceiling of the data class (the control class is left alone)."""
-    data = queue_tree.data_class(rate_bps)
+def set_class_rate(ipr: IPRoute, index: int, rate_bps: int, mtu: int) -> None:
+    """Rate, ceiling and burst of the data class on a lab of `mtu` (the control class is left alone)."""
+    data = queue_tree.data_class(rate_bps, mtu)
     ipr.tc("change-class", "htb", index, handle=data.handle, parent=data.parent, rate=f"{data.rate_bps}bit",
-           ceil=f"{data.ceil_bps}bit")
+           ceil=f"{data.ceil_bps}bit", burst=data.burst, cburst=data.burst)
 
 
 def shaped_rate_bps(ipr: IPRoute, index: int) -> int | None:
