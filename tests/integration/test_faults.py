@@ -342,7 +342,12 @@ def test_pfc_pause_holds_traffic_without_a_drop(lab):
 
 
 def test_flap_cycles_then_leaves_the_link_up(lab):
-    with Applied(lab, id="flappy", kind="flap", link="leaf-g1-r1 -- spine-1", period_s=1, count=2):
+    """The apply returns once the link is down (its agent's start, a process of its own, is not
+    part of the fault's onset, from which detectors are timed), and the link is up at the end."""
+    port = next(link for link in lab.fabric.links_of("leaf-g1-r1") if "spine-1" in link.name).endpoint("leaf-g1-r1")
+    with Applied(lab, id="flappy", kind="flap", link="leaf-g1-r1 -- spine-1", period_s=2, count=2):
+        shown = json.loads(lab.runtime.exec("leaf-g1-r1", ["ip", "-j", "link", "show", port.ifname]).stdout)
+        assert "LOWER_UP" not in shown[0]["flags"], "the flap's apply returned before its first down"
         report = lab.state.directory / "faults" / "flappy.json"
         wait_for(lambda: report.is_file() and json.loads(report.read_text())["cycles"] == 2,
                  what="two flap cycles")

@@ -51,6 +51,8 @@ class Flap(OnLink):
             while not stopping.is_set() and (params.count is None or cycles < params.count):
                 for end in ends:
                     set_link_state(ctx, end.node, end.ifname, up=False)
+                if not cycles:
+                    background.took_hold(ctx.lab.state, fault_id)
                 stopping.wait(half)
                 for end in ends:
                     set_link_state(ctx, end.node, end.ifname, up=True)
