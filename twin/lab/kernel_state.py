@@ -33,8 +33,8 @@ def _kernel(ipr: IPRoute) -> dict:
     classes = []
     for m in (c for index in names for c in ipr.get_classes(index=index)):
         params = m.get_attr("TCA_OPTIONS").get_attr("TCA_HTB_PARMS") if m.get_attr("TCA_KIND") == "htb" else None
-        classes.append((names[m["index"]], m["handle"], *((params["rate"], params["buffer"], params["cbuffer"])
-                                                          if params else (None, None, None))))
+        shaped = (params["rate"], params["buffer"], params["cbuffer"]) if params else (None, None, None)
+        classes.append((names[m["index"]], m["handle"], *shaped))
     clsact = {m["index"] for m in ipr.get_qdiscs() if m.get_attr("TCA_KIND") == "clsact"}
     filters = sorted((names[index], hook, *_filter(m)) for index in clsact for parent, hook in CLSACT_HOOKS.items()
                      for m in ipr.get_filters(index=index, parent=parent) if m["handle"])

@@ -139,7 +139,8 @@ RESPONSE_MATCHES = tuple(
 def shaper_burst(rate_bps: int, mtu: int) -> int:
     """A class's burst at `rate_bps` on a lab of `mtu` (SHAPER_SLACK_S): one frame, and one more or
     SHAPER_SLACK_S of line time, whichever is more."""
-    return frame_bytes(mtu) + max(frame_bytes(mtu), int(rate_bps * SHAPER_SLACK_S / 8))
+    frame = frame_bytes(mtu)
+    return frame + max(frame, int(rate_bps * SHAPER_SLACK_S / 8))
 
 
 def data_class(rate_bps: int, mtu: int) -> HtbClass:
@@ -157,7 +158,7 @@ def port_tree(rate_bps: int, queue_bytes: int, mtu: int, nic: bool = False) -> t
     control_bps = max(int(rate_bps * CONTROL_SHARE), CONTROL_FLOOR_BPS)
     matches = CONTROL_MATCHES
     if nic:
-        control_bps = max(control_bps, -(-rate_bps * ROCE_RESPONSE_BYTES // (mtu + ETHERNET_HEADER_BYTES)))
+        control_bps = max(control_bps, -(-rate_bps * ROCE_RESPONSE_BYTES // frame_bytes(mtu)))
         matches += RESPONSE_MATCHES
     burst = shaper_burst(rate_bps, mtu)
     return (HtbRoot(ROOT_HANDLE, CLASS_HANDLE & 0xFFFF),
