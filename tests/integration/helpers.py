@@ -109,3 +109,40 @@ def netns_tier_only(runtime: str, why: str) -> None:
     change (exec, processes and sockets in them, their teardown)."""
     if runtime != "netns":
         pytest.skip(f"{why} (netns tier only)")
+
+
+def losses_elsewhere(lab, hosts: list[str], since: dict | None = None) -> dict[str, int]:
+    """Where else than a fault the kernel counts a lost packet: the lab's queues and ports, the
+    machine's per-CPU backlog and unresolved-neighbour queue (both machine-wide), and the sockets
+    of `hosts`; less `since` (an earlier reading) when given. For a test's failure message."""
+    from twin.lab.kernel.offload import snmp
+    from twin.lab.ports.counters import CounterReader
+    from twin.telemetry.fabric import softnet_drops
+
+    with CounterReader(lab) as reader:
+        interfaces = reader.read(checksums=False).interfaces.values()
+    with open("/proc/net/stat/arp_cache") as handle:
+        header, values = (line.split() for line in handle.read().splitlines()[:2])
+    udp = [snmp(lab.netns(host)) for host in hosts]
+    counts = {"queue_drops": sum(v.get("qdisc_drops", 0) for v in interfaces),
+              "port_drops": sum(v.get("rx_dropped", 0) + v.get("tx_dropped", 0) for v in interfaces),
+              "kernel_backlog": softnet_drops(),
+              "arp_unresolved": int(values[header.index("unresolved_discards")], 16),
+              "udp_rcvbuf": sum(c.get("Udp.RcvbufErrors", 0) for c in udp),
+              "udp_in_errors": sum(c.get("Udp.InErrors", 0) for c in udp)}
+    return {key: value - (since or {}).get(key, 0) for key, value in counts.items()}
+
+
+def pfc_standing(lab) -> dict:
+    """What the PFC controller last published of the ports it holds now, how old that is, and the
+    errors it reported: for a test's failure message."""
+    import time
+
+    from twin.lab.pfc import published
+
+    document = published.read(lab.state.directory)
+    if not document:
+        return {"published": None}
+    return {"held_s": {" ".join(port): held for port, held in published.paused_for(document).items()},
+            "age_s": round(time.monotonic() - document["t_mono"], 3),
+            "controller": document.get("controller", {})}

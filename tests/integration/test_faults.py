@@ -31,7 +31,7 @@ from twin.model.targets import resolve_link
 from twin.procs import alive
 from twin.progress import NullProgress
 
-from .helpers import lab_running, marking, netns_tier_only
+from .helpers import lab_running, losses_elsewhere, marking, netns_tier_only, pfc_standing
 from .test_pfc import incast
 
 pytestmark = pytest.mark.integration
@@ -59,13 +59,15 @@ def converged(ctx):
     converge.wait_reachable(ctx, NullProgress(), deadline)
 
 
-def wait_for(predicate, timeout_s=15.0, what="condition"):
+def wait_for(predicate, timeout_s=15.0, what="condition", detail=None):
+    """Poll `predicate` until it holds; on time-out, fail saying what was awaited and, from
+    `detail()`, what stood in its way."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what}")
+    pytest.fail(f"timed out waiting for {what}" + (f": {detail()}" if detail else ""))
 
 
 class Applied:
@@ -93,12 +95,17 @@ def _phy_counts(lab, node, ifname):
 
 def test_silent_drop_loses_the_stated_share_and_bfd_stays_up(lab):
     before = _phy_counts(lab, "host-g1-h1", "nic1")
+    elsewhere = losses_elsewhere(lab, ["host-g1-h1"])
     with Applied(lab, id="lossy", kind="silent_drop", link="leaf-g1-r1 -- host-g1-h1",
                  direction="a_to_b", loss_pct=5):
         burst = udp_burst(lab, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 20000)
         after = _phy_counts(lab, "host-g1-h1", "nic1")
+        elsewhere = losses_elsewhere(lab, ["host-g1-h1"], since=elsewhere)
         assert 3.5 <= burst.loss_pct <= 6.5, burst
-        assert abs(after["dropped"] - before["dropped"] - (burst.sent - burst.received)) <= 5, (after, burst)
+        # The fault's counter is all the burst lost (CI once lost 140 more, cause not found: the
+        # message says where else the kernel counted a loss meanwhile)
+        assert abs(after["dropped"] - before["dropped"] - (burst.sent - burst.received)) <= 5, \
+            (after, burst, elsewhere)
         assert after["crc_errors"] == before["crc_errors"]  # a silent drop counts nothing a port shows
         statuses = lab_status(lab)
         assert all(set(s.bfd.values()) == {"up"} for s in statuses)
@@ -425,7 +432,8 @@ def test_pfc_storm_watchdog_drops_and_unblocks(lab):
         udp_burst(lab, nic(lab, "host-g2-h1:nic1"), nic(lab, "host-g1-h1:nic1"), 400, pps=2000,
                   settle_s=0.1)
         wait_for(lambda: _pfc(lab, "leaf-g1-r1", "hs-g1h1").watchdog >= 1, what="the watchdog")
-        wait_for(lambda: _paused(lab) == set(), what="the pauses to be released")
+        wait_for(lambda: _paused(lab) == set(), what="the pauses to be released",
+                 detail=lambda: pfc_standing(lab))
         innocent = udp_burst(lab, nic(lab, "host-g2-h2:nic1"), nic(lab, "host-g1-h2:nic1"), 500)
         victim = udp_burst(lab, nic(lab, "host-g2-h2:nic1"), nic(lab, "host-g1-h1:nic1"), 500)
     assert innocent.loss_pct == 0 and innocent.max_delay_s < 0.1, innocent
