@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -12,9 +13,13 @@ import pytest
 
 from twin.lab import deploy
 from twin.lab.files import open_lab
+from twin.lab.kernel.offload import snmp
+from twin.lab.pfc import published
+from twin.lab.ports.counters import CounterReader
 from twin.lab.runtime.docker import labelled_containers
 from twin.lab.runtime.netns import NETNS_DIR, namespace_prefix
 from twin.lab.state import lab_dir
+from twin.telemetry.fabric import softnet_drops
 
 ROOT = Path(__file__).resolve().parents[2]
 # The docker tier's copies of the shipped labs and its own labs: d-mini, d-rail4, d-runkill.
@@ -115,10 +120,6 @@ def losses_elsewhere(lab, hosts: list[str], since: dict | None = None) -> dict[s
     """Where else than a fault the kernel counts a lost packet: the lab's queues and ports, the
     machine's per-CPU backlog and unresolved-neighbour queue (both machine-wide), and the sockets
     of `hosts`; less `since` (an earlier reading) when given. For a test's failure message."""
-    from twin.lab.kernel.offload import snmp
-    from twin.lab.ports.counters import CounterReader
-    from twin.telemetry.fabric import softnet_drops
-
     with CounterReader(lab) as reader:
         interfaces = reader.read(checksums=False).interfaces.values()
     with open("/proc/net/stat/arp_cache") as handle:
@@ -136,10 +137,6 @@ def losses_elsewhere(lab, hosts: list[str], since: dict | None = None) -> dict[s
 def pfc_standing(lab) -> dict:
     """What the PFC controller last published of the ports it holds now, how old that is, and the
     errors it reported: for a test's failure message."""
-    import time
-
-    from twin.lab.pfc import published
-
     document = published.read(lab.state.directory)
     if not document:
         return {"published": None}
