@@ -188,6 +188,20 @@ def test_a_nodes_netlink_socket_is_made_in_it_by_the_calling_thread(mini, monkey
     assert not os.path.exists(missing) and len(os.listdir("/proc/self/fd")) == open_fds
 
 
+def test_a_nodes_interface_macs_and_mtus_are_the_kernels_as_netlink_shows_them(mini):
+    """nsutil reads every interface's hardware address (the PFC gates' kick frames carry it) and MTU
+    (the config audit compares it) with one ioctl each: the same as the node's netlink link dump."""
+    from twin.lab.kernel.nsutil import interface_macs, interface_mtus
+    for node in ("leaf-g1-r1", "host-g2-h1"):
+        with mini.netlink(node) as ipr:
+            links = {m.get_attr("IFLA_IFNAME"): m for m in ipr.get_links()}
+        macs, mtus = interface_macs(mini.netns(node)), interface_mtus(mini.netns(node))
+        assert {name: mac.hex(":") for name, mac in macs.items()} == \
+            {name: link.get_attr("IFLA_ADDRESS") for name, link in links.items()}, node
+        assert mtus == {name: link.get_attr("IFLA_MTU") for name, link in links.items()}, node
+        assert len({mac for name, mac in macs.items() if name != "lo"}) == len(macs) - 1, node
+
+
 def test_a_nodes_link_counters_and_states_are_the_kernels_as_proc_and_flags_show_them(mini):
     """kernel/link_stats.py reads one raw link dump per node instead of /proc/net/dev and a flags ioctl
     per interface: every counter lies between two reads of the node's /proc/net/dev around it

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import fcntl
 import os
 import socket
@@ -30,6 +32,55 @@ def in_netns(path: str) -> Iterator[None]:
             pr_netns.setns(saved)
     finally:
         os.close(target)
+        os.close(saved)
+
+
+CLONE_NEWNET = 0x40000000
+MS_BIND, MS_REC, MS_SHARED = 0x1000, 0x4000, 1 << 20
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _libc_call(name: str, *args) -> None:
+    if getattr(_libc, name)(*args) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{name}: {os.strerror(code)}")
+
+
+def _share_mounts_under(directory: str) -> None:
+    """Make `directory` a shared mount, as `ip netns add` does, so a namespace bound in it is seen
+    from every mount namespace (a container's too): a directory that is no mount point yet is first
+    bound onto itself."""
+    os.makedirs(directory, exist_ok=True)
+    try:
+        _libc_call("mount", b"", directory.encode(), b"none", MS_SHARED | MS_REC, None)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+        _libc_call("mount", directory.encode(), directory.encode(), b"none", MS_BIND | MS_REC, None)
+        _libc_call("mount", b"", directory.encode(), b"none", MS_SHARED | MS_REC, None)
+
+
+def create_netns(path: str) -> None:
+    """A new network namespace, kept by a bind mount at `path` (as `ip netns add` keeps one),
+    made by the calling thread, which returns to its own namespace. Not pyroute2's netns.create:
+    it forks a child per namespace and gives it 2 s, and the kernel makes a new namespace only once
+    it has finished removing earlier ones (cleanup_net), which after a big lab took longer: AIPod's
+    bring-up right after its teardown failed at its first namespace. FileExistsError if `path`
+    exists."""
+    _share_mounts_under(os.path.dirname(path))
+    os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0))
+    saved = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        try:
+            _libc_call("unshare", CLONE_NEWNET)
+            try:
+                _libc_call("mount", b"/proc/thread-self/ns/net", path.encode(), b"none", MS_BIND, None)
+            finally:
+                pr_netns.setns(saved)
+        except BaseException:
+            os.unlink(path)
+            raise
+    finally:
         os.close(saved)
 
 
@@ -80,20 +131,28 @@ def interface_indexes(path: str) -> dict[str, int]:
         return {name: index for index, name in socket.if_nameindex()}
 
 
-SIOCGIFMTU = 0x8921  # linux/sockios.h
+SIOCGIFMTU, SIOCGIFHWADDR = 0x8921, 0x8927  # linux/sockios.h
+IFREQ_MTU = struct.Struct("16si")  # struct ifreq: the name, then ifr_mtu
+IFREQ_HWADDR = struct.Struct("16sH6s8x")  # the name, then ifr_hwaddr: a sockaddr (family, 14 bytes)
 
 
-def _per_interface(path: str, request: int, layout: str) -> dict[str, int]:
-    """ifname -> one ioctl's answer for every interface in the namespace at `path`, on a socket
-    made there: no netlink dump to decode (pyroute2's is slow at scale)."""
+def _per_interface(path: str, request: int, layout: struct.Struct) -> dict[str, tuple]:
+    """ifname -> one ioctl's answer (its fields after the name) for every interface in the
+    namespace at `path`, on a socket made there: no netlink dump to decode (pyroute2's is slow at
+    scale)."""
     with in_netns(path), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        asked = {name: struct.pack(layout, name.encode(), 0) for _index, name in socket.if_nameindex()}
-        return {name: struct.unpack(layout, fcntl.ioctl(sock.fileno(), request, ask))[1] for name, ask in asked.items()}
+        asked = {name: name.encode().ljust(layout.size, b"\0") for _index, name in socket.if_nameindex()}
+        return {name: layout.unpack(fcntl.ioctl(sock.fileno(), request, ask))[1:] for name, ask in asked.items()}
 
 
 def interface_mtus(path: str) -> dict[str, int]:
     """ifname -> MTU in the namespace at `path`."""
-    return _per_interface(path, SIOCGIFMTU, "16si")
+    return {name: fields[0] for name, fields in _per_interface(path, SIOCGIFMTU, IFREQ_MTU).items()}
+
+
+def interface_macs(path: str) -> dict[str, bytes]:
+    """ifname -> hardware address (6 bytes) in the namespace at `path`."""
+    return {name: fields[1] for name, fields in _per_interface(path, SIOCGIFHWADDR, IFREQ_HWADDR).items()}
 
 
 def netlink_in(path: str, strict_check: bool = False) -> IPRoute:

@@ -29,7 +29,9 @@ import os
 import signal
 import socket
 import struct
+from collections.abc import Iterator
 from functools import cache
+from typing import NamedTuple
 
 from pyroute2.netlink import NLM_F_REQUEST
 from pyroute2.netlink.rtnl import RTM_NEWQDISC
@@ -37,7 +39,7 @@ from pyroute2.netlink.rtnl.tcmsg import plugins, tcmsg
 
 from twin.lab.handle import Lab
 from twin.lab.kernel import nlbatch
-from twin.lab.kernel.nsutil import interface_indexes
+from twin.lab.kernel.nsutil import interface_indexes, interface_macs
 from twin.model import queue_tree
 from twin.model.buffers import frame_bytes, queue_limit
 from twin.model.ports import Port
@@ -78,14 +80,38 @@ def _arp_request(mac: bytes, own_ip: str, peer_ip: str) -> bytes:
     return b"\xff" * 6 + mac + struct.pack("!H", ETH_P_ARP) + arp
 
 
+def _sends(messages: list[bytes]) -> Iterator[bytes]:
+    """`messages` joined into sends of at most nlbatch.CHUNK_BYTES (one message at least): a send
+    larger than the socket's buffer fails whole (EMSGSIZE), and a gate's message carries TBF's
+    rate table, so an AIPod superspine's 256 gates are 290 KB."""
+    start = 0
+    while start < len(messages):
+        end, size = start + 1, len(messages[start])
+        while end < len(messages) and size + len(messages[end]) <= nlbatch.CHUNK_BYTES:
+            size += len(messages[end])
+            end += 1
+        yield b"".join(messages[start:end])
+        start = end
+
+
 PR_SET_PDEATHSIG = 1
 KICK = struct.Struct("<I")
+
+
+class Kick(NamedTuple):
+    """A port's kick: its frame, sent on `ifname` by its namespace's packet socket."""
+    sock: socket.socket
+    ifname: str
+    frame: bytes
+
+    def send(self) -> None:
+        self.sock.sendto(self.frame, (self.ifname, ETH_P_ARP))
 
 
 class Kicker:
     """A child process that sends kick frames, asked by port number over a pipe."""
 
-    def __init__(self, sockets: list[socket.socket], frames: list[bytes]):
+    def __init__(self, kicks: list[Kick]):
         read_end, self.pipe = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:  # the child: normal priority, gone with its parent
@@ -98,7 +124,7 @@ class Kicker:
                     while data := pipe.read(KICK.size * 256):
                         for (number,) in KICK.iter_unpack(data[:len(data) // KICK.size * KICK.size]):
                             try:
-                                sockets[number].send(frames[number])
+                                kicks[number].send()
                             except OSError:  # the port is down: nothing waits behind its gate
                                 pass
             finally:
@@ -138,12 +164,12 @@ class Gates:
         self._netlink: dict[str, socket.socket] = {}
         self._gates: dict[Port, _PortGate] = {}
         self._indexes: dict[str, dict[str, int]] = {}
-        self._kick_sockets: list[socket.socket] = []
-        self._kick_frames: list[bytes] = []
+        self._packet: dict[str, socket.socket] = {}  # a namespace's socket for the kicks
+        self._kicks: list[Kick] = []  # by port number
         self.kicker: Kicker | None = None
         self.sent = 0
         self._pending: dict[socket.socket, list[bytes]] = {}  # messages to send at flush(), per namespace
-        self._kicks: list[int] = []
+        self._pending_kicks: list[int] = []
 
     def open_ports(self, ports: list[Port]) -> None:
         """Resolve indexes and addresses and encode every message once."""
@@ -155,27 +181,26 @@ class Gates:
                 netlink = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
                 netlink.bind((0, 0))
                 netlink.setblocking(False)
-                # Protocol 0: a send-only socket that never hooks into reception. One opened with
-                # ETH_P_ARP is hooked on every device, and binding it to one waits for an RCU grace
-                # period (7 ms each: 11 of pod64's 22 s of controller start). The kernel takes the
-                # frame's protocol from its Ethernet header.
-                kicks = {p: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) for p in node_ports}
+                # One unbound socket of protocol 0 a namespace, which sends to a port by naming
+                # it: protocol 0 never hooks into reception (one of ETH_P_ARP is hooked on every
+                # device), and the kernel takes the frame's protocol from its Ethernet header.
+                # Not one bound to each port: binding and closing a packet socket each wait for an
+                # RCU grace period (7 ms here: 11 of pod64's 22 s of controller start), and
+                # AIPod's 20,480 ports are more than a process may hold open (20,000 here).
+                packet = self._packet[node] = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
             self._netlink[node] = netlink
             indexes = self._indexes[node] = interface_indexes(self.lab.netns(node))
+            macs = interface_macs(self.lab.netns(node))
             for port in node_ports:
                 own, other = self._addresses(port)
-                kick = kicks[port]
-                kick.bind((port.ifname, 0))
-                mac = kick.getsockname()[4]  # a bound packet socket's address is the port's MAC
                 self._gates[port] = _PortGate(netlink, indexes[port.ifname],
                                               frame_bytes(self.fabric.mtu) + CLOSED_BURST_MARGIN,
-                                              queue_limit(self.fabric, port), len(self._kick_sockets))
-                self._kick_sockets.append(kick)
-                self._kick_frames.append(_arp_request(mac, own, other))
+                                              queue_limit(self.fabric, port), len(self._kicks))
+                self._kicks.append(Kick(packet, port.ifname, _arp_request(macs[port.ifname], own, other)))
 
     def start_kicker(self) -> None:
         """Fork the kicker (before the caller turns real-time and before other threads exist)."""
-        self.kicker = Kicker(self._kick_sockets, self._kick_frames)
+        self.kicker = Kicker(self._kicks)
 
     def indexes(self, node: str) -> dict[str, int]:
         """ifname -> interface index in the node's namespace."""
@@ -194,7 +219,7 @@ class Gates:
         """Queue the opening message and the kick that follows it."""
         gate = self._gates[port]
         self._pending.setdefault(gate.netlink, []).append(gate.open_msg)
-        self._kicks.append(gate.number)
+        self._pending_kicks.append(gate.number)
 
     def limit(self, port: Port) -> int:
         return self._gates[port].limit
@@ -210,12 +235,13 @@ class Gates:
         """Send what close() and open() queued: one write per namespace (netlink takes several
         messages in one buffer and acts on them in order), then the kicks in one write."""
         for netlink, messages in self._pending.items():
-            netlink.send(b"".join(messages))
+            for send in _sends(messages):
+                netlink.send(send)
             self.sent += len(messages)
         self._pending.clear()
-        if self._kicks and self.kicker is not None:
-            self.kicker.kick(self._kicks)
-        self._kicks.clear()
+        if self._pending_kicks and self.kicker is not None:
+            self.kicker.kick(self._pending_kicks)
+        self._pending_kicks.clear()
 
     def errors(self) -> list[str]:
         """Error replies the kernel sent since the last call (an unacknowledged request that failed)."""
@@ -239,8 +265,8 @@ class Gates:
     def shutdown(self) -> None:
         if self.kicker is not None:
             self.kicker.stop()
-        for kick in self._kick_sockets:
-            kick.close()
+        for packet in self._packet.values():
+            packet.close()
         for netlink in self._netlink.values():
             netlink.close()
         self._gates.clear()

@@ -11,7 +11,7 @@ from pyroute2 import NetlinkError
 from pyroute2 import netns as pr_netns
 
 from twin.errors import RuntimeBackendError
-from twin.lab.kernel.nsutil import netlink_in, pids_in_netns
+from twin.lab.kernel.nsutil import create_netns, netlink_in, pids_in_netns
 from twin.lab.runtime.base import ExecResult
 from twin.model.fabric import Link, Node
 from twin.names import is_lab_name, lab_name
@@ -48,7 +48,7 @@ class NetnsRuntime:
             raise RuntimeBackendError(f"network namespace {name} already exists",
                                       hint=f"another run of lab '{self.lab}' left it: twin lab down {self.lab}")
         try:
-            pr_netns.create(name)
+            create_netns(self.netns_path(node.name))
         except OSError as exc:
             raise RuntimeBackendError(f"cannot create network namespace {name}: {exc}") from exc
 
