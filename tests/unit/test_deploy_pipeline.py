@@ -13,6 +13,7 @@ from twin.lab import deploy, runtime
 from twin.lab.files import open_lab
 from twin.lab.state import LabState, Resource, lab_dir, load_state
 from twin.procs import alive
+from twin.progress import NullProgress
 
 LAB = """name: fakelab
 fabric: {tiers: 2, groups: 2, rails: 1, hosts_per_group: 2, spines_per_plane: 2}
@@ -101,6 +102,18 @@ def test_down_is_idempotent(fake_lab):
     second = deploy.down("fakelab")
     assert (first.nodes_removed, second.nodes_removed) == (2, 0)
     assert FakeRuntime.nodes == set()
+
+
+def test_down_shows_a_removal_phase_only_for_a_runtime_that_owns_nodes(fake_lab):
+    """`twin lab down` of a namespace lab showed "removing docker nodes 1/1" with no container."""
+    FakeRuntime.nodes = {"spine-1"}
+    phases = []
+
+    class Recording(NullProgress):
+        def phase(self, name, total=None):
+            phases.append((name, total))
+    deploy.down("fakelab", Recording())
+    assert [phase for phase in phases if phase[0].startswith("removing")] == [("removing fake nodes", 1)]
 
 
 def _sleeper(*extra):

@@ -316,6 +316,8 @@ def _down(lab: str, progress: Progress) -> TeardownReport:
     for kind in names():
         runtime = get_runtime(kind, lab)
         owned = runtime.owned()
+        if not owned:  # a netns lab has no containers: no phase to show
+            continue
         progress.phase(f"removing {kind} nodes", len(owned))
 
         def delete(node: str, runtime=runtime) -> None:
