@@ -181,9 +181,9 @@ class Gates:
                 netlink = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
                 netlink.bind((0, 0))
                 netlink.setblocking(False)
-                # One unbound socket of protocol 0 a namespace, which sends to a port by naming
-                # it: protocol 0 never hooks into reception (one of ETH_P_ARP is hooked on every
-                # device), and the kernel takes the frame's protocol from its Ethernet header.
+                # One unbound socket of protocol 0 a namespace, each send naming the port and the
+                # frame's protocol (Kick.send): protocol 0 never hooks into reception (a socket of
+                # ETH_P_ARP is hooked on every device).
                 # Not one bound to each port: binding and closing a packet socket each wait for an
                 # RCU grace period (7 ms here: 11 of pod64's 22 s of controller start), and
                 # AIPod's 20,480 ports are more than a process may hold open (20,000 here).
