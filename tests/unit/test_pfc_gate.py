@@ -2,7 +2,6 @@
 
 import errno
 import socket
-import struct
 
 import pytest
 
@@ -21,15 +20,9 @@ def _errors(sock: socket.socket) -> list[int]:
     codes = []
     while True:
         try:
-            data = sock.recv(1 << 20)
+            codes += [code for _sequence, code in nlbatch.error_replies(sock.recv(1 << 20))]
         except BlockingIOError:
             return codes
-        offset = 0
-        while offset + 20 <= len(data):
-            length, kind = struct.unpack_from("=IH", data, offset)
-            if kind == nlbatch.NLMSG_ERROR:
-                codes.append(-struct.unpack_from("=i", data, offset + 16)[0])
-            offset += max(length, 20)
 
 
 def test_a_superspines_gates_go_to_the_kernel_in_sends_its_socket_takes():

@@ -13,7 +13,7 @@ import errno
 import os
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 
 from pyroute2 import IPBatch
@@ -33,6 +33,36 @@ CHUNK_BYTES = 32 * 1024  # requests per send
 # 256 addresses) overran it (ENOBUFS) and acknowledgements were lost
 CHUNK_MESSAGES = 128
 RECEIVE_BUFFER = 1 << 20
+
+
+def aligned(length: int) -> int:
+    """A netlink message's length padded to the 4 bytes the next one starts on."""
+    return (length + 3) & ~3
+
+
+def spans(lengths: Sequence[int], max_messages: int | None = None) -> Iterator[tuple[int, int]]:
+    """[start, end) runs of consecutive messages (their padded lengths) that go in one send: at
+    most CHUNK_BYTES (a send larger than the socket's buffer fails whole, EMSGSIZE) and at most
+    `max_messages`, one message at least."""
+    start = 0
+    while start < len(lengths):
+        end, size = start + 1, lengths[start]
+        while end < len(lengths) and size + lengths[end] <= CHUNK_BYTES and \
+                (max_messages is None or end - start < max_messages):
+            size += lengths[end]
+            end += 1
+        yield start, end
+        start = end
+
+
+def error_replies(data: bytes) -> Iterator[tuple[int, int]]:
+    """(sequence number, errno; 0: done) of every error or acknowledgement message in `data`."""
+    offset = 0
+    while offset + HEADER.size <= len(data):
+        length, kind, _flags, sequence, _pid = HEADER.unpack_from(data, offset)
+        if kind == NLMSG_ERROR:
+            yield sequence, -ERROR.unpack_from(data, offset + HEADER.size)[0]
+        offset += aligned(length) or len(data)
 
 
 def encode(build: Callable[[IPBatch], object]) -> list[bytes]:
@@ -139,35 +169,24 @@ class Sender:
 
     def flush(self) -> None:
         pending, self.pending = self.pending, []
-        start = 0
-        while start < len(pending):
-            end, size = start, 0
-            while end < len(pending) and (end == start or (size + len(pending[end][0]) <= CHUNK_BYTES
-                                                           and end - start < CHUNK_MESSAGES)):
-                size += (len(pending[end][0]) + 3) & ~3
-                end += 1
+        for start, end in spans([aligned(len(m)) for m, _, _ in pending], CHUNK_MESSAGES):
             chunk = pending[start:end]
             self.sock.send(b"".join(m + bytes(-len(m) % 4) for m, _, _ in chunk))
             self._acknowledged(chunk)
-            start = end
 
     def _acknowledged(self, chunk: list[tuple[bytes, str, frozenset[int]]]) -> None:
         first = HEADER.unpack_from(chunk[0][0])[3]
         waiting = set(range(first, first + len(chunk)))
         while waiting:
-            data = self.sock.recv(1 << 16)
-            offset = 0
-            while offset + HEADER.size <= len(data):
-                length, kind, _flags, sequence, _pid = HEADER.unpack_from(data, offset)
-                if kind == NLMSG_ERROR and sequence in waiting:
-                    waiting.discard(sequence)
-                    code = -ERROR.unpack_from(data, offset + HEADER.size)[0]
-                    _, what, tolerated = chunk[sequence - first]
-                    if code and code not in tolerated:
-                        raise RuntimeBackendError(
-                            f"{self.node}: {what} refused by the kernel: {os.strerror(code)} "
-                            f"({errno.errorcode.get(code, code)})")
-                offset += (length + 3) & ~3 or len(data)
+            for sequence, code in error_replies(self.sock.recv(1 << 16)):
+                if sequence not in waiting:
+                    continue
+                waiting.discard(sequence)
+                _, what, tolerated = chunk[sequence - first]
+                if code and code not in tolerated:
+                    raise RuntimeBackendError(
+                        f"{self.node}: {what} refused by the kernel: {os.strerror(code)} "
+                        f"({errno.errorcode.get(code, code)})")
 
     def close(self) -> None:
         self.sock.close()

@@ -81,17 +81,10 @@ def _arp_request(mac: bytes, own_ip: str, peer_ip: str) -> bytes:
 
 
 def _sends(messages: list[bytes]) -> Iterator[bytes]:
-    """`messages` joined into sends of at most nlbatch.CHUNK_BYTES (one message at least): a send
-    larger than the socket's buffer fails whole (EMSGSIZE), and a gate's message carries TBF's
-    rate table, so an AIPod superspine's 256 gates are 290 KB."""
-    start = 0
-    while start < len(messages):
-        end, size = start + 1, len(messages[start])
-        while end < len(messages) and size + len(messages[end]) <= nlbatch.CHUNK_BYTES:
-            size += len(messages[end])
-            end += 1
+    """`messages` joined into the sends nlbatch.spans allows: a gate's message carries TBF's rate
+    table, so an AIPod superspine's 256 gates in one send (290 KB) failed whole (EMSGSIZE)."""
+    for start, end in nlbatch.spans([len(m) for m in messages]):
         yield b"".join(messages[start:end])
-        start = end
 
 
 PR_SET_PDEATHSIG = 1
@@ -252,14 +245,8 @@ class Gates:
                     data = netlink.recv(65536)
                 except BlockingIOError:
                     break
-                offset = 0
-                while offset + 20 <= len(data):
-                    length, kind = struct.unpack_from("=IH", data, offset)
-                    if kind == 2:  # NLMSG_ERROR
-                        code = -struct.unpack_from("=i", data, offset + 16)[0]
-                        if code:
-                            found.append(f"{node}: {os.strerror(code)} ({errno.errorcode.get(code, code)})")
-                    offset += max(length, 20)
+                found += [f"{node}: {os.strerror(code)} ({errno.errorcode.get(code, code)})"
+                          for _sequence, code in nlbatch.error_replies(data) if code]
         return found
 
     def shutdown(self) -> None:
