@@ -66,11 +66,12 @@ def _cpu_s() -> float:
 def lldp_cost(lab, window_s: float) -> tuple[float, float]:
     """LLDP at rest: MB of proportional memory per node (lldpd and its unprivileged child) and the
     share of a core all of them take over `window_s`."""
-    pids = [pid for r in lab.state.resources if r.kind == lldp.RESOURCE_KIND and r.pid
-            for pid in (r.pid, *children(r.pid))]
-    before = {pid: idle._cpu_ticks(pid) for pid in pids}
+    monitors = [r.pid for r in lab.state.resources if r.kind == lldp.RESOURCE_KIND and r.pid]
+    pids = [pid for monitor in monitors for pid in (monitor, *children(monitor))]
+    before = idle.family_ticks(monitors)  # each with its children's
     time.sleep(window_s)
-    ticks = sum((idle._cpu_ticks(pid) or 0) - (before[pid] or 0) for pid in pids)
+    after = idle.family_ticks(monitors)
+    ticks = sum((after[pid] or 0) - (before[pid] or 0) for pid in monitors)
     nodes = sum(1 for r in lab.state.resources if r.kind == lldp.RESOURCE_KIND)
     pss_mb = sum(idle.pss_kib(pid) for pid in pids) / 1024 / max(1, nodes)
     return pss_mb, 100 * ticks / os.sysconf("SC_CLK_TCK") / window_s

@@ -1,6 +1,7 @@
 """LLDP on every node (Debian's lldpd), as every switch and server of the fabrics we twin runs it:
-each port announces its node and port name once a second, so each switch port knows who is cabled
-to it, and config-audit (detect/config_audit.py) compares that with the lab.
+each port announces its node and port name once a second (a big lab less often: tx_interval_s),
+so each switch port knows who is cabled to it, and config-audit (detect/config_audit.py) compares
+that with the lab.
 
 One lldpd per node, started from the host inside the node's network namespace (any runtime; a
 container image needs no lldpd), listening on the node's fabric ports only (-I), its control
@@ -10,12 +11,14 @@ evidence the leaves need, and a miswire's swapped cables (faults/miswire.py, lab
 a packet socket on the host has already seen them.
 
 Measured at rest (this VM, 2026-11-28): two processes of about 6.8 and 2.7 MB resident per node,
-no CPU tick in 20 s with one frame per port a second.
+no CPU tick in 20 s with one frame per port a second on mini; pod128's 4,608 ports took 0.37 of a
+core at that rate (2026-12-03), its unprivileged children doing the work.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -32,7 +35,14 @@ from twin.procs import alive, working_dir
 
 LLDPD, LLDPCLI = "lldpd", "lldpcli"
 RESOURCE_KIND = "lldp"
-TX_INTERVAL_S = 1  # lldpd's shortest; a neighbour is known within a second of its first frame
+# Every port announces itself each tx interval: the shortest (lldpd's 1 s, so config-audit hears a
+# miswire within a second) that keeps the lab's LLDP within LLDP_CORES at rest, at most IEEE
+# 802.1AB's default of 30 s. Its cost per port and frame (sent, received and decoded), measured on
+# pod128 at rest with `lldpcli configure lldp tx-interval` 1, 2, 5 and 10 s (2026-12-03: 0.37, 0.15,
+# 0.065 and 0.04 of a core over 4,608 ports): 80 us. pod128 then announces every 4 s, AIPod every 17 s.
+MIN_TX_INTERVAL_S, MAX_TX_INTERVAL_S = 1, 30
+CPU_S_PER_PORT_FRAME = 80e-6
+LLDP_CORES = 0.1
 SPAWN_WORKERS = 8
 LIBRARY = "liblldpctl.so.4"
 # lldpctl_key_t (lldpctl.h; numbered in blocks that the library's ABI keeps)
@@ -64,11 +74,18 @@ def socket_path(lab: Lab, node: str) -> Path:
     return directory(lab, node) / "lldpd.socket"
 
 
-def config(fabric: Fabric, node: Node) -> str:
+def tx_interval_s(fabric: Fabric) -> int:
+    """Seconds between two frames of a port (the module's constants say how it is chosen)."""
+    ports = sum(len(fabric.links_of(node.name)) for node in fabric.local_nodes)
+    needed = math.ceil(ports * CPU_S_PER_PORT_FRAME / LLDP_CORES)
+    return min(MAX_TX_INTERVAL_S, max(MIN_TX_INTERVAL_S, needed))
+
+
+def config(node: Node, interval_s: int) -> str:
     lines = [f"configure system hostname {node.name}",
              f"configure system description \"fabric-twin {node.role}\"",
              "configure lldp portidsubtype ifname",
-             f"configure lldp tx-interval {TX_INTERVAL_S}"]
+             f"configure lldp tx-interval {interval_s}"]
     if node.role == "host":
         lines.append("configure lldp status tx-only")
     return "\n".join(lines) + "\n"
@@ -87,12 +104,13 @@ def start(lab: Lab, on_started: Callable[[], None] = lambda: None) -> None:
     resources = [Resource(kind=RESOURCE_KIND, name=f"{node.name}/lldpd", node=node.name) for node in nodes]
     state.resources.extend(resources)
     state.save()
+    interval_s = tx_interval_s(fabric)
 
     def spawn(pair: tuple[Node, Resource]) -> None:
         node, resource = pair
         folder = directory(lab, node.name)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "lldpd.conf").write_text(config(fabric, node))
+        (folder / "lldpd.conf").write_text(config(node, interval_s))
         with open(folder / "lldpd.log", "ab") as log:
             netns = lab.runtime.netns_path(node.name)
             proc = subprocess.Popen(["nsenter", f"--net={netns}", *argv(fabric, node, folder)],
