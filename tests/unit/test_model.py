@@ -1,14 +1,17 @@
 """The model built from each shipped lab: wiring, addressing, ASNs, interface names, ECMP plan."""
 
 from collections import Counter
+from ipaddress import IPv4Network
 from pathlib import Path
 
 import pytest
 
+from twin.faults.route_filter import advertised
 from twin.lab import runtime
 from twin.model.build import build_fabric, rail_network
-from twin.model.ecmp import expected_next_hops
+from twin.model.ecmp import expected_next_hops, leaf_summaries
 from twin.model.fabric import IFNAMSIZ
+from twin.model.render import render_switch
 from twin.spec.labfile import load_lab
 
 LABS = Path(__file__).resolve().parents[2] / "labs"
@@ -178,3 +181,46 @@ def test_bfd_is_offloaded_on_a_netns_lab_unless_the_file_says_not_and_never_on_d
     (tmp_path / "mini.yaml").write_text(text.replace("offload: false", "offload: true").replace("runtime: netns",
                                                                                                "runtime: docker"))
     assert not build_fabric(load_lab(tmp_path / "mini.yaml", runtime.names())).bfd_offload
+
+
+def summarized(tmp_path, fabric_line: str):
+    return build_fabric(lab_from_text(tmp_path, f"name: sums\nfabric: {fabric_line}\nrouting: {{host_routes: leaf}}\n"))
+
+
+def test_each_leaf_announces_the_fewest_prefixes_that_cover_exactly_its_hosts(tmp_path):
+    """32 hosts in a row: one /26 a leaf. 3 hosts: a /30 and a /31, never a /29 that would claim a
+    fourth host's addresses. Every host link's /31 lies in its own leaf's summaries only."""
+    big = summarized(tmp_path, "{tiers: 2, groups: 3, rails: 2, hosts_per_group: 32, spines_per_plane: 2}")
+    sums = leaf_summaries(big)
+    assert all(len(prefixes) == 1 and prefixes[0].prefixlen == 26 for prefixes in sums.values()), sums
+    odd = leaf_summaries(summarized(tmp_path, "{tiers: 2, groups: 2, rails: 1, hosts_per_group: 3, "
+                                              "spines_per_plane: 2}"))
+    assert sorted(prefix.prefixlen for prefix in odd["leaf-g1-r1"]) == [30, 31]
+    for link in (each for each in big.links if each.kind == "host"):
+        owners = [leaf for leaf, prefixes in sums.items() if any(link.network.subnet_of(p) for p in prefixes)]
+        assert owners == [link.a.node]
+
+
+def test_summaries_are_what_converged_routes_are_expected_toward(tmp_path):
+    """Each switch expects its ECMP next hops toward the leaves' summaries, not the hosts' /31s,
+    and only a leaf's bgpd config summarizes."""
+    fabric = summarized(tmp_path, "{tiers: 2, groups: 2, rails: 1, hosts_per_group: 2, spines_per_plane: 2}")
+    expected = expected_next_hops(fabric)
+    assert expected["spine-1"] == {IPv4Network("10.1.0.0/30"): 1, IPv4Network("10.1.0.4/30"): 1}
+    assert expected["leaf-g1-r1"] == {IPv4Network("10.1.0.4/30"): 2}
+    assert "aggregate-address 10.1.0.0/30 summary-only" in render_switch(fabric, fabric.nodes["leaf-g1-r1"])["bgpd"]
+    assert "aggregate-address" not in render_switch(fabric, fabric.nodes["spine-1"])["bgpd"]
+    assert "aggregate-address" not in render_switch(fabric_of("mini"), fabric_of("mini").nodes["leaf-g1-r1"])["bgpd"]
+
+
+def test_a_route_filter_for_a_host_takes_the_summary_that_carries_it(tmp_path):
+    fabric = summarized(tmp_path, "{tiers: 2, groups: 2, rails: 1, hosts_per_group: 2, spines_per_plane: 2}")
+    assert advertised(fabric, ["10.1.0.0/31", "10.1.0.2/31"]) == ["10.1.0.0/30"]
+    assert advertised(fabric_of("mini"), ["10.1.0.0/31"]) == ["10.1.0.0/31"]
+    assert advertised(fabric, ["10.1.0.0/24"]) == ["10.1.0.0/24"]  # wider than any summary: as given
+
+
+def test_summarized_host_routes_refuse_dual_port_nics(tmp_path):
+    with pytest.raises(Exception, match="host_routes.*reachable through two leaves"):
+        lab_from_text(tmp_path, "name: dual\nfabric: {tiers: 2, groups: 2, rails: 1, hosts_per_group: 2, "
+                                "spines_per_plane: 2, nic_ports: 2}\nrouting: {host_routes: leaf}\n")

@@ -240,6 +240,7 @@ def build_fabric(lab: LabFile) -> Fabric:
         load_balance=spec.routing.load_balance,
         flowlet_gap_s=parse_time_s(spec.routing.flowlet_gap) if spec.routing.flowlet_gap else None,
         hash_offset=spec.routing.hash_offset,
+        host_routes=spec.routing.host_routes,
         lldp=spec.lldp,
         bfd_offload=spec.routing.bfd.offload and spec.runtime == "netns",
     )

@@ -7,7 +7,7 @@ longer valley paths). Hosts do not forward, so paths run over switches only.
 
 from __future__ import annotations
 
-from ipaddress import IPv4Network
+from ipaddress import IPv4Network, collapse_addresses
 
 import networkx as nx
 
@@ -15,18 +15,34 @@ from twin.model.fabric import Fabric
 
 
 def host_prefixes(fabric: Fabric) -> dict[IPv4Network, str]:
-    """Each host NIC's prefix (its /31, or a dual-port NIC's /32) and the leaf it hangs off (the
-    first of a dual-port NIC's two: prefix_leaves has both)."""
+    """Each host prefix the fabric routes and the leaf that announces it (the first of a dual-port
+    NIC's two: prefix_leaves has both)."""
     return {prefix: leaves[0] for prefix, leaves in prefix_leaves(fabric).items()}
 
 
 def prefix_leaves(fabric: Fabric) -> dict[IPv4Network, tuple[str, ...]]:
-    """Each host NIC's prefix and the leaves that announce it (two for a dual-port NIC)."""
+    """Each host prefix the fabric routes and the leaves that announce it: a host NIC's /31 (a
+    dual-port NIC's /32, from both its leaves), or with `host_routes: leaf` a leaf's summaries."""
+    if fabric.host_routes == "leaf":
+        return {prefix: (leaf,) for leaf, prefixes in leaf_summaries(fabric).items() for prefix in prefixes}
     found: dict[IPv4Network, tuple[str, ...]] = {}
     for link in fabric.links:
         if link.kind == "host":
             found[link.network] = (*found.get(link.network, ()), link.a.node)
     return found
+
+
+def leaf_summaries(fabric: Fabric) -> dict[str, list[IPv4Network]]:
+    """leaf -> the fewest prefixes that cover exactly its host links' /31s (one /26 for 32 hosts in a
+    row), what the leaf announces with `host_routes: leaf`: a ToR announces its servers' subnet, not
+    each server. AIPod's switches then carry 464 prefixes instead of 3,440, and bgpd's work at
+    convergence (every prefix from every peer) shrinks as much. A host link that goes down changes
+    no route beyond its leaf, as in such a fabric."""
+    networks: dict[str, list[IPv4Network]] = {}
+    for link in fabric.links:
+        if link.kind == "host":
+            networks.setdefault(link.a.node, []).append(link.network)
+    return {leaf: list(collapse_addresses(nets)) for leaf, nets in networks.items()}
 
 
 def announcer_distances(fabric: Fabric, switches: nx.Graph) -> dict[tuple[str, ...], dict[str, int]]:

@@ -136,6 +136,9 @@ class Fabric(_Freezable):
     # adaptive routing of reorderable packets at the switches' uplinks (ebpf/balance.h)
     load_balance: Literal["ecmp", "flowlet", "packet"] = "ecmp"
     flowlet_gap_s: float | None = None  # None = derived (model/balance.py)
+    # "leaf": each leaf announces its host links summarized (model/ecmp.py, leaf_summaries); "link":
+    # each host link's /31 alone
+    host_routes: Literal["link", "leaf"] = "link"
     hash_offset: bool = False  # the switches' own ECMP hash, a flow's path moved by its offset (model/pathhash.py)
     # every node runs lldpd (lab/routing/lldp.py), so config-audit sees who is cabled to whom; False in
     # models saved before it existed

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from ipaddress import IPv4Network
 
 import jinja2
 
 from twin.model.build import FABRIC_LINKS
 from twin.model.daemons import DAEMONS
+from twin.model.ecmp import leaf_summaries
 from twin.model.fabric import Fabric, Node
 
 
@@ -48,13 +50,22 @@ def multipath_width(fabric: Fabric, node: Node) -> int:
     return max(len(bgp_neighbors(fabric, node)), 2)
 
 
+def host_summaries(fabric: Fabric, node: Node) -> list[IPv4Network]:
+    """The prefixes a leaf announces for its host links instead of each /31 (`host_routes: leaf`;
+    none otherwise): `aggregate-address ... summary-only` over the redistributed connected routes,
+    so a summary stays while any of its host links is up."""
+    if fabric.host_routes != "leaf" or node.role != "leaf":
+        return []
+    return leaf_summaries(fabric).get(node.name, [])
+
+
 def render_switch(fabric: Fabric, node: Node, held: bool = False) -> dict[str, str]:
     """daemon name -> config text. `held`: the fabric sessions start shut down, for a lab to open
     once bgpd has learnt its interfaces (lab/routing/frr.py, release_sessions); exports leave them open."""
     neighbors = bgp_neighbors(fabric, node)
     context = {"fabric": fabric, "node": node, "neighbors": neighbors,
                "maximum_paths": multipath_width(fabric, node), "switch_links": FABRIC_LINKS,
-               "keepalive_s": bgp_keepalive_s(fabric), "held": held}
+               "keepalive_s": bgp_keepalive_s(fabric), "held": held, "summaries": host_summaries(fabric, node)}
     return {daemon.name: _env().get_template(f"{daemon.config}.j2").render(**context) for daemon in DAEMONS}
 
 

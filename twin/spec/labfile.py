@@ -110,6 +110,10 @@ class RoutingSpec(_Strict):
     hash_offset: bool = Field(False, description="the switches hash TCP/UDP flows themselves, so that a host "
                                                  "adding k to its source port's low byte moves the flow k members "
                                                  "along every ECMP group (deterministic path control)")
+    host_routes: Literal["link", "leaf"] = Field(
+        "link", description="link: every host link's /31 announced alone | leaf: each leaf announces its "
+                            "host links as the fewest prefixes that cover exactly them, as a ToR announces "
+                            "its servers' subnet")
     flowlet_gap: Delay | None = Field(None, description="flowlet: a flow idle this long may take another "
                                                         "uplink, e.g. 5ms (default: the longest queue's "
                                                         "drain time at line rate)")
@@ -180,6 +184,9 @@ def _semantic_problems(lab: LabFile, runtimes: list[str]) -> list[Problem]:
     if spec.routing.hash_offset and fabric.nic_ports != 1:
         problem(("routing", "hash_offset"), "hash_offset paths start at a NIC's one leaf, and a dual-port NIC's "
                 "host picks either port by its own hash", "remove it, or set `nic_ports: 1`")
+    if spec.routing.host_routes == "leaf" and fabric.nic_ports != 1:
+        problem(("routing", "host_routes"), "a dual-port NIC's address is reachable through two leaves, which "
+                "announce it alone, so that either leaf can lose it", "remove it, or set `nic_ports: 1`")
     if spec.runtime not in runtimes:
         problem(("runtime",), f"unknown runtime '{spec.runtime}'",
                 f"valid runtimes: {', '.join(runtimes)}")

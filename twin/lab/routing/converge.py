@@ -15,7 +15,7 @@ from twin.lab.kernel.fib import next_hop_counts
 from twin.lab.reach import unreachable_pairs
 from twin.lab.routing.frr import session_marks, vtysh_json, wait_established
 from twin.lab.routing.frr_answers import bfd_counts, installed_next_hops
-from twin.model.ecmp import expected_next_hops, host_prefixes
+from twin.model.ecmp import expected_next_hops, prefix_leaves
 from twin.model.nics import SAMPLE_PER_NIC, checked_pairs, fabric_nics, fabric_pairs
 from twin.model.render import bgp_neighbors
 from twin.progress import Progress
@@ -53,7 +53,8 @@ def wait_routes_of_neighbours(lab: Lab, switch: str, timeout_s: float = 10) -> b
     not within `timeout_s`. A switch coming back opens its host ports after this, as dual-ToR
     switches hold theirs down after a reload until routing is up (Arista MLAG's reload-delay): a
     dual-port NIC sends into the port as soon as it has carrier."""
-    prefixes = set(host_prefixes(lab.fabric))
+    # its own (a leaf's summaries: its kernel holds them as FRR's blackhole routes) it never learns
+    prefixes = {prefix for prefix, leaves in prefix_leaves(lab.fabric).items() if switch not in leaves}
     neighbours = [peer["name"] for peer in bgp_neighbors(lab.fabric, lab.fabric.nodes[switch])]
     wanted = set().union(*(prefixes & set(kernel_next_hops(lab, peer)) for peer in neighbours))
     deadline = time.monotonic() + timeout_s
