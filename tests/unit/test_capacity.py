@@ -2,6 +2,7 @@
 lab up` alone is limited, by what this machine has, and says what would fit."""
 
 import json
+from pathlib import Path
 
 from test_cli import twin
 from test_model import fabric_of
@@ -9,6 +10,7 @@ from test_model import fabric_of
 from twin.lab.capacity import Machine, machines_needed, refusal
 from twin.lab.files import open_lab
 
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = Machine(cores=2, memory_mib=20_000)
 
 
@@ -17,12 +19,15 @@ def test_a_shipped_lab_fits_this_kind_of_machine():
         assert refusal(fabric_of(lab), SMALL) is None, lab
 
 
-def test_aipod_fits_two_cores_and_is_refused_on_one_with_the_numbers_and_what_would_fit():
-    """BFD's steady packets in the kernel and keepalives every 3 s: 1.6 cores at rest (lab/idle.py)."""
+def test_aipod_fits_one_core_and_at_bfd_100_ms_is_refused_with_the_numbers_and_what_would_fit(tmp_path):
+    """BFD's steady packets in the kernel (0.8) and keepalives every 24 s (0.1): 0.9 cores at rest
+    (lab/idle.py, model/render.py); BFD every 100 ms triples BFD's share, past two cores."""
     _lab_file, fabric = open_lab("aipod")
     assert (len(fabric.switches), len(fabric.links)) == (368, 10240)
-    assert refusal(fabric, SMALL) is None
-    error = refusal(fabric, Machine(cores=1, memory_mib=20_000))
+    assert refusal(fabric, Machine(cores=1, memory_mib=20_000)) is None
+    faster = tmp_path / "aipod.yaml"
+    faster.write_text((ROOT / "labs" / "aipod.yaml").read_text().replace("interval_ms: 300", "interval_ms: 100"))
+    error = refusal(open_lab(str(faster))[1], SMALL)
     assert error is not None and "cores at rest" in error.message and "14336 sessions" in error.message
     assert "routing.bfd.interval_ms" in error.hint and "--hosts" in error.hint
 

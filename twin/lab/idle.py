@@ -24,7 +24,7 @@ from pathlib import Path
 
 from twin.lab.state import LabState
 from twin.model.fabric import Fabric
-from twin.model.render import bgp_keepalive_s
+from twin.model.render import BGP_CORES_PER_SESSION_KEEPALIVE, bgp_keepalive_s
 from twin.procs import alive
 
 BFDD_CPU_S_PER_PACKET = 104e-6
@@ -178,11 +178,9 @@ def measure(state: LabState, window_s: float = 2.0) -> IdleCost:
 
 
 # Measured at rest on this machine (docs/benchmarks.md "BFD data plane" and "Lab lifecycle"): bgpd
-# per session and keepalive a second (pod128: 0.224 core for 4,096 sessions at one keepalive every
-# 3 s, 0.69 at one a second), FRR's PSS per switch (zebra, bfdd and bgpd, shared
-# libraries split among them) of a rail4-size lab: a switch holding more routes and paths takes
-# more (pod64 24.1 MiB, pod128 35.5 MiB), so the plan's memory is a floor.
-BGP_CORES_PER_SESSION_KEEPALIVE = 0.164e-3  # cores per session at one keepalive a second
+# per session and keepalive a second (model/render.py), FRR's PSS per switch (zebra, bfdd and bgpd,
+# shared libraries split among them) of a rail4-size lab: a switch holding more routes and paths
+# takes more (pod64 24.1 MiB, pod128 35.5 MiB), so the plan's memory is a floor.
 SWITCH_MEMORY_MIB = 18.7
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from ipaddress import IPv4Network
 
@@ -32,16 +33,25 @@ def bgp_neighbors(fabric: Fabric, node: Node) -> list[dict]:
 
 
 BGP_KEEPALIVE_S = 3  # FRR's datacenter profile: keepalive 3 s, hold 9 s
+MAX_BGP_KEEPALIVE_S = 60  # FRR's traditional profile (hold 180 s)
+# bgpd's cost at rest per session end and keepalive a second, measured on pod128 (0.224 of a core
+# for its 4,096 session ends at one keepalive every 3 s, 0.69 at one a second; lab/idle.py), and
+# the share of the machine the lab's keepalives may take.
+BGP_CORES_PER_SESSION_KEEPALIVE = 0.164e-3
+BGP_KEEPALIVE_CORES = 0.1
 
 
 def bgp_keepalive_s(fabric: Fabric) -> int:
     """BGP keepalive (hold = 3x): FRR's datacenter profile's 3 s, or BFD's detection time when that
-    is longer. BFD is bound to every fabric session and sees a failure within its detection time;
-    BGP's hold timer is only the fallback should BFD itself fail. Keepalives cost bgpd CPU per
-    session: at 1 s pod128's 4,096 sessions took 0.69 of a core at rest (with BFD at 300 ms, when
-    the floor was 1 s), at 3 s a third of that (lab/idle.py)."""
+    is longer, or on a big lab the shortest that keeps its keepalives within BGP_KEEPALIVE_CORES
+    (pod128 7 s, AIPod 24 s, at most FRR's traditional 60 s). BFD is bound to every fabric session
+    and sees a failure within its detection time; BGP's hold timer is only the fallback should BFD
+    itself fail, as in fabrics that run BFD with BGP's timers long. At 3 s AIPod's 14,336 session
+    ends took 0.8 of a core, and under the bring-up's load their hold timers expired."""
     detect_s = fabric.bfd_interval_ms * fabric.bfd_multiplier / 1000
-    return max(BGP_KEEPALIVE_S, int(detect_s))
+    ends = 2 * sum(1 for link in fabric.links if link.kind == "fabric")
+    affordable_s = math.ceil(ends * BGP_CORES_PER_SESSION_KEEPALIVE / BGP_KEEPALIVE_CORES)
+    return min(MAX_BGP_KEEPALIVE_S, max(BGP_KEEPALIVE_S, int(detect_s), affordable_s))
 
 
 def multipath_width(fabric: Fabric, node: Node) -> int:

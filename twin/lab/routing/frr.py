@@ -166,11 +166,11 @@ def vtysh_argv(lab: Lab, node: str, *commands: str) -> list[str]:
     return argv
 
 
-def configure_bgp(lab: Lab, node: Node, *commands: str) -> None:
+def configure_bgp(lab: Lab, node: Node, *commands: str, timeout_s: float = 10.0) -> None:
     """Apply BGP configuration commands on a running switch: what an operator types in vtysh,
-    sent to bgpd's vty socket."""
+    sent to bgpd's vty socket; `timeout_s` for each of its answers."""
     vty.run(lab.state.node_dir(node.name) / "bgpd.vty", ["configure terminal", f"router bgp {node.asn}", *commands],
-            what=f"bgpd on {node.name}")
+            timeout_s=timeout_s, what=f"bgpd on {node.name}")
 
 
 def configure_bgpd(lab: Lab, node: Node, *commands: str) -> None:
@@ -214,7 +214,10 @@ def release_sessions(lab: Lab, nodes: list[Node], deadline: float, on_ready: Cal
         waves[tier if tiered else 0][node.name].append(peer["address"])
     for number, tier in enumerate(sorted(waves)):
         for name, addresses in waves[tier].items():
-            configure_bgp(lab, fabric.nodes[name], *(f"no neighbor {a} shutdown" for a in addresses))
+            # as long as the bring-up may take: AIPod's superspine-1, busy with its first tier's
+            # updates at a load of 480, took more than 10 s to answer
+            configure_bgp(lab, fabric.nodes[name], *(f"no neighbor {a} shutdown" for a in addresses),
+                          timeout_s=max(10.0, deadline - time.monotonic()))
         if number < len(waves) - 1:
             wait_established(lab, waves[tier], deadline)
 
