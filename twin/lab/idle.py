@@ -24,7 +24,7 @@ from pathlib import Path
 
 from twin.lab.state import LabState
 from twin.model.fabric import Fabric
-from twin.model.render import BGP_CORES_PER_SESSION_KEEPALIVE, bgp_keepalive_s
+from twin.model.render import BGP_CORES_PER_SESSION_KEEPALIVE, bgp_keepalive_s, session_ends
 from twin.procs import alive
 
 BFDD_CPU_S_PER_PACKET = 104e-6
@@ -38,8 +38,8 @@ REST_SHARE = 0.3
 
 
 def bfd_sessions(fabric: Fabric) -> int:
-    """One session at each end of every switch-to-switch link (hosts route statically)."""
-    return 2 * sum(1 for link in fabric.links if link.kind == "fabric")
+    """One session at each end of every switch-to-switch link, as BGP's."""
+    return session_ends(fabric)
 
 
 def bfd_cpu_s_per_packet(fabric: Fabric, offload: bool | None = None) -> float:
@@ -97,7 +97,8 @@ class IdleCost:
 REST_HINTS = {
     "bfdd": "longer BFD intervals cost less (routing.bfd.interval_ms)",
     "bfd/dataplane": "longer BFD intervals cost less (routing.bfd.interval_ms)",
-    "bgpd": "bgpd's keepalives cost per session (a BFD detection time past 3 s spaces them out)",
+    "bgpd": "bgpd may still be taking in updates (right after a bring-up or a fault: measure again); its "
+            "keepalives alone are spaced to take at most 0.1 of a core",
     "lldp": "`lldp: false` saves LLDP's frames (config-audit then cannot see a miswire)",
 }
 

@@ -41,6 +41,12 @@ BGP_CORES_PER_SESSION_KEEPALIVE = 0.164e-3
 BGP_KEEPALIVE_CORES = 0.1
 
 
+def session_ends(fabric: Fabric) -> int:
+    """BGP's (and BFD's) sessions counted at both ends: one per switch-to-switch link (hosts route
+    statically)."""
+    return 2 * sum(1 for link in fabric.links if link.kind == "fabric")
+
+
 def bgp_keepalive_s(fabric: Fabric) -> int:
     """BGP keepalive (hold = 3x): FRR's datacenter profile's 3 s, or BFD's detection time when that
     is longer, or on a big lab the shortest that keeps its keepalives within BGP_KEEPALIVE_CORES
@@ -49,8 +55,7 @@ def bgp_keepalive_s(fabric: Fabric) -> int:
     itself fail, as in fabrics that run BFD with BGP's timers long. At 3 s AIPod's 14,336 session
     ends took 0.8 of a core, and under the bring-up's load their hold timers expired."""
     detect_s = fabric.bfd_interval_ms * fabric.bfd_multiplier / 1000
-    ends = 2 * sum(1 for link in fabric.links if link.kind == "fabric")
-    affordable_s = math.ceil(ends * BGP_CORES_PER_SESSION_KEEPALIVE / BGP_KEEPALIVE_CORES)
+    affordable_s = math.ceil(session_ends(fabric) * BGP_CORES_PER_SESSION_KEEPALIVE / BGP_KEEPALIVE_CORES)
     return min(MAX_BGP_KEEPALIVE_S, max(BGP_KEEPALIVE_S, int(detect_s), affordable_s))
 
 
