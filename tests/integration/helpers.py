@@ -143,3 +143,14 @@ def pfc_standing(lab) -> dict:
     return {"held_s": {" ".join(port): held for port, held in published.paused_for(document).items()},
             "age_s": round(time.monotonic() - document["t_mono"], 3),
             "controller": document.get("controller", {})}
+
+
+def wait_for(predicate, timeout_s=15.0, what="condition", detail=None):
+    """Poll `predicate` until it holds; on time-out, fail saying what was awaited and, from
+    `detail()`, what stood in its way."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}" + (f": {detail()}" if detail else ""))

@@ -31,7 +31,7 @@ from twin.model.targets import resolve_link
 from twin.procs import alive
 from twin.progress import NullProgress
 
-from .helpers import lab_running, losses_elsewhere, marking, netns_tier_only, pfc_standing
+from .helpers import lab_running, losses_elsewhere, marking, netns_tier_only, pfc_standing, wait_for
 from .test_pfc import incast
 
 pytestmark = pytest.mark.integration
@@ -57,17 +57,6 @@ def converged(ctx):
     converge.wait_routing(ctx, NullProgress(), deadline)
     converge.wait_bfd(ctx, NullProgress(), deadline)
     converge.wait_reachable(ctx, NullProgress(), deadline)
-
-
-def wait_for(predicate, timeout_s=15.0, what="condition", detail=None):
-    """Poll `predicate` until it holds; on time-out, fail saying what was awaited and, from
-    `detail()`, what stood in its way."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what}" + (f": {detail()}" if detail else ""))
 
 
 class Applied:

@@ -15,7 +15,7 @@ from twin.lab.routing.converge import kernel_next_hops
 from twin.model.build import rail_network
 from twin.model.ecmp import leaf_summaries
 
-from .helpers import lab_copy, lab_running
+from .helpers import lab_copy, lab_running, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_labs, pytest.mark.xdist_group("host-routes")]
 RAIL = rail_network(1)  # mini's one rail: its host links' addresses
@@ -38,14 +38,6 @@ def host_routes(lab, switch) -> dict[IPv4Network, int]:
     own |= set(leaf_summaries(lab.fabric).get(switch, []))
     return {prefix: hops for prefix, hops in kernel_next_hops(lab, switch).items()
             if prefix.subnet_of(RAIL) and prefix not in own}
-
-
-def wait_for(predicate, what: str, timeout_s: float = 15.0):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def inject(lab, entry: dict) -> None:
@@ -71,17 +63,18 @@ def test_a_host_link_down_moves_no_route_beyond_its_leaf(summarized):
         assert unreachable and all("host-g1-h1:nic1" in pair for pair in unreachable)
     finally:
         engine.clear(FaultContext(summarized), "cut")
-    wait_for(lambda: unreachable_pairs(summarized) == [], "the host to be reachable again")
+    wait_for(lambda: unreachable_pairs(summarized) == [], what="the host to be reachable again")
 
 
 def test_a_route_map_for_one_host_at_its_leaf_cuts_off_the_leafs_summary(summarized):
     summary = IPv4Network("10.1.0.0/30")
     inject(summarized, {"id": "bad-map", "kind": "route_filter", "node": "leaf-g1-r1", "host": "host-g1-h1"})
     try:
-        wait_for(lambda: summary not in host_routes(summarized, "leaf-g2-r1"), "the other leaf to lose the summary")
+        wait_for(lambda: summary not in host_routes(summarized, "leaf-g2-r1"),
+                 what="the other leaf to lose the summary")
         unreachable = set(unreachable_pairs(summarized))
         assert ("host-g2-h1:nic1", "host-g1-h2:nic1") in unreachable  # the host beside the one named
     finally:
         engine.clear(FaultContext(summarized), "bad-map")
-    wait_for(lambda: host_routes(summarized, "leaf-g2-r1").get(summary) == 2, "the summary to come back")
-    wait_for(lambda: unreachable_pairs(summarized) == [], "every pair to be reachable again")
+    wait_for(lambda: host_routes(summarized, "leaf-g2-r1").get(summary) == 2, what="the summary to come back")
+    wait_for(lambda: unreachable_pairs(summarized) == [], what="every pair to be reachable again")
