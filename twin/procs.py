@@ -101,7 +101,8 @@ def alive(pid: int) -> bool:
 
 
 def children(pid: int) -> list[int]:
-    """Pids whose parent is `pid` (from /proc/<pid>/stat: this kernel has no .../children)."""
+    """Pids whose parent is `pid`, from every process's /proc/<pid>/stat (/proc/<pid>/task/<tid>/children
+    names only what each thread forked, and only once CONFIG_PROC_CHILDREN is built in)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():

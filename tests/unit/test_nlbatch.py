@@ -9,14 +9,16 @@ from twin.lab.kernel import nlbatch, shaping
 RTM_NEWQDISC, RTM_NEWTCLASS, RTM_NEWTFILTER = 36, 40, 44
 
 
-def test_shaping_is_nine_requests_for_interface_zero():
+def test_shaping_a_switch_port_is_seven_requests_and_a_nic_eleven_for_interface_zero():
     messages = shaping.requests(100_000_000, 200_000, 9000)
     kinds = [nlbatch.HEADER.unpack_from(m)[1] for m in messages]
-    assert kinds == [RTM_NEWQDISC, RTM_NEWTCLASS, RTM_NEWTCLASS, RTM_NEWQDISC, RTM_NEWTCLASS] + [RTM_NEWTFILTER] * 4
+    assert kinds == [RTM_NEWQDISC, RTM_NEWTCLASS, RTM_NEWQDISC] + [RTM_NEWTFILTER] * 4
+    nic = [nlbatch.HEADER.unpack_from(m)[1] for m in shaping.requests(100_000_000, 200_000, 9000, nic=True)]
+    assert nic == [RTM_NEWQDISC, RTM_NEWTCLASS, RTM_NEWTCLASS, RTM_NEWQDISC, RTM_NEWTCLASS] + [RTM_NEWTFILTER] * 6
     assert all(nlbatch.HEADER.unpack_from(m)[0] == len(m) for m in messages)
     assert all(nlbatch.INDEX.unpack_from(m, nlbatch.INDEX_OFFSET)[0] == 0 for m in messages)
     # the queue limit is in the TBF request, so each limit has its own requests
-    assert shaping.requests(100_000_000, 300_000, 9000)[3] != messages[3]
+    assert shaping.requests(100_000_000, 300_000, 9000)[2] != messages[2]
 
 
 def test_a_program_fd_is_written_where_its_sentinel_was():

@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from twin.model import queue_tree
-from twin.model.queue_tree import CLASS_HANDLE, CONTROL_HANDLE, HtbClass, U32Filter
+from twin.model.queue_tree import CLASS_HANDLE, CONTROL_HANDLE, ROOT_HANDLE, HtbClass, HtbRoot, U32Filter
 from twin.roce import wire
 
 RATE = 200_000_000
@@ -40,6 +40,24 @@ def test_a_nics_transport_responses_skip_its_data_queue_and_a_switchs_do_not(nam
     packet = _ip_udp(RESPONSES[name].pack())
     assert _class_of(queue_tree.port_tree(RATE, 1 << 20, 9000, nic=True), packet) == CONTROL_HANDLE
     assert _class_of(queue_tree.port_tree(RATE, 1 << 20, 9000), packet) == CLASS_HANDLE
+
+
+def test_a_switchs_control_goes_to_the_roots_direct_queue_and_its_port_binds_two_filter_blocks():
+    """BGP, BFD and ARP on a switch's port skip the data class for HTB's direct queue (a filter's
+    target equal to the root's handle), so a closed gate never holds them; each HTB qdisc and class
+    binds a tc block the kernel walks a list of at every bind (AIPod's shaping phase), so a switch's
+    port holds the root and the data class only."""
+    tree = queue_tree.port_tree(RATE, 1 << 20, 9000)
+    bgp = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40, 0, 0, 64, socket.IPPROTO_TCP, 0, bytes(4), bytes(4)) + \
+        struct.pack("!HH", 50000, queue_tree.BGP_PORT) + bytes(16)
+    assert _class_of(tree, bgp) == ROOT_HANDLE
+    assert _class_of(tree, _ip_udp(bytes(24), dport=queue_tree.BFD_PORT)) == ROOT_HANDLE
+    assert _class_of(tree, bytes(28), ethertype=queue_tree.ETH_P_ARP) == ROOT_HANDLE
+    assert _class_of(tree, _ip_udp(bytes(100))) == CLASS_HANDLE
+    blocks = [e for e in tree if isinstance(e, HtbRoot | HtbClass)]
+    assert len(blocks) == 2 and blocks[1].parent == ROOT_HANDLE and blocks[1].ceil_bps == RATE
+    assert queue_tree.data_class(RATE, 9000) == blocks[1]
+    assert all(c[-1] == "1:" for c in queue_tree.tc_commands(tree, "eth1") if "flowid" in c)
 
 
 def test_data_path_discovery_and_other_udp_stay_in_the_data_class_of_a_nic():

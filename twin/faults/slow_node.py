@@ -28,6 +28,12 @@ def _ends(fabric, params):
     return [end for link in links for end in (link.a, link.b)]
 
 
+def _is_nic(fabric, node: str) -> bool:
+    """Whether `node`'s end of a NIC's link is the NIC (its data class sits under a link class,
+    model/queue_tree.py) or the leaf's port."""
+    return not fabric.nodes[node].is_switch
+
+
 class SlowNode(OnNode):
     name = "slow_node"
     params = SlowNodeParams
@@ -48,10 +54,11 @@ class SlowNode(OnNode):
                 index = ipr.link_lookup(ifname=end.ifname)[0]
                 rate = shaping.shaped_rate_bps(ipr, index)
                 prior.append({"node": end.node, "ifname": end.ifname, "rate_bps": rate})
-                shaping.set_class_rate(ipr, index, int(rate * params.rate_pct / 100), ctx.lab.fabric.mtu)
+                shaping.set_class_rate(ipr, index, int(rate * params.rate_pct / 100), ctx.lab.fabric.mtu,
+                                       _is_nic(ctx.lab.fabric, end.node))
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         for item in record["prior"]:
             with ctx.lab.netlink(item["node"]) as ipr:
                 shaping.set_class_rate(ipr, ipr.link_lookup(ifname=item["ifname"])[0], item["rate_bps"],
-                                       ctx.lab.fabric.mtu)
+                                       ctx.lab.fabric.mtu, _is_nic(ctx.lab.fabric, item["node"]))

@@ -91,7 +91,7 @@ def _daemon(daemon: FrrDaemon) -> str:
 
 def _shaping(fabric: Fabric, node: Node) -> list[str]:
     """Each of the node's ports gets the twin's queue tree (model/queue_tree.py: HTB at the line rate,
-    the data queue sized as the twin sizes it, the control class and its filters), made on the host
+    the data queue sized as the twin sizes it, the control plane's filters and a NIC's control class), made on the host
     in the node's namespace. (The PFC controller does not run there: an exported lab's queues drop
     when full, as with `pfc: false`.)"""
     netns = f"clab-{fabric.name}-{node.name}"

@@ -2,21 +2,36 @@
 the kernel as netlink (lab/kernel/shaping.py), the containerlab export writes it as tc commands
 (model/export.py): one tree, two spellings, so an exported lab's ports are the twin's.
 
-    1:    htb root, default class 1:10
-    1:1   the link: rate = ceil = line rate
+A switch's port:
+
+    1:    htb root, default class 1:10; control (ARP, BGP on TCP 179, BFD on UDP 3784) to its
+          direct queue, 1:0, sent before any class and never paused
     1:10  data: rate = ceil = line rate; what faults slow down
       20:   its queue: a TBF gate, open far above the line rate (HTB shapes), holding up to the
             port's buffer; PFC closes it to pause the port (lab/pfc/gate.py)
-    1:20  control: ARP, BGP (TCP 179) and BFD (UDP 3784); guaranteed 1% of the line rate,
-          may borrow up to all of it. On a host's NIC also the emulated RoCE transport's
-          responses (ACK, NAK, SACK, CNP), guaranteed a response per data packet
+
+A host's NIC:
+
+    1:    htb root, default class 1:10
+    1:1   the link: rate = ceil = line rate
+    1:10  data, as on a switch, with its gate 20:
+    1:20  control, and the emulated RoCE transport's responses (ACK, NAK, SACK, CNP): guaranteed
+          1% of the line rate and a response per data packet, may borrow up to all of it
     every class's burst: two frames, or a frame and 0.25 ms of its rate (SHAPER_SLACK_S below)
 
-Control traffic has its own class because PFC pauses one priority, not the port: a paused
+Control traffic is never behind the data because PFC pauses one priority, not the port: a paused
 data class must not stop ARP replies, BGP keepalives or BFD, as it would not on a real switch.
 
-A NIC's responses skip its data queue because an RDMA NIC's transport engine sends them as they
-are due, between its own data packets; it keeps no host-side queue for them to wait in. The
+A switch's control goes unshaped, ahead of the data, as a switch's CPU-bound traffic goes in its
+highest priority: a few hundred bytes a second at rest, BGP's updates at a bring-up. Each HTB
+qdisc and class binds a tc filter block, and the kernel files every block bound on one list it
+searches linearly at each bind (docs/benchmarks.md, AIPod): a switch port's two blocks instead of
+four (a link and a control class) make that walk a third as long on AIPod's 20,480 ports.
+
+A NIC keeps its control class because its responses are not a few bytes: one per data packet (a
+SACK per packet out of order: 4 % of the line at MTU 1500), which unshaped would send the NIC
+above its line. They skip the data queue because an RDMA NIC's transport engine sends them as
+they are due, between its own data packets; it keeps no host-side queue for them to wait in. The
 twin's host queues the data its sockets hold (roce/nic.py SEND_BUFFER, 14 jumbo frames: 5 ms at
 200 Mbit/s), and responses behind it made a healthy sprayed ring's senders see no ACK for 5-28 ms
 and probe for lost packets, resending 1,500-2,800 packets a run that had arrived (issue 30's
@@ -32,7 +47,7 @@ from dataclasses import dataclass
 
 from twin.model.buffers import frame_bytes
 
-ROOT_HANDLE = 0x10000  # 1:
+ROOT_HANDLE = 0x10000  # 1:, and as a filter's target the root's direct queue (1:0)
 LINK_HANDLE = 0x10001  # 1:1
 CLASS_HANDLE = 0x10010  # 1:10, data
 CONTROL_HANDLE = 0x10020  # 1:20, control plane
@@ -143,31 +158,35 @@ def shaper_burst(rate_bps: int, mtu: int) -> int:
     return frame + max(frame, int(rate_bps * SHAPER_SLACK_S / 8))
 
 
-def data_class(rate_bps: int, mtu: int) -> HtbClass:
-    """The data class at `rate_bps` on a lab of `mtu` (a slow-link fault changes only this)."""
-    return HtbClass(CLASS_HANDLE, LINK_HANDLE, rate_bps, rate_bps, shaper_burst(rate_bps, mtu))
+def data_class(rate_bps: int, mtu: int, nic: bool = False) -> HtbClass:
+    """The data class at `rate_bps` on a lab of `mtu` (a slow-link fault changes only this): under the
+    link class on a host's NIC (`nic`), the root's own class on a switch."""
+    return HtbClass(CLASS_HANDLE, LINK_HANDLE if nic else ROOT_HANDLE, rate_bps, rate_bps, shaper_burst(rate_bps, mtu))
 
 
 def port_tree(rate_bps: int, queue_bytes: int, mtu: int, nic: bool = False) -> tuple[Element, ...]:
     """A port's tree at line rate `rate_bps` on a lab of `mtu`, its data queue holding `queue_bytes`,
-    in the order the elements are made (a parent before its children). A host NIC's port (`nic`)
-    sends the RoCE transport's responses in the control class too, which then is guaranteed a
-    response for every data packet (a SACK per packet out of order: 4 % of the line at MTU 1500).
-    Its 1 % would not do: beyond its guarantee a class borrows only what the data leaves unused,
-    and under load the data uses the whole line."""
-    control_bps = max(int(rate_bps * CONTROL_SHARE), CONTROL_FLOOR_BPS)
-    matches = CONTROL_MATCHES
-    if nic:
-        control_bps = max(control_bps, -(-rate_bps * ROCE_RESPONSE_BYTES // frame_bytes(mtu)))
-        matches += RESPONSE_MATCHES
+    in the order the elements are made (a parent before its children). A switch's control goes to
+    the root's direct queue; a host NIC's port (`nic`) sends it, and the RoCE transport's responses,
+    in a control class guaranteed a response for every data packet. Its 1 % would not do: beyond
+    its guarantee a class borrows only what the data leaves unused, and under load the data uses
+    the whole line."""
+    gate = TbfQueue(GATE_HANDLE, CLASS_HANDLE, GATE_OPEN_RATE, GATE_OPEN_BURST, queue_bytes)
+    root = HtbRoot(ROOT_HANDLE, CLASS_HANDLE & 0xFFFF)
+    if not nic:
+        return (root, data_class(rate_bps, mtu), gate,
+                *(U32Filter(ROOT_HANDLE, prio, protocol, ROOT_HANDLE, matches)
+                  for prio, (protocol, matches) in enumerate(CONTROL_MATCHES, start=1)))
+    control_bps = max(int(rate_bps * CONTROL_SHARE), CONTROL_FLOOR_BPS,
+                      -(-rate_bps * ROCE_RESPONSE_BYTES // frame_bytes(mtu)))
     burst = shaper_burst(rate_bps, mtu)
-    return (HtbRoot(ROOT_HANDLE, CLASS_HANDLE & 0xFFFF),
+    return (root,
             HtbClass(LINK_HANDLE, ROOT_HANDLE, rate_bps, rate_bps, burst),
-            data_class(rate_bps, mtu),
-            TbfQueue(GATE_HANDLE, CLASS_HANDLE, GATE_OPEN_RATE, GATE_OPEN_BURST, queue_bytes),
+            data_class(rate_bps, mtu, nic),
+            gate,
             HtbClass(CONTROL_HANDLE, LINK_HANDLE, control_bps, rate_bps, burst),
             *(U32Filter(ROOT_HANDLE, prio, protocol, CONTROL_HANDLE, matches)
-              for prio, (protocol, matches) in enumerate(matches, start=1)))
+              for prio, (protocol, matches) in enumerate(CONTROL_MATCHES + RESPONSE_MATCHES, start=1)))
 
 
 def tc_handle(handle: int) -> str:

@@ -44,9 +44,10 @@ def requests(rate_bps: int, queue_bytes: int, mtu: int, nic: bool = False) -> li
     return nlbatch.encode(lambda batch: shape(batch, 0, rate_bps, queue_bytes, mtu, nic))
 
 
-def set_class_rate(ipr: IPRoute, index: int, rate_bps: int, mtu: int) -> None:
-    """Rate, ceiling and burst of the data class on a lab of `mtu` (the control class is left alone)."""
-    data = queue_tree.data_class(rate_bps, mtu)
+def set_class_rate(ipr: IPRoute, index: int, rate_bps: int, mtu: int, nic: bool) -> None:
+    """Rate, ceiling and burst of the data class on a lab of `mtu`, a host NIC's (`nic`) or a switch's
+    port (the control class or queue is left alone)."""
+    data = queue_tree.data_class(rate_bps, mtu, nic)
     ipr.tc("change-class", "htb", index, handle=data.handle, parent=data.parent, rate=f"{data.rate_bps}bit",
            ceil=f"{data.ceil_bps}bit", burst=data.burst, cburst=data.burst)
 
