@@ -21,9 +21,10 @@ from twin.lab.ports.counters import CounterReader
 from twin.lab.reach import unreachable_pairs
 from twin.lab.routing import converge
 from twin.lab.routing.converge import fib_next_hops
-from twin.lab.status import lab_status
+from twin.lab.status import lab_status, switch_status
 from twin.lab.traffic import udp_burst
 from twin.model.buffers import for_port
+from twin.model.ecmp import expected_next_hops
 from twin.model.fabric import link_key
 from twin.model.nics import fabric_nics
 from twin.model.ports import Port
@@ -335,6 +336,39 @@ def test_pfc_pause_holds_traffic_without_a_drop(lab):
         assert burst.max_delay_s >= 0.5, burst  # ... and held for a while
         time.sleep(0.2)
     assert entry["record"]["report"]["pauses"] == 1
+
+
+def _direct_packets(lab, node: str, ifname: str) -> int:
+    """What the port's HTB root sent from its direct queue (a switch's control plane)."""
+    shown = json.loads(lab.runtime.exec(node, ["tc", "-j", "qdisc", "show", "dev", ifname]).stdout)
+    return next(q["options"]["direct_packets_stat"] for q in shown if q["kind"] == "htb")
+
+
+def test_a_paused_switch_port_still_sends_its_control_plane(lab):
+    """PFC pauses the data, not the port: while a leaf's port toward a spine is held for 4 s (more
+    than four times BFD's detection time) with data queued behind it, the leaf's BFD sessions and
+    BGP stay up, and its BGP and BFD packets leave that port through the HTB root's direct queue,
+    which the held gate does not hold (model/queue_tree.py). Sent to the data class they waited
+    behind the queued data (a closed gate lets a frame through about every second): the session
+    to that spine went down, BFD then BGP (checked with the tree's control filters dropped)."""
+    link = next(link for link in lab.fabric.links_of("leaf-g1-r1") if "spine-1" in link.name)
+    port = link.endpoint("leaf-g1-r1").ifname
+    expected = expected_next_hops(lab.fabric)
+    source, spine = nic(lab, "host-g1-h1:nic1"), str(lab.fabric.nodes["spine-1"].loopback)
+    with Applied(lab, id="held", kind="pfc_pause", link=link.name, direction="a_to_b" if link.a.node ==
+                 "leaf-g1-r1" else "b_to_a", pause_ms=4000):
+        wait_for(lambda: _pfc(lab, "leaf-g1-r1", port).paused, what="the leaf's port to be paused")
+        # data for the spine itself, whose one path from this leaf is the held port: it queues there
+        lab.runtime.exec(source.host, ["ping", "-q", "-i", "0.01", "-c", "50", "-s", "8000", "-W", "0.01",
+                                       "-I", str(source.address), spine], timeout=10)
+        sent_before, held_since = _direct_packets(lab, "leaf-g1-r1", port), time.monotonic()
+        while time.monotonic() - held_since < 2.5:
+            status = switch_status(lab, "leaf-g1-r1", expected)
+            assert status.bfd and all(state == "up" for state in status.bfd.values()), status.bfd
+            assert all(state == "Established" for state in status.bgp.values()), status.bgp
+            time.sleep(0.3)
+        assert _pfc(lab, "leaf-g1-r1", port).paused, "the pause ended before the checks did"
+        assert _direct_packets(lab, "leaf-g1-r1", port) >= sent_before + 3  # BFD every 300 ms, at least
 
 
 def test_flap_cycles_then_leaves_the_link_up(lab):
