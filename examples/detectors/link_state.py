@@ -37,18 +37,26 @@ start = float(os.environ["FABRIC_TWIN_START_EPOCH"])
 port_link = ({(link["a"], link["a_if"]): link["name"] for link in links}
              | {(link["b"], link["b_if"]): link["name"] for link in links})
 switches = sorted({node for node, _ in port_link if not node.startswith("host-")})
-named = set()
+# A link's ports that are down now. The link is named when its first port goes down and again only
+# after all of them were up: each switch has a monitor of its own, so one end's events can arrive
+# after the other's (at a clear, the end brought up first reports NO-CARRIER until its peer is up,
+# and read after the peer's LOWER_UP it once named a link that was coming back).
+down_ports: dict[str, set[tuple[str, str]]] = {}
 
 
 def port_state(switch: str, ifname: str, flags: list[str]) -> None:
     link = port_link.get((switch, ifname))
-    down = "LOWER_UP" not in flags
-    if link and down and link not in named:
-        named.add(link)
+    if link is None:
+        return
+    down = down_ports.setdefault(link, set())
+    if "LOWER_UP" in flags:
+        down.discard((switch, ifname))
+    elif not down:
+        down.add((switch, ifname))
         print(json.dumps({"t": round(time.time() - start, 3), "kind": "link_down", "link": link,
                           "confidence": 1.0}), flush=True)
-    elif link and not down:
-        named.discard(link)
+    else:
+        down.add((switch, ifname))
 
 
 selector = selectors.DefaultSelector()

@@ -344,19 +344,20 @@ def _direct_packets(lab, node: str, ifname: str) -> int:
     return next(q["options"]["direct_packets_stat"] for q in shown if q["kind"] == "htb")
 
 
-def test_a_paused_switch_port_still_sends_its_control_plane(lab):
-    """PFC pauses the data, not the port: while a leaf's port toward a spine is held for 4 s (more
-    than four times BFD's detection time) with data queued behind it, the leaf's BFD sessions and
+def test_a_paused_switch_port_still_sends_its_control_plane(lab, runtime):
+    """PFC pauses the data, not the port: while a leaf's port toward a spine is held for 2.5 s (almost
+    three times BFD's detection time) with data queued behind it, the leaf's BFD sessions and
     BGP stay up, and its BGP and BFD packets leave that port through the HTB root's direct queue,
     which the held gate does not hold (model/queue_tree.py). Sent to the data class they waited
     behind the queued data (a closed gate lets a frame through about every second): the session
     to that spine went down, BFD then BGP (checked with the tree's control filters dropped)."""
+    netns_tier_only(runtime, "a port's queue tree is the kernel's, whatever runs the node")
     link = next(link for link in lab.fabric.links_of("leaf-g1-r1") if "spine-1" in link.name)
     port = link.endpoint("leaf-g1-r1").ifname
     expected = expected_next_hops(lab.fabric)
     source, spine = nic(lab, "host-g1-h1:nic1"), str(lab.fabric.nodes["spine-1"].loopback)
     with Applied(lab, id="held", kind="pfc_pause", link=link.name, direction="a_to_b" if link.a.node ==
-                 "leaf-g1-r1" else "b_to_a", pause_ms=4000):
+                 "leaf-g1-r1" else "b_to_a", pause_ms=10_000):  # cleared when the checks end
         wait_for(lambda: _pfc(lab, "leaf-g1-r1", port).paused, what="the leaf's port to be paused")
         # data for the spine itself, whose one path from this leaf is the held port: it queues there
         lab.runtime.exec(source.host, ["ping", "-q", "-i", "0.01", "-c", "50", "-s", "8000", "-W", "0.01",
