@@ -6,7 +6,9 @@ from pydantic import Field
 
 from twin.faults.base import FaultContext, OnNode, Params
 from twin.lab.kernel import shaping
+from twin.model.buffers import port_shaping
 from twin.model.nics import fabric_nics, nic_links
+from twin.model.ports import Port
 from twin.model.targets import TargetError, resolve_node
 
 
@@ -28,10 +30,10 @@ def _ends(fabric, params):
     return [end for link in links for end in (link.a, link.b)]
 
 
-def _is_nic(fabric, node: str) -> bool:
-    """Whether `node`'s end of a NIC's link is the NIC (its data class sits under a link class,
-    model/queue_tree.py) or the leaf's port."""
-    return not fabric.nodes[node].is_switch
+def _is_nic(fabric, node: str, ifname: str) -> bool:
+    """Whether this end of a NIC's link is the NIC or the leaf's port: their queue trees differ
+    (model/queue_tree.py), and port_shaping says which a port has."""
+    return port_shaping(fabric, Port(node, ifname))[3]
 
 
 class SlowNode(OnNode):
@@ -55,10 +57,10 @@ class SlowNode(OnNode):
                 rate = shaping.shaped_rate_bps(ipr, index)
                 prior.append({"node": end.node, "ifname": end.ifname, "rate_bps": rate})
                 shaping.set_class_rate(ipr, index, int(rate * params.rate_pct / 100), ctx.lab.fabric.mtu,
-                                       _is_nic(ctx.lab.fabric, end.node))
+                                       _is_nic(ctx.lab.fabric, end.node, end.ifname))
 
     def clear(self, ctx: FaultContext, fault_id: str, params, record: dict) -> None:
         for item in record["prior"]:
             with ctx.lab.netlink(item["node"]) as ipr:
                 shaping.set_class_rate(ipr, ipr.link_lookup(ifname=item["ifname"])[0], item["rate_bps"],
-                                       ctx.lab.fabric.mtu, _is_nic(ctx.lab.fabric, item["node"]))
+                                       ctx.lab.fabric.mtu, _is_nic(ctx.lab.fabric, item["node"], item["ifname"]))
