@@ -1,5 +1,7 @@
 """Real workloads on a real lab: gloo collectives, the probe mesh, telemetry."""
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -10,7 +12,8 @@ from contextlib import contextmanager
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from twin.collectives.bench import run_bench
+from twin.collectives.bench import run_bench, select_nics
+from twin.collectives.launcher import Job, JobSpec
 from twin.collectives.metrics import OPS
 from twin.faults import engine
 from twin.faults.base import FaultContext
@@ -36,6 +39,31 @@ def test_every_collective_returns_correct_data(lab):
                        iters=2, warmup=0)
     assert sorted(m.op for m in result.measurements) == sorted(OPS)
     assert all(m.wrong == 0 and m.busbw > 0 for m in result.measurements)
+    assert not [r for r in lab.state.resources if r.kind == "worker"], "ranks left in the lab state"
+
+
+def test_forked_ranks_run_in_their_hosts_and_end_with_their_fork_server(lab, runtime):
+    netns_tier_only(runtime, "a container's ranks are started in the container, not forked")
+    nics = select_nics(lab.fabric, "all")
+    job = Job(JobSpec(name="forked", ops=["allreduce"], nics=nics, sizes=[64 * KiB], mode="loop",
+                      duration_s=120), lab)
+    job.start()
+    try:
+        connected, deadline = 0, time.monotonic() + 60
+        while connected < len(nics) and time.monotonic() < deadline:
+            connected += sum(r.get("event") == "connected" for r in job.read())
+            time.sleep(0.1)
+        assert connected == len(nics), "every rank joined the job"
+        for nic, pid in zip(nics, job.pids, strict=True):
+            assert os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(lab.runtime.netns_path(nic.host)).st_ino, \
+                f"the rank of {nic.label} runs in its host's namespace"
+        os.kill(job.server.pid, signal.SIGKILL)  # as if the launcher and its server were killed
+        deadline = time.monotonic() + 10
+        while job.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert job.running() == 0, "no rank outlives its fork server"
+    finally:
+        job.stop()
     assert not [r for r in lab.state.resources if r.kind == "worker"], "ranks left in the lab state"
 
 

@@ -4,9 +4,11 @@ emulated RoCE transport (`transport: roce`, twin/roce) through the same torch ca
     python -m twin.collectives.worker <job.json> <rank>
 
 The job file lives in the lab's run directory (so the command line names the lab and
-`twin lab down` ends the process). Rendezvous goes through a FileStore on local disk,
-the stand-in for a cluster's separate front-end network: a fault in the fabric hurts the
-collective, never the rendezvous. Every line the rank writes to its output file is JSON.
+`twin lab down` ends the process). On a namespace lab the ranks are forked from one server that
+imported torch once (collectives/forkserver.py), which calls main() with the same arguments.
+Rendezvous goes through a FileStore on local disk, the stand-in for a cluster's separate
+front-end network: a fault in the fabric hurts the collective, never the rendezvous. Every line
+the rank writes to its output file is JSON.
 
 Times (`t`) are CLOCK_MONOTONIC, shared by every process on the machine.
 
