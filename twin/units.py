@@ -1,7 +1,9 @@
-"""Parsing of the human units used in lab and scenario files (tc's spelling)."""
+"""Parsing of the human units used in lab and scenario files (tc's spelling), and the one
+conversion from what a periodic task costs to the period a CPU budget allows."""
 
 from __future__ import annotations
 
+import math
 import re
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(bit|kbit|mbit|gbit)\s*$", re.IGNORECASE)
@@ -41,3 +43,10 @@ def format_rate(bps: float) -> str:
         if bps >= factor:
             return f"{bps / factor:.4g} {unit}"
     return f"{bps:.0f} bit/s"
+
+
+def period_within(cost_per_period: float, cores: float, step: float = 1) -> float:
+    """The shortest period, a whole number of `step`s, at which a task that takes `cost_per_period`
+    of CPU time each period keeps within `cores` (the cost in the unit the period is wanted in: CPU
+    seconds for a period in seconds). How the twin times its LLDP frames, BGP keepalives and BFD."""
+    return math.ceil(cost_per_period / cores / step) * step

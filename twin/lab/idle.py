@@ -26,6 +26,7 @@ from twin.lab.state import LabState
 from twin.model.fabric import Fabric
 from twin.model.render import BGP_CORES_PER_SESSION_KEEPALIVE, bgp_keepalive_s, session_ends
 from twin.procs import alive
+from twin.units import period_within
 
 BFDD_CPU_S_PER_PACKET = 104e-6
 DATA_PLANE_CPU_S_PER_PACKET = 15e-6
@@ -61,8 +62,9 @@ def bfd_cores(fabric: Fabric, interval_ms: int | None = None) -> float:
 
 def bfd_interval_that_fits(fabric: Fabric, cores: float) -> int:
     """The shortest BFD interval (ms, rounded up to 100) whose cost stays within `cores`."""
-    needed = bfd_packets_per_s(bfd_sessions(fabric), 1) * bfd_cpu_s_per_packet(fabric) / cores
-    return max(100, int(-(-needed // 100) * 100))
+    # the CPU time one interval's packets take, in ms (a packet a session an interval)
+    cost_ms = bfd_packets_per_s(bfd_sessions(fabric), 1) * bfd_cpu_s_per_packet(fabric)
+    return max(100, int(period_within(cost_ms, cores, step=100)))
 
 
 def machine_cores() -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from ipaddress import IPv4Network
 
@@ -12,6 +11,7 @@ from twin.model.build import FABRIC_LINKS
 from twin.model.daemons import DAEMONS
 from twin.model.ecmp import leaf_summaries
 from twin.model.fabric import Fabric, Node
+from twin.units import period_within
 
 
 @lru_cache(maxsize=1)
@@ -55,7 +55,7 @@ def bgp_keepalive_s(fabric: Fabric) -> int:
     itself fail, as in fabrics that run BFD with BGP's timers long. At 3 s AIPod's 14,336 session
     ends took 0.8 of a core, and under the bring-up's load their hold timers expired."""
     detect_s = fabric.bfd_interval_ms * fabric.bfd_multiplier / 1000
-    affordable_s = math.ceil(session_ends(fabric) * BGP_CORES_PER_SESSION_KEEPALIVE / BGP_KEEPALIVE_CORES)
+    affordable_s = int(period_within(session_ends(fabric) * BGP_CORES_PER_SESSION_KEEPALIVE, BGP_KEEPALIVE_CORES))
     return min(MAX_BGP_KEEPALIVE_S, max(BGP_KEEPALIVE_S, int(detect_s), affordable_s))
 
 

@@ -18,7 +18,6 @@ core at that rate (2026-12-03), its unprivileged children doing the work.
 from __future__ import annotations
 
 import ctypes
-import math
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from twin.lab.handle import Lab
 from twin.lab.state import Resource
 from twin.model.fabric import Fabric, Node
 from twin.procs import alive, working_dir
+from twin.units import period_within
 
 LLDPD, LLDPCLI = "lldpd", "lldpcli"
 RESOURCE_KIND = "lldp"
@@ -77,7 +77,7 @@ def socket_path(lab: Lab, node: str) -> Path:
 def tx_interval_s(fabric: Fabric) -> int:
     """Seconds between two frames of a port (the module's constants say how it is chosen)."""
     ports = sum(len(fabric.links_of(node.name)) for node in fabric.local_nodes)
-    needed = math.ceil(ports * CPU_S_PER_PORT_FRAME / LLDP_CORES)
+    needed = int(period_within(ports * CPU_S_PER_PORT_FRAME, LLDP_CORES))
     return min(MAX_TX_INTERVAL_S, max(MIN_TX_INTERVAL_S, needed))
 
 
