@@ -63,8 +63,9 @@ def test_status_cli_healthy(mini):
 def test_status_states_the_lab_at_rest(mini):
     """CPU of the lab's own processes by program, and FRR's memory per switch, from /proc."""
     result = twin_cli("lab", "status", mini.fabric.name, "--json", "--idle-window", "1")
-    assert result.returncode == 0, result.stderr
-    rest = json.loads(result.stdout)["idle"]
+    status = json.loads(result.stdout)
+    assert result.returncode == 0, _unhealthy(status) or result.stderr
+    rest = status["idle"]
     assert {"bfdd", "bgpd", "zebra"} <= set(rest["by_program"])
     # mini at rest is 0.02 of a core: 0 ticks of 10 ms in a 1 s window happen (CI); bench/lab_lifecycle.py
     # measures the figure over 20 s
@@ -72,6 +73,13 @@ def test_status_states_the_lab_at_rest(mini):
     assert 5 < rest["switch_memory_mib"] < 200
     text = twin_cli("lab", "status", mini.fabric.name, "--idle-window", "1").stdout
     assert "at rest (1 s): the lab's processes" in text
+
+
+def _unhealthy(status: dict) -> dict:
+    """What made `twin lab status --json` answer unhealthy, short enough for an assertion message."""
+    return {"switches": [s for s in status["switches"] if not s["healthy"]],
+            "queues": {k: status["queues"][k] for k in ("healthy", "controller", "errors")},
+            "bfd_data_plane_running": (status["bfd_data_plane"] or {}).get("running")}
 
 
 def test_vty_socket_answers_as_vtysh_does(mini):
