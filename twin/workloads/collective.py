@@ -169,7 +169,7 @@ class Collective:
         self._thread.start()
 
     def ready(self, timeout_s: float) -> None:
-        """Until every rank has joined the process group (starting torch takes seconds a rank)."""
+        """Until every rank has joined the process group (a container's rank imports torch: seconds each)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.connected >= self.world:
