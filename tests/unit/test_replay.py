@@ -124,3 +124,21 @@ def test_transport_state_takes_no_path_discovery_that_no_switch_answered(tmp_pat
     assert result.live is not None and (result.live.right, result.live.wrong) == (1, 1)  # the case is in it
     assert (result.replayed.right, result.replayed.wrong) == (1, 0)
     assert set(result.replayed.detect_s) == {"crossed"}
+
+
+def test_transport_state_names_a_leaf_spine_drop_that_one_qp_crosses_as_that_qps_links(tmp_path):
+    """replay-transport-set: a RoCE ring on mini, a 2 % drop on leaf-g1-r1 -- spine-1 that only the
+    ring's QP from host-g1-h2 to host-g2-h1 crosses. Live (recorded before the change) transport-state
+    named nothing: the QP's host links stayed rivals of the leaf-spine link while it waited for a
+    loss that would tell them apart, which the QP's own packets never give. Replayed, it names the
+    QP's four links at once, a set its QPs leave ambiguous one way (counted again from the rows):
+    graded right, localized to 4 candidates."""
+    result = replay(recorded(tmp_path, name="replay-transport-set"), "transport-state")
+    assert result.live is not None and result.live.verdicts == 0
+    assert (result.replayed.right, result.replayed.wrong, result.replayed.recall) == (1, 0, 1.0)
+    assert result.replayed.candidates == {"fault": 4}
+    assert result.replayed.detect_s["fault"] <= 1.0
+    # Without the lossy QP's NAKs the evidence is gone, and so is the verdict.
+    clean = replay(recorded(tmp_path / "clean", keep_sample=lambda qp: qp["naks"] == 0 and qp["timeouts"] == 0,
+                            name="replay-transport-set"), "transport-state")
+    assert clean.replayed.verdicts == 0

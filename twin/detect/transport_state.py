@@ -108,6 +108,11 @@ class QpEvidence:
         # a QP's key in the localizer's pool: TCP connections accepted on one port share their sport
         self._flows: dict[tuple, int] = {}
         self._pending: dict[tuple, PathSample] = {}
+        # Per QP (its key in the pool), the interval of its last NAK and of its last wait or timeout:
+        # whether its loss is surely on its own way (own_loss), over the last `window` intervals.
+        self._interval, self.window = 0, 1
+        self._naked_at: dict[int, int] = {}
+        self._waited_at: dict[int, int] = {}
         self._lock = threading.Lock()
 
     def record(self, record: dict, nic: str) -> None:
@@ -136,6 +141,10 @@ class QpEvidence:
         if links is None:
             return
         flow = self._flows.setdefault(key, len(self._flows) + 1)
+        if now.naks > before.naks:
+            self._naked_at[flow] = self._interval
+        if max(now.timeouts, now.stalls) > max(before.timeouts, before.stalls) or waiting >= STALL_MS:
+            self._waited_at[flow] = self._interval
         if state.get("traced", 0) > self._traced.get(key, 0):
             self._traced[key] = state["traced"]
             # A discovery that no switch answered, not even the QP's own leaf, says nothing of the
@@ -205,25 +214,57 @@ class QpEvidence:
         return self._leaf_distances[leaf]
 
     def ambiguous(self) -> list[list[str]]:
-        """The links the QPs' own packets cannot tell apart: crossed by exactly the same QPs that
-        carried data (a loss on one is a loss on all; only a discovery's TTL probe, lost where a
-        link drops it, separates them). The grading takes a set verdict within one as honest."""
+        """The links the QPs' own packets cannot tell apart, class by class: crossed by exactly the
+        same QPs that carried data (a loss on one is a loss on all; only a discovery's TTL probe,
+        lost where a link drops it, separates them). Two ways of counting, both published: a link
+        whichever way a QP crosses it (a fault both ways), and a link in one direction (a one-way
+        drop, a bad optic: a host link's uplink that carries one QP is crossed by exactly the QPs
+        of the leaf's uplink that QP takes, though the host link's other direction carries other
+        QPs). The grading takes a set verdict within either as honest."""
         with self._lock:
-            crossing: dict[str, set[tuple]] = {}
+            both: dict[str, set[tuple]] = {}
+            one_way: dict[tuple[str, str], set[tuple]] = {}
             for key, links in self._known.items():
-                if self._totals[key].sent > 0:
-                    for link in links:
-                        crossing.setdefault(link_key(link), set()).add(key)
-        classes: dict[frozenset, list[str]] = {}
-        for link, qps in crossing.items():
-            classes.setdefault(frozenset(qps), []).append(link)
-        return sorted(sorted(group) for group in classes.values() if len(group) > 1)
+                if self._totals[key].sent <= 0:
+                    continue
+                for hop in self._hops_of(key[0], links):
+                    both.setdefault(hop[0], set()).add(key)
+                    one_way.setdefault(hop, set()).add(key)
+        classes: set[tuple[str, ...]] = set()
+        for crossing in (both, one_way):
+            grouped: dict[frozenset, set[str]] = {}
+            for hop, qps in crossing.items():
+                grouped.setdefault(frozenset(qps), set()).add(hop if isinstance(hop, str) else hop[0])
+            classes |= {tuple(sorted(group)) for group in grouped.values() if len(group) > 1}
+        return sorted(list(group) for group in classes)
+
+    def _hops_of(self, src: str, links: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+        """A whole path's links in order from NIC src, each with the node it crosses toward."""
+        at = src.split(":")[0]
+        for link in links:
+            a, b = self.names.ends[link]
+            at = b if at == a else a
+            yield link_key(link), at
 
     def take(self) -> list[PathSample]:
         """The samples counted since the last call."""
         with self._lock:
             samples, self._pending = list(self._pending.values()), {}
+            self._interval += 1
         return samples
+
+    def own_loss(self, key: tuple) -> bool:
+        """Was the loss of this pooled path ((src, dst, sport) as the localizer keys it) surely on its
+        own way? A QP's NAKs say its data was lost there (the NAK came back); a wait or a timeout
+        may be the ACKs' loss on the way back, over the reverse path's links, and a TTL probe's
+        may be its answer's. So: NAKs within the last `window` intervals and no wait."""
+        flow = key[2] if len(key) == 3 else 0
+        if flow <= 0:
+            return False
+        with self._lock:
+            naked = self._interval - self._naked_at.get(flow, -self.window - 1) <= self.window
+            waited = self._interval - self._waited_at.get(flow, -self.window - 1) <= self.window
+        return naked and not waited
 
 
 def silent_s(workload: dict) -> float:
@@ -235,7 +276,7 @@ def silent_s(workload: dict) -> float:
     return TCP_SILENT_S
 
 
-def localizer(fabric: Fabric, silent_s: float = 0.0) -> LikelihoodLocalizer:
+def localizer(fabric: Fabric, silent_s: float = 0.0, evidence: QpEvidence | None = None) -> LikelihoodLocalizer:
     """probe-likelihood's naming, persistent over one interval: a QP's wait is one loss that lasts
     (a probe's loss of one interval may be a route change's; a QP moved by one recovers, its loss
     named on the link it left, which is the one that failed). A name is kept `silent_s` longer
@@ -244,13 +285,19 @@ def localizer(fabric: Fabric, silent_s: float = 0.0) -> LikelihoodLocalizer:
     A name below MIN_CONFIDENCE is not given: a job's few paths leave rivals the probes' many would
     tell apart, and once the wait for them runs out probe-likelihood names its best guess (a host
     link at 0.23 on mini, wrong; one of two links of one QP's path at 0.50, wrong half the time).
-    Their set is not named either: it held links other QPs' clean packets had not yet ruled out,
-    wider than what the QPs cannot tell apart."""
+    Their set is named instead when it lies within one of the classes the `evidence`'s QPs cannot
+    tell apart (QpEvidence.ambiguous: on mini, a leaf-spine link's loss is one QP's, whose host
+    links, leaf-spine and spine-leaf links no other QP crosses in its direction), at the set's
+    posterior; a set of rivals other QPs' clean packets had not yet ruled out is wider than that
+    and is not named."""
     naming = LikelihoodLocalizer.for_interval(fabric.switch_links(), EVERY_S)
     naming.detector = DETECTOR  # its verdicts are this detector's, named by probe-likelihood's model
     naming.persist = 1
     naming.min_confidence = MIN_CONFIDENCE
     naming.forget_after += math.ceil(silent_s / EVERY_S)
+    if evidence is not None:
+        naming.classes, naming.own_loss = evidence.ambiguous, evidence.own_loss
+        evidence.window = naming.window
     return naming
 
 
@@ -278,19 +325,31 @@ class Recording:
             self.out.close()
 
 
-def replayed(fabric: Fabric, rows: Iterable[dict], silent: float) -> Iterator[Verdict]:
+def replayed(fabric: Fabric, rows: Iterable[dict], silent: float,
+             classes: list[dict] | None = None) -> Iterator[Verdict]:
     """The verdicts the live detector gives on recorded rows (as Recording writes them, in time
-    order), named at every EVERY_S from the first row."""
-    evidence, naming = QpEvidence(fabric), localizer(fabric, silent)
-    due = None
+    order), named at every EVERY_S from the first row; into `classes`, as the live detector
+    records them, what the QPs leave ambiguous whenever it changes ({"t", "ambiguous"})."""
+    evidence = QpEvidence(fabric)
+    naming = localizer(fabric, silent, evidence)
+    due, recorded = None, []
+
+    def interval(t: float) -> Iterator[Verdict]:
+        nonlocal recorded
+        yield from naming.observe(t, evidence.take())
+        now = evidence.ambiguous()
+        if classes is not None and now != recorded:
+            classes.append({"t": t, "ambiguous": now})
+            recorded = now
+
     for row in rows:
         while due is not None and row["t"] >= due:
-            yield from naming.observe(due, evidence.take())
+            yield from interval(due)
             due += EVERY_S
         due = row["t"] + EVERY_S if due is None else due
         evidence.record({"event": "qps", "qps": row["qps"]}, row["nic"])
     if due is not None:
-        yield from naming.observe(due, evidence.take())
+        yield from interval(due)
 
 
 def attach(run, name: str) -> None:
@@ -303,7 +362,7 @@ def attach(run, name: str) -> None:
         workload.listeners.append(recording.write)
         workload.listeners.append(evidence.record)
     naming = localizer(run.lab.fabric, max((silent_s({"transport": w.spec.transport, **w.spec.roce}) for w in read),
-                                           default=0.0))
+                                           default=0.0), evidence)
 
     def loop(stopping) -> None:
         set_priority(INSTRUMENT_NICE)  # an instrument, ahead of the load it watches (procs.py)

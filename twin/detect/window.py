@@ -44,6 +44,7 @@ class PooledPath:
     lost: int = 0
     lossy_intervals: set = field(default_factory=set)
     latest: tuple[int, int, int] = (0, 0, 0)  # (interval, sent, lost) of the last interval it was probed in
+    key: tuple = ()  # (src, dst, sport): whose samples it pools
 
 
 class WindowedLocalizer:
@@ -138,7 +139,7 @@ class WindowedLocalizer:
             sent, lost = s.sent - getattr(s, "held", 0) - getattr(s, "unreported", 0), s.lost
             path = self._pool.get(key)
             if path is None:
-                path = self._pool[key] = PooledPath(links)
+                path = self._pool[key] = PooledPath(links, key=key)
             path.links = links  # the newest discovery wins
             path.sent += sent
             path.lost += lost

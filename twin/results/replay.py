@@ -54,9 +54,13 @@ def replay(folder: Path, detector: str = DETECTOR) -> Replay:
         raise TwinError(f"{detector} does not read probe or transport evidence: it cannot be replayed",
                         hint=f"replayable: {', '.join(replayable())}")
     run = results_record.load(folder)
-    records = [r for r in run.records if r["kind"] != "verdict"]
     read = {PROBES_FILE: _probe_verdicts, transport_state.TRANSPORT_FILE: _transport_verdicts}
-    intervals, verdicts, damaged = read[BUILTINS.get(detector).evidence](run, folder, detector)
+    intervals, verdicts, damaged, classes = read[BUILTINS.get(detector).evidence](run, folder, detector)
+    # What the detector's traffic left ambiguous, as the replay counted it (a run recorded by an
+    # older version counted it another way), in place of what the live run recorded.
+    records = [r for r in run.records if r["kind"] != "verdict"
+               and not (classes is not None and r["kind"] == "detector" and r.get("detector") == detector)]
+    records += [{"kind": "detector", "op": "ambiguous", "detector": detector, **c} for c in classes or []]
     records += [{"kind": "verdict", "t": v.t, "detector": detector, **v.fields()} for v in verdicts]
     report = analyse(run)
     scores = grade_detectors(records, report.faults, run.targets, run.record.duration_s)
@@ -66,8 +70,9 @@ def replay(folder: Path, detector: str = DETECTOR) -> Replay:
                   scores.get(detector, empty), run.damaged + damaged)
 
 
-def _probe_verdicts(run, folder: Path, detector: str) -> tuple[int, list[Verdict], list[str]]:
-    """The probe localizer's verdicts on probes.jsonl's intervals: (intervals, verdicts, damaged rows)."""
+def _probe_verdicts(run, folder: Path, detector: str) -> tuple[int, list[Verdict], list[str], None]:
+    """The probe localizer's verdicts on probes.jsonl's intervals: (intervals, verdicts, damaged rows,
+    None: the probe plan's ambiguous classes are the run's own, recorded with its selections)."""
     probes_file = folder / PROBES_FILE
     if not probes_file.is_file():
         raise TwinError(f"{folder} has no {PROBES_FILE}: the run had no probes workload",
@@ -85,11 +90,12 @@ def _probe_verdicts(run, folder: Path, detector: str) -> tuple[int, list[Verdict
         intervals += 1
         counted_at = interval["t"] + report_s + GRACE_S  # scenarios do not set the grace
         verdicts += localizer.observe(counted_at, samples)
-    return intervals, verdicts, [str(rows[1])] if rows[1] else []
+    return intervals, verdicts, [str(rows[1])] if rows[1] else [], None
 
 
-def _transport_verdicts(run, folder: Path, _detector: str) -> tuple[int, list[Verdict], list[str]]:
-    """transport-state's verdicts on transport.jsonl's rows: (rows, verdicts, damaged rows)."""
+def _transport_verdicts(run, folder: Path, _detector: str) -> tuple[int, list[Verdict], list[str], list[dict]]:
+    """transport-state's verdicts on transport.jsonl's rows: (rows, verdicts, damaged rows, what its
+    QPs left ambiguous as it changed)."""
     path = folder / transport_state.TRANSPORT_FILE
     if not path.is_file():
         raise TwinError(f"{folder} has no {transport_state.TRANSPORT_FILE}: the run did not run transport-state",
@@ -99,8 +105,9 @@ def _transport_verdicts(run, folder: Path, _detector: str) -> tuple[int, list[Ve
     silent = max((transport_state.silent_s(w) for w in collectives), default=0.0)
     try:
         rows.sort(key=lambda row: row["t"])
-        verdicts = list(transport_state.replayed(run.fabric, rows, silent))
+        classes: list[dict] = []
+        verdicts = list(transport_state.replayed(run.fabric, rows, silent, classes))
     except (TypeError, KeyError, AttributeError) as exc:
         raise TwinError(f"{path}: a row is not a QP state ({exc!r})",
                         hint="the file was written by another version") from None
-    return len(rows), verdicts, [str(bad)] if bad else []
+    return len(rows), verdicts, [str(bad)] if bad else [], classes
