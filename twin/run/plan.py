@@ -150,6 +150,17 @@ def _text(entry: dict, key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _refusal(errors: list[dict]) -> str:
+    """One key's validation errors as one message: a union's members each refuse the value
+    ("Input should be a valid boolean", "Input should be 'rc'"), which say together what it may be."""
+    messages = list(dict.fromkeys(e["msg"].removeprefix("Value error, ") for e in errors))
+    if len(messages) > 1 and all(m.startswith("Input should be ") for m in messages):
+        messages = ["Input should be " + " or ".join(m.removeprefix("Input should be ") for m in messages)]
+    value = errors[0].get("input")
+    got = f" (got {value!r})" if len(errors) > 1 and not isinstance(value, (dict, list)) else ""
+    return "; ".join(messages) + got
+
+
 def _workloads(spec: ScenarioSpec, fabric: Fabric, problem) -> list[PlannedWorkload]:
     planned = []
     for number, workload in enumerate(spec.workloads):
@@ -163,14 +174,17 @@ def _workloads(spec: ScenarioSpec, fabric: Fabric, problem) -> list[PlannedWorkl
         try:
             params = kind.params.model_validate({k: v for k, v in workload.items() if k != "kind"})
         except ValidationError as exc:
+            refused: dict[tuple, list[dict]] = {}  # a key's errors: one per member of a union (bool | 'rc')
             for error in exc.errors():
-                hint, message = "see docs/formats.md, workloads", error["msg"].removeprefix("Value error, ")
                 if error["type"] == "extra_forbidden":
                     guess = closest(str(error["loc"][0]), sorted(kind.params.model_fields))
-                    message = "unknown key"
-                    hint = key_note(error["loc"][0]) + (f"did you mean '{guess}'? " if guess else "") + \
-                        f"keys for this kind: {', '.join(sorted(kind.params.model_fields))}"
-                problem(loc + tuple(error["loc"][:1]), message, hint)
+                    problem(loc + tuple(error["loc"][:1]), "unknown key",
+                            key_note(error["loc"][0]) + (f"did you mean '{guess}'? " if guess else "")
+                            + f"keys for this kind: {', '.join(sorted(kind.params.model_fields))}")
+                    continue
+                refused.setdefault(tuple(error["loc"][:1]), []).append(error)
+            for key, errors in refused.items():
+                problem(loc + key, _refusal(errors), "see docs/formats.md, workloads")
             continue
         try:
             kind.check(params, fabric)
@@ -235,7 +249,7 @@ def _faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]
     # faults (a drain, then the ports shut; a link failing during a maintenance).
     spans = [Span(f.timing.id, f.timing.at_s, f.end_s(spec.duration_s), tuple(f.targets)) for f in faults
              if f.timing.kind != CHANGE_KIND]
-    for later, earlier, place in clashes(fabric, spans):
+    for later, earlier, place in sorted(clashes(fabric, spans), key=lambda clash: ids[clash[0].id]):  # file order
         what = "fault" if ids[earlier.id][0] == "faults" else "change"
         problem(ids[later.id] + ("at_s",), f"overlaps {what} '{earlier.id}' on {place} while both "
                 "are active", "two faults on one link or node (or a node and one of its links) cannot both "
