@@ -143,7 +143,11 @@ class QpEvidence:
         flow = self._flows.setdefault(key, len(self._flows) + 1)
         if now.naks > before.naks:
             self._naked_at[flow] = self._interval
-        if max(now.timeouts, now.stalls) > max(before.timeouts, before.stalls) or waiting >= STALL_MS:
+        # A gloo connection's losses are inferred from what it sent again (its state has `spurious`):
+        # after a timeout that may be its ACKs' loss, whose D-SACKs are lost with them. A RoCE QP's
+        # NAKs are its peer's word that data was lost on the way there, whatever it waited for.
+        timed_out = max(now.timeouts, now.stalls) > max(before.timeouts, before.stalls) or waiting >= STALL_MS
+        if timed_out and "spurious" in state:
             self._waited_at[flow] = self._interval
         if state.get("traced", 0) > self._traced.get(key, 0):
             self._traced[key] = state["traced"]
@@ -255,9 +259,10 @@ class QpEvidence:
 
     def own_loss(self, key: tuple) -> bool:
         """Was the loss of this pooled path ((src, dst, sport) as the localizer keys it) surely on its
-        own way? A QP's NAKs say its data was lost there (the NAK came back); a wait or a timeout
-        may be the ACKs' loss on the way back, over the reverse path's links, and a TTL probe's
-        may be its answer's. So: NAKs within the last `window` intervals and no wait."""
+        own way? A RoCE QP's NAKs say its data was lost there (the NAK came back); a wait or a
+        timeout may be the ACKs' loss on the way back, over the reverse path's links, and a TTL
+        probe's may be its answer's. So: NAKs within the last `window` intervals, and for a gloo
+        connection (whose NAKs are inferred from its retransmissions) no wait or timeout either."""
         flow = key[2] if len(key) == 3 else 0
         if flow <= 0:
             return False
