@@ -43,6 +43,7 @@ import json
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,7 @@ EVERY_S = 0.2  # the QPs' counters pooled this long per interval (the ranks writ
 MIN_CONFIDENCE = 0.9
 TCP_SILENT_S = 1.6  # Linux's minimum retransmission timeout (200 ms) backed off three times
 STALL_MS = round(STALLED_S * 1000)  # a QP waiting this long for an acknowledgement lost a packet
+WINDOW_KEPT = 64  # intervals of a QP's losses kept for own_loss (the localizer's window is 10)
 
 
 @dataclass
@@ -108,11 +110,12 @@ class QpEvidence:
         # a QP's key in the localizer's pool: TCP connections accepted on one port share their sport
         self._flows: dict[tuple, int] = {}
         self._pending: dict[tuple, PathSample] = {}
-        # Per QP (its key in the pool), the interval of its last NAK and of its last wait or timeout:
-        # whether its loss is surely on its own way (own_loss), over the last `window` intervals.
+        # Per QP (its key in the pool), its NAKs and its timeouts or waits, interval by interval
+        # ((interval, NAKs, timeouts)), and whether its NAKs are inferred (a gloo connection's):
+        # whether its loss of the last `window` intervals was surely on its own way (own_loss).
         self._interval, self.window = 0, 1
-        self._naked_at: dict[int, int] = {}
-        self._waited_at: dict[int, int] = {}
+        self._losses: dict[int, deque[tuple[int, int, int]]] = {}
+        self._inferred: dict[int, bool] = {}
         self._lock = threading.Lock()
 
     def record(self, record: dict, nic: str) -> None:
@@ -141,14 +144,13 @@ class QpEvidence:
         if links is None:
             return
         flow = self._flows.setdefault(key, len(self._flows) + 1)
-        if now.naks > before.naks:
-            self._naked_at[flow] = self._interval
-        # A gloo connection's losses are inferred from what it sent again (its state has `spurious`):
-        # after a timeout that may be its ACKs' loss, whose D-SACKs are lost with them. A RoCE QP's
-        # NAKs are its peer's word that data was lost on the way there, whatever it waited for.
-        timed_out = max(now.timeouts, now.stalls) > max(before.timeouts, before.stalls) or waiting >= STALL_MS
-        if timed_out and "spurious" in state:
-            self._waited_at[flow] = self._interval
+        timed_out = max(now.timeouts, now.stalls) - max(before.timeouts, before.stalls)
+        if now.naks > before.naks or timed_out > 0:
+            losses = self._losses.setdefault(flow, deque())
+            losses.append((self._interval, now.naks - before.naks, timed_out))
+            while losses and self._interval - losses[0][0] > WINDOW_KEPT:
+                losses.popleft()
+        self._inferred[flow] = "spurious" in state  # a gloo connection's state (tcp_state.py)
         if state.get("traced", 0) > self._traced.get(key, 0):
             self._traced[key] = state["traced"]
             # A discovery that no switch answered, not even the QP's own leaf, says nothing of the
@@ -258,18 +260,23 @@ class QpEvidence:
         return samples
 
     def own_loss(self, key: tuple) -> bool:
-        """Was the loss of this pooled path ((src, dst, sport) as the localizer keys it) surely on its
-        own way? A RoCE QP's NAKs say its data was lost there (the NAK came back); a wait or a
-        timeout may be the ACKs' loss on the way back, over the reverse path's links, and a TTL
-        probe's may be its answer's. So: NAKs within the last `window` intervals, and for a gloo
-        connection (whose NAKs are inferred from its retransmissions) no wait or timeout either."""
+        """Was the loss of this pooled path ((src, dst, sport) as the localizer keys it) over the last
+        `window` intervals surely on its own way? A RoCE QP's NAKs are its peer's word that data was
+        lost there (the NAK came back), whatever it waited for meanwhile (a lost tail waits for the
+        timer). A gloo connection's losses are inferred from what it sent again, and after a timeout
+        that may be for ACKs lost on the way back, over the reverse path's links, their D-SACKs with
+        them (a black hole toward its source: a few tail-loss probes among timeouts backing off);
+        its loss is its own where its NAKs outnumber its timeouts and waits more than twice (5 %
+        bit flips on its path: 155 against 5). A TTL probe's loss may be its answer's: never."""
         flow = key[2] if len(key) == 3 else 0
         if flow <= 0:
             return False
         with self._lock:
-            naked = self._interval - self._naked_at.get(flow, -self.window - 1) <= self.window
-            waited = self._interval - self._waited_at.get(flow, -self.window - 1) <= self.window
-        return naked and not waited
+            recent = [(naks, waits) for at, naks, waits in self._losses.get(flow, ())
+                      if self._interval - at <= self.window]
+            inferred = self._inferred.get(flow, False)
+        naks, waits = sum(n for n, _ in recent), sum(w for _, w in recent)
+        return naks > 0 and (not inferred or naks > 2 * waits)
 
 
 def silent_s(workload: dict) -> float:
