@@ -8,7 +8,8 @@ has to react; this is what operators do against a silent drop until the link is 
 When a detector names a new link, every flow not being moved already has its path learned at
 once and those crossing that link move before they lose packets: waiting for each flow's own
 loss leaves a flow on the bad link for as long as its luck holds (at 2 % loss and 30 packets/s,
-about one flow in 430 sends 10 s without a loss).
+about one flow in 430 sends 10 s without a loss). A flow that was being moved then is swept once
+its move lands (workloads/flows.py): its move was planned on what had been named before.
 """
 
 from __future__ import annotations

@@ -161,7 +161,12 @@ class Flows:
 
     def _dodge(self, state: _DodgeState, elapsed, interval, senders, sent, got) -> None:
         """Adopt the dodger's moves; ask it to move flows that lost packets in the last finished
-        interval, and to sweep every idle flow when a detector has named something new."""
+        interval, and to sweep every idle flow when a detector has named something new. A flow the
+        dodger was moving when something new was named is swept once its move lands: the move was
+        planned on what had been named before, and may have taken it onto the new suspect (CI's
+        hash-dodge drill: a flow moved, by its own loss, onto the link named meanwhile stayed there
+        7.6 s, until its next loss)."""
+        landed = []
         while not self.dodger.moves.empty():
             move = self.dodger.moves.get()
             if move.sock is not None:
@@ -169,13 +174,19 @@ class Flows:
                 senders[move.flow].close()
                 senders[move.flow] = move.sock
             state.pending.discard(move.flow)
+            if move.flow in state.unswept:
+                state.unswept.discard(move.flow)
+                landed.append(move.flow)
             if move.settled:
                 state.quiet_until[move.flow] = int(elapsed / interval) + 1  # packets already sent may still be lost
+        swept = landed
         if self.dodger.named != state.named:
             state.named = self.dodger.named
-            idle = [flow for flow in range(len(self.pairs)) if flow not in state.pending]
-            state.pending.update(idle)
-            self.dodger.sweep([Request(flow, self.label(flow), *self.pairs[flow], senders[flow]) for flow in idle])
+            state.unswept |= state.pending
+            swept = [flow for flow in range(len(self.pairs)) if flow not in state.pending]
+        if swept:
+            state.pending.update(swept)
+            self.dodger.sweep([Request(flow, self.label(flow), *self.pairs[flow], senders[flow]) for flow in swept])
         while (state.checked + 1) * interval + DODGE_WAIT_S < elapsed:
             bucket = state.checked
             state.checked += 1
@@ -193,3 +204,4 @@ class _DodgeState:
         self.pending: set[int] = set()  # flows the dodger is working on
         self.quiet_until = [0] * flows  # first interval whose loss counts again, per flow
         self.named = 0  # the dodger's `named` when the flows were last swept
+        self.unswept: set[int] = set()  # flows being moved at that sweep: swept when their move lands
