@@ -30,7 +30,7 @@ Naming (repeated on what is left, so faults far apart are all named):
   leave it out, as a host link on the paths of two faults; and a new link waits, as for a rival,
   while a set of links without it is about as likely (within SET_MARGIN) as the best set with it;
   a wait lasts until `window` intervals were waited, however the rivals alternate; rivals the
-  evidence's own traffic can never tell apart (within one of `classes`, transport-state's) are not
+  evidence's own traffic can never tell apart (within one of `traffic`'s classes, transport-state's) are not
   waited for, and are named as their set when the set is likely enough;
 - then links named on one switch become the switch when the switch, one hypothesis with one
   rate over all its paths, is about as likely as those links apart (within MARGIN per link
@@ -42,7 +42,7 @@ Naming (repeated on what is left, so faults far apart are all named):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from typing import Protocol
 
 from twin.detect import tomography
 from twin.detect.hypotheses import Hypotheses, is_route, is_unknown, on_link, precedence
@@ -58,6 +58,16 @@ SET_MARGIN = 5.0
 DOWN_RATE = 0.95  # a link losing this share of its probes is down, not dropping
 DEAD_RATE = 0.9  # a switch whose paths lose this share of their probes (window.loss_per_path) is down
 PLAUSIBLE_LOSSES = 3  # a rival whose clean probes should have lost this many (P(none) ~ 5 %) is ruled out
+
+
+class OwnTraffic(Protocol):
+    """Evidence that is a job's own traffic (transport-state's QpEvidence), not a probe plan."""
+
+    def ambiguous(self) -> list[list[str]]:
+        """The link sets its traffic cannot tell apart."""
+
+    def own_loss(self, key: tuple) -> bool:
+        """Whether a pooled path's (src, dst, sport) loss was surely on its own way."""
 
 
 def llr(sent: int, lost: int) -> float:
@@ -107,12 +117,10 @@ class LikelihoodLocalizer(WindowedLocalizer):
         super().__init__(switch_links, window, forget_after)
         self.min_lost, self.persist = min_lost, persist
         self.min_confidence = 0.0  # below it a name is not given (transport-state: thin evidence)
-        # The link sets the evidence cannot tell apart, as its reader counts them (transport-state's
-        # QPs); None: the probes', where rivals are told apart by waiting (see `_inseparable`).
-        self.classes: Callable[[], list[list[str]]] | None = None
-        # With `classes`: whether a pooled path's (src, dst, sport) loss was surely on its own way
-        # (transport-state: a QP's NAKs, which came back; a wait may be its ACKs lost on the way back).
-        self.own_loss: Callable[[tuple], bool] = lambda key: False
+        # The traffic the evidence is (transport-state's QPs: QpEvidence), which says what it cannot
+        # tell apart and whose loss was its own; None: the probes', whose rivals are told apart by
+        # waiting (see `_inseparable`).
+        self.traffic: OwnTraffic | None = None
         self.hypotheses = Hypotheses(set(self.switch_links))
         self._waited: dict[frozenset, int] = {}  # rivals not yet told apart -> intervals waited
         self._idle: dict[frozenset, int] = {}  # a wait -> intervals since it was last waited
@@ -260,7 +268,10 @@ class LikelihoodLocalizer(WindowedLocalizer):
             return on_every_lossy and clean * counts[h][1] / max(1, counts[h][0]) < PLAUSIBLE_LOSSES
 
         rivals = frozenset(h for h in candidates if rival(h))
-        alone = rivals  # the causes that explain the same loss by themselves (not a set of others)
+        # Rivals that no loss of the evidence's own traffic will ever tell apart are not waited for:
+        # they are named together once the set is likely enough (`_inseparable`). Not a set of
+        # other links (two faults, below): the classes say nothing of that.
+        inseparable = self._inseparable(best, rivals | alike(best), lossy) if rivals else set()
         key = rivals | {best}
         if not rivals and best not in named and sparse(best):
             # a set of others about as likely (two faults whose paths share this one); its members
@@ -272,10 +283,6 @@ class LikelihoodLocalizer(WindowedLocalizer):
             shared = set(nodes[best]).intersection(*(nodes[h] for h in rivals))
             if len(rivals) >= 2 and shared:
                 key = frozenset(shared)
-        # Rivals that no loss of the evidence's own traffic will ever tell apart are not waited for:
-        # they are named together once the set is likely enough (`_inseparable`). Not a set of
-        # other links (two faults): the classes say nothing of that.
-        inseparable = self._inseparable(best, alone | alike(best), lossy) if alone else set()
         if rivals and best not in named and not inseparable:
             waiting.add(key)
             self._waited[key] = self._waited.get(key, 0) + 1
@@ -287,11 +294,13 @@ class LikelihoodLocalizer(WindowedLocalizer):
         together = together if len(together) > 1 else ()
         top = score[best]
         weights = {h: math.exp(s - top) for h, s in score.items()}  # the two ways of a link name one thing
-        posterior = sum(w for h, w in weights.items() if names[h] in (set(together) or {names[best]})) / \
-            sum(weights.values())
+
+        def posterior_of(named_as: set[str]) -> float:
+            return sum(w for h, w in weights.items() if names[h] in named_as) / sum(weights.values())
+
+        posterior = posterior_of(set(together) or {names[best]})
         if posterior < self.min_confidence and inseparable:
-            together = tuple(sorted(inseparable))
-            posterior = sum(w for h, w in weights.items() if names[h] in inseparable) / sum(weights.values())
+            together, posterior = tuple(sorted(inseparable)), posterior_of(inseparable)
         if posterior < self.min_confidence:
             return None  # a guess among rivals the evidence did not tell apart: named by nothing
         rate = lost / max(1, counts[best][0])
@@ -301,18 +310,18 @@ class LikelihoodLocalizer(WindowedLocalizer):
 
     def _inseparable(self, best: str, rivals: set[str], lossy: list[PooledPath]) -> set[str]:
         """The links of `best` and its rivals when the evidence's own traffic can never tell them
-        apart: the set lies within one of `classes` (transport-state: a QP whose path is the only one
+        apart: the set lies within one of `traffic`'s classes (transport-state: a QP whose path is the only one
         over each of its links in their direction; its own TTL probes, one a discovery, are all
         that could separate them, and at 2 % loss they hardly ever do), and every `lossy` path lost
         on its own way (`own_loss`: a QP that only waited may have lost its ACKs on the way back,
         over links of another path: a black hole toward its source named its data path's links,
-        wrong). Otherwise, or without `classes` (the probes: their plan is chosen to tell links
+        wrong). Otherwise, or without `traffic` (the probes: their plan is chosen to tell links
         apart), the empty set."""
         names = self.hypotheses.name
         links = {names[h] for h in rivals | {best} if on_link(h)}
-        if self.classes is None or not on_link(best) or len(links) < 2 or \
-                not all(self.own_loss(p.key) for p in lossy) or \
-                not any(links <= set(group) for group in self.classes()):
+        if self.traffic is None or not on_link(best) or len(links) < 2 or \
+                not all(self.traffic.own_loss(p.key) for p in lossy) or \
+                not any(links <= set(group) for group in self.traffic.ambiguous()):
             return set()
         return links
 

@@ -168,12 +168,8 @@ class QpEvidence:
         """A discovery's TTL probes, each over the first TTL links of the QP's path, toward the switch
         where it expired (not toward the QP's destination: that switch answers it, whatever its
         route toward there does), keyed apart from the QP's own packets (`trace_port`)."""
-        at = src.split(":")[0]
-        for ttl in range(1, min(self.hops(src, dst), len(links)) + 1):
-            if links[ttl - 1] is None:
-                return  # the hops from here on are not known: their probes say nothing
-            a, b = self.names.ends[links[ttl - 1]]
-            at = b if at == a else a
+        probed = links[:self.hops(src, dst)]  # the hops past an unknown one say nothing: _hops_of stops there
+        for ttl, (_link, at) in enumerate(self._hops_of(src, probed), 1):
             self._add(PathSample(src, at, trace_port(flow, ttl), links[:ttl], 1, int(str(ttl) in answers)))
 
     def _add(self, sample: PathSample) -> None:
@@ -244,10 +240,13 @@ class QpEvidence:
             classes |= {tuple(sorted(group)) for group in grouped.values() if len(group) > 1}
         return sorted(list(group) for group in classes)
 
-    def _hops_of(self, src: str, links: tuple[str, ...]) -> Iterator[tuple[str, str]]:
-        """A whole path's links in order from NIC src, each with the node it crosses toward."""
+    def _hops_of(self, src: str, links: tuple[str | None, ...]) -> Iterator[tuple[str, str]]:
+        """A path's links in order from NIC src, each (canonically named) with the node it crosses
+        toward, up to the first link not known."""
         at = src.split(":")[0]
         for link in links:
+            if link is None:
+                return
             a, b = self.names.ends[link]
             at = b if at == a else a
             yield link_key(link), at
@@ -308,8 +307,7 @@ def localizer(fabric: Fabric, silent_s: float = 0.0, evidence: QpEvidence | None
     naming.min_confidence = MIN_CONFIDENCE
     naming.forget_after += math.ceil(silent_s / EVERY_S)
     if evidence is not None:
-        naming.classes, naming.own_loss = evidence.ambiguous, evidence.own_loss
-        evidence.window = naming.window
+        naming.traffic, evidence.window = evidence, naming.window
     return naming
 
 
