@@ -172,7 +172,7 @@ def test_the_layer_table_counts_the_modules_there_are():
 
 # lab/'s rooms, lowest first (twin/lab/__init__.py): a room, or a module at lab/'s top, with its rank.
 LAB_ROOMS = {
-    "state": 0, "kernel": 0,
+    "state": 0, "kernel": 0, "publisher": 0,
     "runtime": 1,
     "files": 2, "handle": 2, "nft": 2, "identity": 2, "reach": 2, "traffic": 2,
     "ebpf": 3, "pfc": 4, "bfd": 4, "awake": 4,

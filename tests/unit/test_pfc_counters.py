@@ -32,44 +32,6 @@ def test_a_publication_is_parsed_once_and_every_new_one_is_read_even_at_the_same
     assert published.read(tmp_path) is None
 
 
-def test_the_publisher_stores_the_newest_publication_from_a_thread_of_its_own(tmp_path):
-    """The controller hands publications to a thread (a write and rename waited up to 243 ms for
-    the file system in its real-time loop); the newest one replaces one not yet stored, and the one
-    submitted last is stored before close() returns."""
-    (tmp_path / "pfc").mkdir()
-    publisher = published.Publisher(tmp_path)
-    for t in range(50):
-        rows = {("spine-1", "eth1"): (published.PortCounters(rx_pause=t), 0.0)}
-        publisher.submit(published.encode(float(t), rows, {}))
-    publisher.close()
-    document = published.read(tmp_path)
-    assert document["t_mono"] == 49.0 and published.ports(document)[("spine-1", "eth1")].rx_pause == 49
-    assert not list((tmp_path / "pfc").glob("*.tmp"))
-
-
-@pytest.mark.parametrize(("policy", "priority", "expected"), [
-    ("SCHED_FIFO", 50, [("SCHED_FIFO", 49)]),  # the controller's loop: one step below it
-    ("SCHED_FIFO", 1, [("SCHED_FIFO", 1)]),
-    ("SCHED_OTHER", 0, []),  # a creator at normal priority: left as it is
-])
-def test_the_publishing_thread_stays_real_time_one_step_below_its_creator(monkeypatch, policy, priority, expected):
-    os = published.os
-    calls = []
-    monkeypatch.setattr(os, "sched_getscheduler", lambda pid: getattr(os, policy))
-    monkeypatch.setattr(os, "sched_getparam", lambda pid: os.sched_param(priority))
-    monkeypatch.setattr(os, "sched_setscheduler",
-                        lambda pid, chosen, param: calls.append((chosen, param.sched_priority)))
-    published.below_creator()
-    assert calls == [(getattr(os, name), level) for name, level in expected]
-
-
-def test_a_publication_that_cannot_be_stored_is_an_error_not_a_crash(tmp_path):
-    publisher = published.Publisher(tmp_path / "gone")  # no pfc/ directory: the lab went
-    publisher.submit(published.encode(1.0, {}, {}))
-    publisher.close()
-    assert publisher.errors and "cannot publish the counters" in publisher.errors[0]
-
-
 @pytest.mark.parametrize(("phase", "feeders_held", "expected"), [
     (1, True, True),  # above XOFF, its feeders held
     (1, False, True),  # above XOFF, the XOFF event not yet acted on

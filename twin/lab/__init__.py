@@ -1,7 +1,9 @@
 """A running lab. Its rooms, lowest first; a module imports only from its own room and the ones
 before it (tests/unit/test_layers.py, LAB_ROOMS):
 
-- `state`: the lab's record on disk: what it owns, its faults, merged between processes.
+- `state`: the lab's record on disk: what it owns, its faults, merged between processes;
+  `publisher`: a real-time loop's published file, stored from a thread so the loop never waits
+  for the disk.
 - `kernel/`: plumbing inside one network namespace, given its path: netlink (`nsutil`, batches in
   `nlbatch`), links, addresses, sysctls and host routing (`netconf`), a port's queue tree
   (`shaping`), offloads, the FIB's ECMP widths (`fib`), a split lab's VXLAN tunnels to the other

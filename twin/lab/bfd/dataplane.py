@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from twin.lab import publisher
 from twin.lab.bfd import fastpath, wire
 from twin.lab.bfd.paths import DPLANE_SOCKET, READY, STATS, directory
 from twin.lab.bfd.session import Session
@@ -98,6 +99,7 @@ class DataPlane:
         self.in_kernel: dict[int, tuple[Switch, int, int]] = {}  # slot -> (switch, lid, detection ns)
         self._sweep_index: tuple[np.ndarray, np.ndarray] | None = None  # slots, detection ns; None: stale
         self.rng = random.Random()
+        self.publisher: publisher.Publisher | None = None  # started by run(), at its priority
 
     # -- setup ------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -161,6 +163,7 @@ class DataPlane:
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self) -> None:
+        self.start_publishing()
         next_stats = next_connect = next_sweep = time.monotonic()
         while not self.stopping:
             now = time.monotonic()
@@ -454,6 +457,11 @@ class DataPlane:
             self._drop_bfdd(switch)
 
     # -- what it did ------------------------------------------------------------------------------
+    def start_publishing(self) -> None:
+        """The statistics are stored by a thread (lab/publisher.py): a rename waited 0.6 s for the
+        file system here, no tick left meanwhile, and the lab's sessions expired together."""
+        self.publisher = publisher.Publisher(directory(self.lab.paths.root) / STATS, "the statistics")
+
     def _publish(self) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         sessions = [s for sw in self.switches.values() for s in sw.sessions.values()]
@@ -465,10 +473,7 @@ class DataPlane:
                     "rx_packets": self.rx_total + kernel_rx, "tx_packets": self.tx_total + kernel_tx,
                     "rx_in_kernel": kernel_rx, "tx_in_kernel": kernel_tx, "tx_failed": self.dropped,
                     "state_changes": self.state_changes, "cpu_s": round(usage.ru_utime + usage.ru_stime, 3)}
-        path = directory(self.lab.paths.root) / STATS
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(document))
-        temporary.replace(path)
+        self.publisher.submit(json.dumps(document).encode())
 
     def _kernel_packets(self) -> tuple[int, int]:
         """Packets the kernel took and sent for the sessions, ever."""
@@ -479,6 +484,10 @@ class DataPlane:
         return self.retired[0] + rx, self.retired[1] + tx
 
     def close(self) -> None:
+        if self.publisher is not None:
+            self.publisher.close()
+            for error in self.publisher.errors[-5:]:  # stored nowhere else: the log keeps them
+                print(error, file=sys.stderr, flush=True)
         if self.fast is not None:
             self.fast.close()
         for switch in self.switches.values():

@@ -22,7 +22,7 @@ inside the headroom the buffers reserve for it (model/buffers.py). So: SCHED_FIF
 never preempts it; epoll, never a busy wait; every turn does the pending events first and at
 most one slower step (a node's qdisc dump, encoding the publication), each well under a
 millisecond; nothing waits for the file system or another process: the publication is stored by
-a thread one real-time step below the loop (counters.Publisher: it holds the interpreter lock only
+a thread one real-time step below the loop (lab/publisher.py: it holds the interpreter lock only
 between its system calls, and is never kept off the CPU holding it), nft runs as a child it does
 not wait for.
 """
@@ -41,7 +41,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from twin.lab import nft
+from twin.lab import nft, publisher
 from twin.lab.ebpf.layout import EVENT, XOFF, XON
 from twin.lab.handle import Lab
 from twin.lab.kernel import rawdump
@@ -168,7 +168,7 @@ class Controller:
         self.marks_published = 0  # ECN marks and moved packets counted at the last publication
         # counters the programs move without an event (ECN marks, adaptive routing's moves)
         self.counts_quietly = self.fabric.ecn or self.fabric.load_balance != "ecmp"
-        self.publisher: published.Publisher | None = None  # started by run(), after the kicker's fork
+        self.publisher: publisher.Publisher | None = None  # started by run(), after the kicker's fork
         self.stopping = False
         self.orphaned = False  # the lab's state disappeared: stop, leaving its files alone
 
@@ -497,7 +497,7 @@ class Controller:
         poller.register(self.queues.events_fd, select.EPOLLIN)
         poller.register(server.fileno(), select.EPOLLIN)
         clients: dict[int, socket.socket] = {}
-        self.publisher = published.Publisher(self.lab_dir)
+        self.publisher = publisher.Publisher(published.path(self.lab_dir), "the counters")
         next_flush = next_check = next_reconcile = time.monotonic()
         while not self.stopping:
             now = time.monotonic()

@@ -22,13 +22,13 @@ per-port PFC counters:
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from twin.errors import TwinError
+from twin.lab import publisher
 
 FILE = "counters.json"
 _LATEST: dict[Path, tuple[bytes, dict]] = {}  # file -> (its bytes, its document)
@@ -83,65 +83,11 @@ def encode(now: float, rows: dict, controller: dict) -> bytes:
 
 def store(lab_dir: Path, data: bytes) -> None:
     """Replace the published file with `data` (readers see the old file or the new, never half)."""
-    path = directory(lab_dir) / FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    publisher.store(path(lab_dir), data)
 
 
-def below_creator() -> None:
-    """Keep the calling thread real-time when its creator is, one priority step below it. At
-    normal priority a busy machine kept the publisher off the CPU while it held the interpreter
-    lock, and the real-time loop waited for the lock: on rail8 at 100 Mbit/s with the cores 90 %
-    busy, reaction max 47 ms against 15 ms with the stores in the loop (one 30 s run each). The
-    thread spends its time in the file system's waits, which hold no CPU and no lock."""
-    if os.sched_getscheduler(0) == os.SCHED_FIFO:
-        priority = os.sched_getparam(0).sched_priority
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(max(1, priority - 1)))
-
-
-class Publisher:
-    """Stores the controller's publications from a thread of its own, one real-time priority step
-    below the controller's loop (below_creator), the newest replacing one not yet stored. The write
-    and rename wait for the file system: on this machine's ext4 run directory they took up to
-    243 ms while a lab was busy, and the real-time loop, which wrote them itself, let a lossless
-    incast's XOFF events wait as long (drops)."""
-
-    def __init__(self, lab_dir: Path):
-        self.lab_dir = lab_dir
-        self._next: bytes | None = None
-        self._closing = False
-        self._wake = threading.Condition()
-        self.errors: list[str] = []
-        self._thread = threading.Thread(target=self._run, name="publisher", daemon=True)
-        self._thread.start()
-
-    def submit(self, data: bytes) -> None:
-        with self._wake:
-            self._next = data
-            self._wake.notify()
-
-    def close(self) -> None:
-        """Store what was submitted last, then end the thread."""
-        with self._wake:
-            self._closing = True
-            self._wake.notify()
-        self._thread.join()
-
-    def _run(self) -> None:
-        below_creator()
-        while True:
-            with self._wake:
-                while self._next is None and not self._closing:
-                    self._wake.wait()
-                data, self._next = self._next, None
-            if data is not None:
-                try:
-                    store(self.lab_dir, data)
-                except OSError as exc:  # the run directory went (lab down) or the disk is full
-                    self.errors.append(f"cannot publish the counters: {exc}")
-            elif self._closing:
-                return
+def path(lab_dir: Path) -> Path:
+    return directory(lab_dir) / FILE
 
 
 def read(lab_dir: Path) -> dict | None:
