@@ -315,6 +315,8 @@ def command_cases() -> list[Case]:
                                           "loss_pct=!!python/object/apply:os.system [true]"]),
         Case("command/fault-inject-syntax",
              ["fault", "inject", "mini", "silent_drop", "--link", LINK, "-p", "loss_pct=[1"]),
+        Case("command/fault-inject-not-finite",
+             ["fault", "inject", "mini", "silent_drop", "--link", LINK, "-p", "loss_pct=1e400"]),
         Case("command/fault-inject-no-equals", ["fault", "inject", "mini", "silent_drop", "-p", "loss_pct"]),
         Case("command/schema-unwritable", ["schema", "lab", "-o", "{scratch}/missing/dir/lab.json"]),
         Case("command/schema-into-proc", ["schema", "lab", "-o", "/proc/version"]),

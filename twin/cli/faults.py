@@ -31,7 +31,9 @@ def _context(name: str) -> FaultContext:
 def _param_value(key: str, text: str):
     """VALUE of `-p KEY=VALUE`, read by the scenario files' own YAML reader (no aliases, tags,
     endless numbers; an error names the option)."""
-    data, _source = parse_yaml(Path(f"-p {key}"), f"value: {text}\n".encode())
+    data, source = parse_yaml(Path(f"-p {key}"), f"value: {text}\n".encode())
+    if (refused := source.refusal()) is not None:
+        raise refused
     return data.get("value")
 
 

@@ -9,9 +9,12 @@ them is read: a second document, anchors and aliases (a few lines of nested alia
 gigabytes), explicit tags, more than MAX_DEPTH levels of nesting (ruamel's composer recursed per
 level: 700 levels of `[` raised RecursionError), a number longer than MAX_NUMBER_CHARS (Python
 refuses to convert an int of 4,300 digits) or not finite (`.inf`), a key that appears twice.
+The last three spoil one value, not the file's structure: each is kept as a problem (SourceMap.
+refused), the value left out (the first of two equal keys kept), and the rest read on, so that
+validation reports them with every other problem at once.
 
 The plain document is validated by a pydantic model, and every validation error becomes a
-Problem naming file, line and key.
+Problem naming file, line and key (none where a value was left out: its own problem says why).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,13 @@ class SourceMap:
     path the file has."""
 
     lines: dict[Loc, int]
+    refused: dict[Loc, Problem] = field(default_factory=dict)  # values left out, and why (in file order)
+    refused_more: int = 0  # refused beyond MAX_PROBLEMS_LISTED, not kept
+
+    def refusal(self) -> LabFileError | None:
+        """The values left out as one error, for a reader that does not validate (validate() merges
+        them with the schema's problems)."""
+        return LabFileError(list(self.refused.values()), more=self.refused_more) if self.refused else None
 
     def line(self, loc: Loc) -> int | None:
         best = 1
@@ -74,14 +84,16 @@ def parse_yaml(path: Path, raw: bytes) -> tuple[dict, SourceMap]:
     """Parse a file's bytes (read by read_yaml, or from standard input), named `path` in errors."""
     text = decoded(path, raw)
     lines: dict[Loc, int] = {}
+    builder = _Builder(path, YAML(typ="safe", pure=False).parse(text), lines)
     try:
-        root = _Builder(path, YAML(typ="safe", pure=False).parse(text), lines).document()
+        root = builder.document()
     except YAMLError:
         root = None  # libyaml (YAML 1.1) refuses `[host-g1-h1:nic1]`, which YAML 1.2 allows: ask ruamel's own
     try:
         if root is None:
             lines.clear()
-            root = _Builder(path, YAML(typ="safe", pure=True).parse(text), lines).document()
+            builder = _Builder(path, YAML(typ="safe", pure=True).parse(text), lines)
+            root = builder.document()
     except MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
         raise LabFileError([Problem(str(path), line, "", f"YAML syntax: {exc.problem}",
@@ -93,7 +105,7 @@ def parse_yaml(path: Path, raw: bytes) -> tuple[dict, SourceMap]:
                      "save the file as plain UTF-8 text") from None
     if not isinstance(root, dict):
         raise LabFileError([Problem(str(path), 1, "", "the file must be a YAML mapping", "start with `name: ...`")])
-    return root, SourceMap(lines)
+    return root, SourceMap(lines, builder.refused, builder.refused_more)
 
 
 class _Yaml12Resolver(VersionedResolver):
@@ -112,6 +124,18 @@ class _Builder:
     def __init__(self, path: Path, stream: typing.Iterable[events.Event], lines: dict[Loc, int]) -> None:
         self.path, self.events, self.lines = path, iter(stream), lines
         self.resolver = _Yaml12Resolver()
+        self.refused: dict[Loc, Problem] = {}
+        self.refused_more = 0
+
+    def _refuse(self, loc: Loc, line: int | None, message: str, hint: str, shown_at: Loc | None = None) -> _LeftOut:
+        """A value that cannot be kept: its problem noted (the first MAX_PROBLEMS_LISTED), the
+        value left out, and reading goes on. `loc` keys it (validation says nothing under it);
+        `shown_at` is where the problem says it is, when not there."""
+        if len(self.refused) < MAX_PROBLEMS_LISTED:
+            self.refused.setdefault(loc, Problem(str(self.path), line, dotted(shown_at or loc), message, hint))
+        else:
+            self.refused_more += 1
+        return _LEFT_OUT
 
     def document(self) -> Any:
         """The file's one document (None when it is empty)."""
@@ -136,8 +160,8 @@ class _Builder:
             raise refuse(self.path, line, f"YAML tag {str(tag).replace(_TAG, '!!')} is not supported",
                          "write the plain value, without the tag")
         if isinstance(event, events.ScalarEvent):
-            if not event.style:  # plain (None or ""): may be a number
-                _check_number(self.path, line, event.value)
+            if not event.style and (wrong := _wrong_number(event.value)):  # plain (None or ""): may be a number
+                return self._refuse(loc, line, *wrong)
             return _scalar(self.resolver.resolve(nodes.ScalarNode, event.value, event.implicit).suffix, event.value)
         if depth >= MAX_DEPTH:
             raise refuse(self.path, line, f"nested more than {MAX_DEPTH} levels deep",
@@ -153,7 +177,8 @@ class _Builder:
                 break
             here = loc + (len(items),)
             self.lines[here] = _line(event)
-            items.append(self._value(event, here, depth))
+            value = self._value(event, here, depth)
+            items.append(None if value is _LEFT_OUT else value)  # the others keep their places
         return items
 
     def _mapping(self, loc: Loc, depth: int) -> dict:
@@ -165,13 +190,21 @@ class _Builder:
             if not isinstance(event, (events.ScalarEvent, events.AliasEvent)):
                 raise refuse(self.path, line, "a key must be a plain name, not a list or mapping",
                              "write `key: value`")
-            key = str(self._value(event, loc, depth))
+            key = self._value(event, loc + (str(getattr(event, "value", "")),), depth)
+            if key is _LEFT_OUT:  # a key such as 1e400: its value is read and left out with it
+                self._value(next(self.events), loc, depth)
+                continue
+            key = str(key)
             here = loc + (key,)
-            if key in result:
-                raise refuse(self.path, line, f"key '{shown_name(key)}' appears twice (also line "
-                             f"{self.lines[here]})", "keep one of them")
+            if key in result or here in self.refused:
+                self._refuse(here + ("again",), line, f"key '{shown_name(key)}' appears twice (also line "
+                             f"{self.lines[here]})", "keep one of them", shown_at=here)
+                self._value(next(self.events), here + ("again",), depth)  # read, and left out: the first stands
+                continue
             self.lines[here] = line
-            result[key] = self._value(next(self.events), here, depth)
+            value = self._value(next(self.events), here, depth)
+            if value is not _LEFT_OUT:
+                result[key] = value
         return result
 
 
@@ -179,18 +212,27 @@ def _line(event: events.Event) -> int | None:
     return event.start_mark.line + 1 if event.start_mark else None
 
 
-def _check_number(path: Path, line: int | None, value: str) -> None:
+class _LeftOut:
+    """The value of a refused scalar: left out of the document (a list keeps None in its place)."""
+
+
+_LEFT_OUT = _LeftOut()
+
+
+def _wrong_number(value: str) -> tuple[str, str] | None:
+    """(message, hint) for a plain scalar no setting can take as a number, else None."""
     if _NOT_FINITE.fullmatch(value):
-        raise refuse(path, line, f"{value} is not a finite number", "write a number, e.g. 100")
+        return f"{value} is not a finite number", "write a number, e.g. 100"
     if _NUMBER.fullmatch(value):
         if len(value) > MAX_NUMBER_CHARS:
-            raise refuse(path, line, f"a number of {len(value)} characters ({clipped(value, 12)})",
-                         f"no setting takes a number longer than {MAX_NUMBER_CHARS} characters")
+            return (f"a number of {len(value)} characters ({clipped(value, 12)})",
+                    f"no setting takes a number longer than {MAX_NUMBER_CHARS} characters")
         try:
             if not math.isfinite(float(value.replace("_", ""))):
-                raise refuse(path, line, f"{value} is too large to be a number", "write a smaller number")
+                return f"{value} is too large to be a number", "write a smaller number"
         except ValueError:
             pass  # hexadecimal, octal: YAML's own rules decide
+    return None
 
 
 def _scalar(tag: str, value: str) -> Any:
@@ -243,11 +285,14 @@ def _unwrap(annotation: Any) -> Any:
 
 
 def problems_from_validation(exc: pydantic.ValidationError, model: type[pydantic.BaseModel],
-                             path: str, source: SourceMap) -> list[Problem]:
-    """The first MAX_PROBLEMS_LISTED of the errors as located problems (each costs a fuzzy match)."""
+                             path: str, source: SourceMap, skip: tuple[Loc, ...] = ()) -> list[Problem]:
+    """The first MAX_PROBLEMS_LISTED of the errors as located problems (each costs a fuzzy match);
+    none at or under a location in `skip`."""
     problems = []
     for err in exc.errors()[:MAX_PROBLEMS_LISTED]:
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        if any(loc[:len(left)] == left for left in skip):
+            continue
         kind = err["type"]
         owner = _model_at(model, loc[:-1])
         if kind == "extra_forbidden":
@@ -274,8 +319,18 @@ def problems_from_validation(exc: pydantic.ValidationError, model: type[pydantic
 
 
 def validate(model: type[pydantic.BaseModel], data: Any, path: str, source: SourceMap):
+    """The document as `model`, or a LabFileError with every problem: the values the reader left out
+    (SourceMap.refused) and the schema's, in file order, none of the schema's under a value left out."""
     try:
-        return model.model_validate(data)
+        valid = model.model_validate(data)
     except pydantic.ValidationError as exc:
-        raise LabFileError(problems_from_validation(exc, model, path, source),
-                           more=max(0, exc.error_count() - MAX_PROBLEMS_LISTED)) from None
+        problems = problems_from_validation(exc, model, path, source, skip=tuple(source.refused))
+        listed = [*source.refused.values(), *problems]
+        if source.refused:  # two lists, each in file order
+            listed.sort(key=lambda p: p.line or 0)
+        more = source.refused_more + max(0, exc.error_count() - MAX_PROBLEMS_LISTED)
+        raise LabFileError(listed[:MAX_PROBLEMS_LISTED], more=more + max(0, len(listed) - MAX_PROBLEMS_LISTED)) \
+            from None
+    if (refused := source.refusal()) is not None:
+        raise refused
+    return valid
