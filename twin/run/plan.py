@@ -21,7 +21,7 @@ from twin.collectives.groups import select_nics
 from twin.collectives.metrics import OPS
 from twin.detect.builtins import BUILTINS
 from twin.detect.specs import DetectorSpec
-from twin.errors import LabFileError, Problem, TwinError, closest
+from twin.errors import MAX_PROBLEMS_LISTED, LabFileError, Problem, TwinError, closest
 from twin.faults import engine
 from twin.faults.base import Timing
 from twin.faults.change import Change
@@ -105,7 +105,10 @@ def load_scenario(path: Path, quick: bool = False, parsed: tuple[dict, SourceMap
     data, source = parsed or read_yaml(path)
     if quick:
         shorten(data)
-    spec = validate(ScenarioSpec, data, str(path), source)
+    try:
+        spec = validate(ScenarioSpec, data, str(path), source)
+    except LabFileError as exc:
+        raise _with_entry_problems(exc, data, path, source) from None
     problems: list[Problem] = []
 
     def problem(loc: tuple, message: str, hint: str | None = None) -> None:
@@ -200,26 +203,64 @@ def _workloads(spec: ScenarioSpec, fabric: Fabric, problem) -> list[PlannedWorkl
 def timeline_entries(spec: ScenarioSpec) -> list[tuple[tuple, dict]]:
     """(where in the file, fault entry) for every `faults:` entry and every `changes:` entry (a
     planned change is a fault entry of kind `change`: one engine applies, undoes and reports both)."""
-    entries = [(("faults", number), entry) for number, entry in enumerate(spec.faults)]
-    for number, entry in enumerate(spec.changes):
+    return _timeline(spec.faults, spec.changes)
+
+
+def _timeline(faults: list, changes: list) -> list[tuple[tuple, Any]]:
+    entries = [(("faults", number), entry) for number, entry in enumerate(faults)]
+    for number, entry in enumerate(changes):
         entries.append((("changes", number), {"kind": CHANGE_KIND, **entry} if isinstance(entry, dict) else entry))
     return entries
+
+
+def _parsed_entry(loc: tuple, entry: dict, problem) -> tuple | None:
+    """A timeline entry's timing and parameters (engine.parse), or None with its problem reported."""
+    if loc[0] == "changes" and isinstance(entry, dict) and entry.get("kind") != CHANGE_KIND:
+        problem(loc + ("kind",), "a change has no kind: it is a configuration change",
+                "remove `kind:`; a fault goes under faults:")
+        return None
+    try:
+        return engine.parse(entry)
+    except TwinError as exc:
+        key = next((k for k in entry if f"'{shown_name(k)}'" in exc.message or f" {k}:" in exc.message), "kind")
+        problem(loc + (key,), exc.message, exc.hint)
+        return None
+
+
+def _with_entry_problems(error: LabFileError, data: dict, path: Path, source: SourceMap) -> LabFileError:
+    """The schema's problems and, beside them, those of every fault and change entry the schema
+    left alone (an unknown key, a kind's parameter out of range): the file's problems at once,
+    not the entries' only once the rest is mended. An entry the schema or the reader already
+    found wrong, or with a value the reader left out, is not looked at again."""
+    faults, changes = data.get("faults"), data.get("changes")
+    if not isinstance(faults, list) or not isinstance(changes or [], list):
+        return error
+    told = [p.key for p in error.problems]
+    left_out = [dotted(loc) for loc in source.refused]
+    found: list[Problem] = []
+
+    def problem(loc: tuple, message: str, hint: str | None = None) -> None:
+        found.append(Problem(str(path), source.line(loc), dotted(loc), message, hint))
+
+    for loc, entry in _timeline(faults, changes or []):
+        where = dotted(loc)
+        if not isinstance(entry, dict) or any(k == where or k.startswith((where + ".", where + "["))
+                                              for k in (*told, *left_out)):
+            continue
+        _parsed_entry(loc, entry, problem)
+    if not found:
+        return error
+    listed = sorted([*error.problems, *found], key=lambda p: p.line or 0)
+    return LabFileError(listed[:MAX_PROBLEMS_LISTED], more=error.more + max(0, len(listed) - MAX_PROBLEMS_LISTED))
 
 
 def _faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]:
     faults: list[ScheduledFault] = []
     ids: dict[str, tuple] = {}  # fault or change id -> where it is in the file
     for loc, entry in timeline_entries(spec):
-        if loc[0] == "changes" and isinstance(entry, dict) and entry.get("kind") != CHANGE_KIND:
-            problem(loc + ("kind",), "a change has no kind: it is a configuration change",
-                    "remove `kind:`; a fault goes under faults:")
+        if (parsed := _parsed_entry(loc, entry, problem)) is None:
             continue
-        try:
-            timing, params = engine.parse(entry)
-        except TwinError as exc:
-            key = next((k for k in entry if f"'{shown_name(k)}'" in exc.message or f" {k}:" in exc.message), "kind")
-            problem(loc + (key,), exc.message, exc.hint)
-            continue
+        timing, params = parsed
         try:
             targets = engine.targets(timing, params, fabric)
         except TargetError as exc:
