@@ -59,6 +59,13 @@ class LabFileError(TwinError):
         super().__init__(summary + ":\n" + "\n".join(lines),
                          hint="fix the file; nothing was created on this machine")
 
+    @classmethod
+    def in_file_order(cls, problems: list[Problem], more: int = 0) -> LabFileError:
+        """Problems found by separate passes over one file, by line (each pass's order kept on a
+        line), the first MAX_PROBLEMS_LISTED listed and the rest counted in `more`."""
+        listed = sorted(problems, key=lambda p: p.line or 0)
+        return cls(listed[:MAX_PROBLEMS_LISTED], more=more + max(0, len(listed) - MAX_PROBLEMS_LISTED))
+
 
 class PrivilegeError(TwinError):
     pass

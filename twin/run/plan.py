@@ -21,7 +21,7 @@ from twin.collectives.groups import select_nics
 from twin.collectives.metrics import OPS
 from twin.detect.builtins import BUILTINS
 from twin.detect.specs import DetectorSpec
-from twin.errors import MAX_PROBLEMS_LISTED, LabFileError, Problem, TwinError, closest
+from twin.errors import LabFileError, Problem, TwinError, closest
 from twin.faults import engine
 from twin.faults.base import Timing
 from twin.faults.change import Change
@@ -250,8 +250,7 @@ def _with_entry_problems(error: LabFileError, data: dict, path: Path, source: So
         _parsed_entry(loc, entry, problem)
     if not found:
         return error
-    listed = sorted([*error.problems, *found], key=lambda p: p.line or 0)
-    return LabFileError(listed[:MAX_PROBLEMS_LISTED], more=error.more + max(0, len(listed) - MAX_PROBLEMS_LISTED))
+    return LabFileError.in_file_order([*error.problems, *found], error.more)
 
 
 def _faults(spec: ScenarioSpec, fabric: Fabric, problem) -> list[ScheduledFault]:

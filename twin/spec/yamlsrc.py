@@ -325,12 +325,10 @@ def validate(model: type[pydantic.BaseModel], data: Any, path: str, source: Sour
         valid = model.model_validate(data)
     except pydantic.ValidationError as exc:
         problems = problems_from_validation(exc, model, path, source, skip=tuple(source.refused))
-        listed = [*source.refused.values(), *problems]
-        if source.refused:  # two lists, each in file order
-            listed.sort(key=lambda p: p.line or 0)
-        more = source.refused_more + max(0, exc.error_count() - MAX_PROBLEMS_LISTED)
-        raise LabFileError(listed[:MAX_PROBLEMS_LISTED], more=more + max(0, len(listed) - MAX_PROBLEMS_LISTED)) \
-            from None
+        more = max(0, exc.error_count() - MAX_PROBLEMS_LISTED)
+        if not source.refused:
+            raise LabFileError(problems, more=more) from None
+        raise LabFileError.in_file_order([*source.refused.values(), *problems], more + source.refused_more) from None
     if (refused := source.refusal()) is not None:
         raise refused
     return valid
