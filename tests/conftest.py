@@ -77,3 +77,40 @@ def pytest_collection_finish(session):
         if ungrouped:
             raise pytest.UsageError(f"--dist loadgroup did not group {ungrouped[0]}: this pytest and "
                                     "pytest-xdist do not work together; use the versions pyproject.toml pins")
+
+
+def pytest_sessionstart(session):
+    # The tiers bring the shipped labs up under their own names (and d- copies on docker); a lab of
+    # one of those names already on the machine (a user's, or one a killed run left) would fail
+    # every test that brings it up, one by one, minutes in (CI of 2026-12-07: 80 of them). Say so
+    # before the first, once: here, in the process that starts pytest-xdist's workers.
+    config = session.config
+    if hasattr(config, "workerinput") or os.geteuid() != 0 or not _runs_integration(config):
+        return
+    taken = _shipped_labs_on_this_machine()
+    if taken:
+        raise pytest.UsageError(f"lab {', '.join(taken)} is already on this machine, and the integration tests "
+                                "bring up labs of that name: `twin lab down NAME` first (or run the unit tier "
+                                "alone: pytest tests/unit)")
+
+
+def _runs_integration(config) -> bool:
+    integration = ROOT / "tests" / "integration"
+    paths = [Path(a.split("::")[0]).resolve() for a in config.args] or [ROOT]
+    return any(p == integration or integration in p.parents or p in integration.parents for p in paths)
+
+
+def _shipped_labs_on_this_machine() -> list[str]:
+    """Names of the shipped labs (and their docker tier's copies) that have state or namespaces here."""
+    from ruamel.yaml import YAML
+
+    from twin.lab.runtime.netns import NETNS_DIR, namespace_prefix
+    from twin.lab.state import lab_dir
+    names = []
+    for path in sorted((ROOT / "labs").glob("*.yaml")):
+        name = (YAML(typ="safe").load(path.read_text()) or {}).get("name")
+        if isinstance(name, str):
+            names += [name, "d-" + name]
+    namespaces = os.listdir(NETNS_DIR) if os.path.isdir(NETNS_DIR) else []
+    return [name for name in names if lab_dir(name).exists()
+            or any(n.startswith(namespace_prefix(name)) for n in namespaces)]
